@@ -1,0 +1,120 @@
+"""Switchyard's pure routing engine: facts in, decisions and events out.
+
+No Django, no httpx, no sleeping, no wall clock — time arrives as ``now`` (epoch
+seconds) and randomness as ``rand() -> [0, 1)``, so every rule is tested with Django
+unconfigured and without waiting. The async gateway (``routing.upstream``, the state
+stores, the API) carries the decisions out.
+
+::
+
+    routing/engine/
+    ├── failures.py    FailureCode taxonomy, default retry/switch/credential code sets,
+    │                  classify_http / classify_error_object, Retry-After, scrub
+    ├── retry.py       RetryPolicy and backoff_ms (exponential, capped, jittered)
+    ├── plan.py        decide(): one failed attempt -> RETRY(delay) | SWITCH(reason) | SURFACE;
+    │                  context_window_allows()
+    ├── health.py      per-target health state machine (healthy/cooling/probing) and
+    │                  per-provider credential state; transitions return HealthEvents
+    └── algorithms.py  Candidate, SelectionView, RoutingAlgorithm and the five built-ins,
+                       get_algorithm() by name or dotted path
+
+Dependencies point one way: failures <- retry <- plan; failures <- health;
+failures <- algorithms.
+"""
+
+from .algorithms import (
+    ALGORITHMS,
+    Candidate,
+    Latency,
+    LeastBusy,
+    Priority,
+    RoundRobin,
+    RoutingAlgorithm,
+    SelectionView,
+    UnknownAlgorithm,
+    Weighted,
+    get_algorithm,
+    smooth_weighted_sequence,
+)
+from .failures import (
+    CREDENTIAL_CODES,
+    DEFAULT_RETRY_CODES,
+    DEFAULT_SWITCH_CODES,
+    Failure,
+    FailureCode,
+    classify_error_object,
+    classify_http,
+    parse_retry_after,
+    scrub,
+)
+from .health import (
+    Availability,
+    CircuitPolicy,
+    EventKind,
+    HealthEvent,
+    HealthState,
+    HealthTransitionError,
+    ProviderHealth,
+    TargetHealth,
+    availability,
+    begin_probe,
+    cooling_duration_s,
+    disable_provider,
+    enable_provider,
+    force_revive,
+    record_failure,
+    record_success,
+    reset,
+    target_key,
+)
+from .plan import Action, Decision, SwitchReason, context_window_allows, decide
+from .retry import RetryPolicy, backoff_ms
+
+__all__ = [
+    "ALGORITHMS",
+    "CREDENTIAL_CODES",
+    "DEFAULT_RETRY_CODES",
+    "DEFAULT_SWITCH_CODES",
+    "Action",
+    "Availability",
+    "Candidate",
+    "CircuitPolicy",
+    "Decision",
+    "EventKind",
+    "Failure",
+    "FailureCode",
+    "HealthEvent",
+    "HealthState",
+    "HealthTransitionError",
+    "Latency",
+    "LeastBusy",
+    "Priority",
+    "ProviderHealth",
+    "RetryPolicy",
+    "RoundRobin",
+    "RoutingAlgorithm",
+    "SelectionView",
+    "SwitchReason",
+    "TargetHealth",
+    "UnknownAlgorithm",
+    "Weighted",
+    "availability",
+    "backoff_ms",
+    "begin_probe",
+    "classify_error_object",
+    "classify_http",
+    "context_window_allows",
+    "cooling_duration_s",
+    "decide",
+    "disable_provider",
+    "enable_provider",
+    "force_revive",
+    "get_algorithm",
+    "parse_retry_after",
+    "record_failure",
+    "record_success",
+    "reset",
+    "scrub",
+    "smooth_weighted_sequence",
+    "target_key",
+]

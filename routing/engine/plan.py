@@ -1,0 +1,102 @@
+"""The failover planner: given one failed attempt, say what the driver does next.
+
+Like tenacity's ``BaseRetrying.iter()``, :func:`decide` returns an action and never acts:
+the async driver sleeps, re-dispatches, moves on or surfaces the error. Rules, first
+match wins:
+
+1. the answer is already committed to the client -> SURFACE (never splice two answers);
+2. ABORTED -> SURFACE (nobody is waiting);
+3. retry in place when the code is a retry code, retries remain, the attempt was not a
+   probe (a probe gets exactly one attempt) and the code is not CONTEXT_WINDOW_EXCEEDED
+   (the same prompt cannot fit the same window). The wait is the upstream's
+   ``Retry-After`` when given — one beyond ``max_delay_ms`` means "switch now" — else
+   exponential backoff. A wait that would outlast the call's deadline counts as retries
+   exhausted;
+4. otherwise SWITCH when the code is a switch code, else SURFACE.
+
+:class:`SwitchReason.THRESHOLD` is never returned here: the driver uses it when it skips
+a target whose circuit is open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .failures import Failure, FailureCode
+from .retry import RetryPolicy, backoff_ms
+
+
+class Action(StrEnum):
+    RETRY = "retry"  # wait ``delay_s``, then the same target again
+    SWITCH = "switch"  # next candidate
+    SURFACE = "surface"  # give this failure to the client
+
+
+class SwitchReason(StrEnum):
+    THRESHOLD = "threshold"
+    PROBE = "probe"
+    RETRY_EXHAUSTED = "retry-exhausted"
+    NOT_RETRYABLE = "not-retryable"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    action: Action
+    delay_s: float = 0.0
+    reason: SwitchReason | None = None
+
+
+SURFACE = Decision(Action.SURFACE)
+
+
+def _move_on(code: FailureCode, switch_codes: frozenset[FailureCode], reason: SwitchReason
+             ) -> Decision:
+    if code in switch_codes:
+        return Decision(Action.SWITCH, reason=reason)
+    return SURFACE
+
+
+def decide(
+    failure: Failure,
+    *,
+    retries_done: int,
+    policy: RetryPolicy,
+    switch_codes: frozenset[FailureCode],
+    is_probe: bool = False,
+    committed: bool = False,
+    time_left_s: float | None = None,
+    rand: Callable[[], float],
+) -> Decision:
+    """Next step after ``failure`` on a target already retried ``retries_done`` times."""
+    code = failure.code
+    if committed or code is FailureCode.ABORTED:
+        return SURFACE
+    retryable = code in policy.retry_codes and code is not FailureCode.CONTEXT_WINDOW_EXCEEDED
+    if is_probe:
+        return _move_on(code, switch_codes, SwitchReason.PROBE)
+    if retryable and retries_done < policy.max_retries:
+        if failure.retry_after_s is not None:
+            if failure.retry_after_s * 1000 > policy.max_delay_ms:
+                # The upstream asked for longer than we are willing to wait in place.
+                return _move_on(code, switch_codes, SwitchReason.NOT_RETRYABLE)
+            delay = failure.retry_after_s
+        else:
+            delay = backoff_ms(policy, retries_done + 1, rand) / 1000.0
+        if time_left_s is not None and delay >= time_left_s:
+            return _move_on(code, switch_codes, SwitchReason.RETRY_EXHAUSTED)
+        return Decision(Action.RETRY, delay_s=delay)
+    reason = SwitchReason.RETRY_EXHAUSTED if retryable else SwitchReason.NOT_RETRYABLE
+    return _move_on(code, switch_codes, reason)
+
+
+def context_window_allows(failed_window: int | None, candidate_window: int | None) -> bool:
+    """After CONTEXT_WINDOW_EXCEEDED on a target of ``failed_window``, may this one be tried?
+
+    Only if it is not known to be smaller or equal: it declares no window, or a larger one.
+    A failed target without a declared window tells us nothing, so everyone stays eligible.
+    """
+    if failed_window is None or candidate_window is None:
+        return True
+    return candidate_window > failed_window
