@@ -1,0 +1,32 @@
+"""``manage.py demo``: run the simulated upstream for the newcomer demo, in the foreground.
+
+It needs neither the database nor a valid configuration (no system checks, no
+migrations check): a newcomer runs it first, in its own terminal, before anything else
+is set up. See ``routing.simulator.presets.demo`` for what each model does.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from routing.simulator.presets import demo, describe
+
+
+class Command(BaseCommand):
+    help = "Run a simulated OpenAI-compatible upstream with flaky, broken and steady models."
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=9100,
+                            help="0 picks a free port (the printed line tells which)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        upstream = demo(options["host"], options["port"]).start()
+        self.stdout.write(describe(upstream, "demo"))
+        self.stdout.flush()
+        upstream.serve_forever()

@@ -1,0 +1,54 @@
+"""A scriptable, OpenAI-compatible upstream simulator on loopback.
+
+Used by the test-suite, by ``manage.py demo`` and by benchmarks. Deliberately free of
+Django: tests import it with and without Django configured.
+
+    from routing.simulator import FakeUpstream, Fail, Reply
+
+See ``script`` for the behaviours, ``server`` for ``FakeUpstream`` and ``app`` for the
+HTTP routes (including the ``/_control`` API other processes script it with).
+"""
+
+from routing.simulator.script import (
+    Behaviour,
+    ContentFilter,
+    ContextLength,
+    Delay,
+    DropAfter,
+    Empty,
+    Fail,
+    Flaky,
+    Malformed,
+    NoDone,
+    Reply,
+    Reset,
+    Silent,
+    StallAfter,
+    UsageThenError,
+    behaviour_from_dict,
+    to_dict,
+)
+from routing.simulator.server import FakeUpstream
+from routing.simulator.state import RecordedRequest
+
+__all__ = [
+    "Behaviour",
+    "ContentFilter",
+    "ContextLength",
+    "Delay",
+    "DropAfter",
+    "Empty",
+    "Fail",
+    "FakeUpstream",
+    "Flaky",
+    "Malformed",
+    "NoDone",
+    "RecordedRequest",
+    "Reply",
+    "Reset",
+    "Silent",
+    "StallAfter",
+    "UsageThenError",
+    "behaviour_from_dict",
+    "to_dict",
+]

@@ -1,0 +1,168 @@
+"""The aiohttp application: OpenAI routes plus a small control API.
+
+Routes::
+
+    POST /v1/chat/completions   next scripted behaviour for the body's "model"
+    GET  /v1/models             OpenAI list of the configured (or scripted) models
+    POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
+    POST /_control/default      {"behaviour": {...}}
+    POST /_control/reset        forget scripts, counters, records; restore the default
+    GET  /_control/stats        {"total", "by_model", "open", "disconnected"}
+    GET  /_control/requests     the recorded chat-completions requests
+
+The control API is unauthenticated: the simulator only ever listens on loopback.
+When an ``api_key`` is configured the ``/v1`` routes require ``Bearer <api_key>`` and
+answer 401 ``invalid_api_key`` with a message that echoes the presented key, as real
+providers do (the gateway must scrub it before logging or surfacing it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from routing.simulator.payloads import error_body
+from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
+from routing.simulator.script import Behaviour, Fail, behaviour_from_dict
+from routing.simulator.state import Ledger
+
+
+@dataclass
+class Upstream:
+    """What the routes share: the ledger, auth and model list, in-flight handlers."""
+
+    ledger: Ledger
+    api_key: str | None = None
+    models: list[str] | None = None
+    handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+    stopping: bool = False
+
+
+UPSTREAM = web.AppKey("upstream", Upstream)
+
+
+def build_app(upstream: Upstream) -> web.Application:
+    app = web.Application()
+    app[UPSTREAM] = upstream
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/_control/script", control_script)
+    app.router.add_post("/_control/default", control_default)
+    app.router.add_post("/_control/reset", control_reset)
+    app.router.add_get("/_control/stats", control_stats)
+    app.router.add_get("/_control/requests", control_requests)
+    return app
+
+
+def _error(status: int, message: str, code: str | None = None) -> web.Response:
+    body = error_body(message, "invalid_request_error", code)
+    return web.json_response(body, status=status)
+
+
+def _auth_failure(request: web.Request, api_key: str | None) -> Fail | None:
+    if api_key is None:
+        return None
+    header = request.headers.get("Authorization", "")
+    presented = header.removeprefix("Bearer ").strip()
+    if header.startswith("Bearer ") and presented == api_key:
+        return None
+    if not presented:
+        message = "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
+    else:  # echoed in full on purpose: the gateway under test must scrub it
+        message = f"Incorrect API key provided: {presented}. Check your key and try again."
+    return Fail(401, message, code="invalid_api_key", type="invalid_request_error")
+
+
+async def _json_object(request: web.Request) -> dict[str, Any] | None:
+    try:
+        data = json.loads(await request.text())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    upstream = request.app[UPSTREAM]
+    body = await _json_object(request)
+    if body is None:
+        return _error(400, "The request body must be a JSON object.")
+    model = str(body.get("model", ""))
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    record = upstream.ledger.begin(model, body, headers, request.path)
+    task = asyncio.current_task()
+    if task is not None:
+        upstream.handlers.add(task)
+    try:
+        behaviour: Behaviour | None = _auth_failure(request, upstream.api_key)
+        if behaviour is None:
+            behaviour = upstream.ledger.next_behaviour(model)
+        exchange = Exchange(request, body, model, upstream.ledger,
+                            settle=lambda: upstream.ledger.finish(record, disconnected=False))
+        response = await perform(behaviour, exchange)
+    except ClientGone as gone:
+        upstream.ledger.finish(record, disconnected=True)
+        return gone.response or web.Response()  # aiohttp's own write now fails quietly
+    except CutByScript as cut:
+        upstream.ledger.finish(record, disconnected=False)
+        return cut.response or web.Response()
+    except asyncio.CancelledError:
+        # aiohttp cancels the handler when the client goes away; stop() does too.
+        upstream.ledger.finish(record, disconnected=not upstream.stopping)
+        raise
+    finally:
+        upstream.handlers.discard(task)  # type: ignore[arg-type]
+    upstream.ledger.finish(record, disconnected=False)  # no-op when settle() already ran
+    return response
+
+
+async def list_models(request: web.Request) -> web.Response:
+    upstream = request.app[UPSTREAM]
+    denied = _auth_failure(request, upstream.api_key)
+    if denied is not None:
+        return _error(denied.status, denied.message, denied.code)
+    names = upstream.models if upstream.models is not None else upstream.ledger.scripted_models()
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": "switchyard-simulator"}
+            for name in names]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def control_script(request: web.Request) -> web.Response:
+    data = await _json_object(request)
+    if data is None or not isinstance(data.get("model"), str):
+        return _error(400, "expected {'model': str, 'behaviours': [...], 'then': {...}}")
+    try:
+        behaviours = [behaviour_from_dict(b) for b in data.get("behaviours") or []]
+        then = behaviour_from_dict(data["then"]) if data.get("then") is not None else None
+    except (ValueError, TypeError) as exc:
+        return _error(400, str(exc))
+    request.app[UPSTREAM].ledger.script(data["model"], behaviours, then)
+    return web.json_response({"ok": True, "model": data["model"], "queued": len(behaviours)})
+
+
+async def control_default(request: web.Request) -> web.Response:
+    data = await _json_object(request)
+    try:
+        behaviour = behaviour_from_dict((data or {}).get("behaviour"))  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        return _error(400, str(exc))
+    request.app[UPSTREAM].ledger.set_default(behaviour)
+    return web.json_response({"ok": True})
+
+
+async def control_reset(request: web.Request) -> web.Response:
+    request.app[UPSTREAM].ledger.reset()
+    return web.json_response({"ok": True})
+
+
+async def control_stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[UPSTREAM].ledger.stats())
+
+
+async def control_requests(request: web.Request) -> web.Response:
+    records = [dataclasses.asdict(r) for r in request.app[UPSTREAM].ledger.records()]
+    return web.json_response({"requests": records})

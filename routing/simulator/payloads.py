@@ -1,0 +1,174 @@
+"""JSON shapes of OpenAI chat completions: bodies, stream chunks, usage, errors.
+
+Pure functions and one small factory, no I/O: ``play`` decides *when* to send, this
+module decides *what* it looks like. Shapes follow the OpenAI API as the ``openai``
+SDK parses it: every chunk carries the same ``id``, ``created`` and the requested
+``model``; with ``stream_options.include_usage`` every regular chunk has
+``"usage": null`` and a last chunk with ``choices: []`` carries the usage.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+TOOL_CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+
+def _spread(units: list[str], count: int) -> list[str]:
+    """Join ``units`` into ``count`` contiguous groups whose sizes differ by at most one."""
+    size, extra = divmod(len(units), count)
+    pieces, start = [], 0
+    for i in range(count):
+        end = start + size + (1 if i < extra else 0)
+        pieces.append("".join(units[start:end]))
+        start = end
+    return pieces
+
+
+def split_pieces(text: str, count: int) -> list[str]:
+    """Split ``text`` into ``count`` contiguous, non-empty pieces that join back to it.
+
+    Cuts between words when there are enough words (streams read naturally), else
+    between characters; fewer pieces when the text is shorter than ``count``, none
+    for an empty text.
+    """
+    count = max(0, min(count, len(text)))
+    if count == 0:
+        return []
+    words = re.findall(r"\s*\S+\s*", text) or [text]
+    if len(words) >= count and "".join(words) == text:
+        return _spread(words, count)
+    return _spread(list(text), count)
+
+
+def fill_model(text: str, model: str) -> str:
+    return text.replace("{model}", model)
+
+
+def _words(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):  # content parts
+        return sum(_words(part.get("text", "")) for part in value if isinstance(part, dict))
+    return 0
+
+
+def usage_for(request_body: dict[str, Any], completion_text: str) -> dict[str, int]:
+    """Deterministic token counts: one token per whitespace-separated word (min. 1)."""
+    messages = request_body.get("messages") or []
+    prompt = sum(_words(m.get("content")) for m in messages if isinstance(m, dict))
+    prompt = max(prompt, 1)
+    completion = _words(completion_text)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def default_error_type(status: int) -> str:
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
+def error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "code": code, "param": None}}
+
+
+def _tool_call(index: int, call_id: str, arguments: str, with_header: bool) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if with_header:
+        call["id"] = call_id
+        call["type"] = "function"
+        call["function"]["name"] = TOOL_CALL["name"]
+    return call
+
+
+@dataclass
+class Completion:
+    """The identity of one response; builds its body or its chunks."""
+
+    model: str
+    include_usage: bool = False
+    id: str = field(default_factory=lambda: f"chatcmpl-sim-{uuid.uuid4().hex[:24]}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    # -- non-stream ------------------------------------------------------------------
+    def body(
+        self,
+        *,
+        content: str,
+        reasoning: str = "",
+        tool_call: bool = False,
+        finish_reason: str = "stop",
+        usage: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if tool_call:
+            message["tool_calls"] = [
+                {"id": f"call_{self.id[-12:]}", "type": "function", "function": dict(TOOL_CALL)}
+            ]
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
+                         "logprobs": None}],
+        }
+        if usage is not None:
+            body["usage"] = usage
+        return body
+
+    # -- stream ----------------------------------------------------------------------
+    def chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
+                         "logprobs": None}],
+        }
+        if self.include_usage:
+            out["usage"] = None
+        return out
+
+    def role_chunk(self) -> dict[str, Any]:
+        return self.chunk({"role": "assistant", "content": ""})
+
+    def content_chunk(self, text: str) -> dict[str, Any]:
+        return self.chunk({"content": text})
+
+    def reasoning_chunk(self, text: str) -> dict[str, Any]:
+        return self.chunk({"reasoning_content": text})
+
+    def tool_call_chunks(self) -> list[dict[str, Any]]:
+        """A tool call in two deltas, as OpenAI streams it: header, then arguments."""
+        call_id = f"call_{self.id[-12:]}"
+        return [
+            self.chunk({"tool_calls": [_tool_call(0, call_id, "", with_header=True)]}),
+            self.chunk({"tool_calls": [_tool_call(0, call_id, TOOL_CALL["arguments"], False)]}),
+        ]
+
+    def finish_chunk(self, finish_reason: str) -> dict[str, Any]:
+        return self.chunk({}, finish_reason)
+
+    def usage_chunk(self, usage: dict[str, int]) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": usage,
+        }

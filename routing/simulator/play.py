@@ -1,0 +1,355 @@
+"""Carry out one behaviour on one aiohttp request.
+
+``perform`` is a ``match`` over the behaviour classes of ``script``; each branch writes
+the response itself (headers and body are on the wire when it returns), so the
+server's bookkeeping can record when the answer really ended.
+
+Two ways a response ends early, both as exceptions carrying the response object so the
+handler can hand it back to aiohttp (whose own write then fails quietly):
+
+- ``ClientGone``: a write failed because the client already left;
+- ``CutByScript``: the behaviour itself cut the connection (``Reset``, ``DropAfter``).
+
+Every branch calls ``Exchange.settle()`` just before its final write (or cut), so a
+test that has read the whole response can assert on the recorded request at once.
+
+When the client leaves while we sleep or wait, aiohttp cancels the handler task
+(the app runs with ``handler_cancellation=True``); that surfaces as ``CancelledError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from aiohttp import web
+
+from routing.simulator.payloads import (
+    Completion,
+    default_error_type,
+    error_body,
+    fill_model,
+    split_pieces,
+    usage_for,
+)
+from routing.simulator.script import (
+    Behaviour,
+    ContentFilter,
+    ContextLength,
+    Delay,
+    DropAfter,
+    Empty,
+    Fail,
+    Flaky,
+    Malformed,
+    NoDone,
+    Reply,
+    Reset,
+    Silent,
+    StallAfter,
+    UsageThenError,
+)
+from routing.simulator.state import Ledger
+
+CONTEXT_WINDOW = 8192
+
+
+class ClientGone(Exception):
+    """The client closed the connection while the response was being written."""
+
+    def __init__(self, response: web.StreamResponse | None) -> None:
+        super().__init__("client went away")
+        self.response = response
+
+
+class CutByScript(Exception):
+    """The behaviour closed the connection on purpose."""
+
+    def __init__(self, response: web.StreamResponse | None) -> None:
+        super().__init__("connection cut by the script")
+        self.response = response
+
+
+@dataclass
+class Exchange:
+    """One chat-completions request as the behaviours need to see it."""
+
+    request: web.Request
+    body: dict[str, Any]
+    model: str
+    ledger: Ledger
+    settle: Callable[[], None] = lambda: None
+    """Records the request as answered. Called *before* the last bytes go out, so a
+    client that has seen the end of its response always finds it recorded."""
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    @property
+    def include_usage(self) -> bool:
+        options = self.body.get("stream_options")
+        return isinstance(options, dict) and bool(options.get("include_usage"))
+
+    def completion(self) -> Completion:
+        return Completion(self.model, include_usage=self.stream and self.include_usage)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+class Sse:
+    """A server-sent-events response; write errors become ``ClientGone``."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+
+    async def open(self) -> Sse:
+        try:
+            await self.response.prepare(self.exchange.request)
+        except ConnectionError as exc:
+            raise ClientGone(self.response) from exc
+        return self
+
+    async def event(self, obj: dict[str, Any]) -> None:
+        await self.raw(_dumps(obj))
+
+    async def raw(self, data: str) -> None:
+        try:
+            await self.response.write(f"data: {data}\n\n".encode())
+        except ConnectionError as exc:
+            raise ClientGone(self.response) from exc
+
+    async def end(self, *, done: bool = True) -> web.StreamResponse:
+        self.exchange.settle()
+        if done:
+            await self.raw("[DONE]")
+        try:
+            await self.response.write_eof()
+        except ConnectionError as exc:
+            raise ClientGone(self.response) from exc
+        return self.response
+
+
+async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
+    """Write the whole response ``behaviour`` describes; see ``script`` for each one."""
+    match behaviour:
+        case Delay(seconds=seconds, then=then):
+            await asyncio.sleep(seconds)
+            return await perform(then, ex)
+        case Flaky():
+            return await perform(behaviour.pick(ex.ledger.flaky_tick(ex.model)), ex)
+        case Fail():
+            return await _fail(ex, behaviour)
+        case ContextLength():
+            return await _fail(ex, Fail(
+                400,
+                f"This model's maximum context length is {CONTEXT_WINDOW} tokens. However, "
+                "your messages resulted in more tokens. Please reduce the length of the "
+                "messages.",
+                code="context_length_exceeded", type="invalid_request_error"))
+        case ContentFilter():
+            return await _fail(ex, Fail(
+                400,
+                "The response was filtered due to the prompt triggering the content "
+                "management policy.",
+                code="content_filter", type="invalid_request_error"))
+        case Silent():
+            await _forever()
+        case Reset():
+            _cut(ex, reset=True)
+            raise CutByScript(None)
+        case Reply():
+            return await (_stream_reply(ex, behaviour) if ex.stream else _json_reply(ex, behaviour))
+        case Empty():
+            return await perform(Reply(content="", chunks=0), ex)
+        case NoDone(chunks=chunks, content=content):
+            reply = Reply(content=content, chunks=chunks)
+            return await (_stream_reply(ex, reply, done=False) if ex.stream
+                          else _json_reply(ex, reply))
+        case DropAfter():
+            return await (_stream_drop(ex, behaviour) if ex.stream else _json_drop(ex, behaviour))
+        case StallAfter():
+            return await (_stream_stall(ex, behaviour) if ex.stream else _json_stall(ex))
+        case UsageThenError():
+            return await _usage_then_error(ex, behaviour)
+        case Malformed():
+            return await (_stream_malformed(ex, behaviour) if ex.stream else _json_garbage(ex))
+    raise TypeError(f"not a behaviour: {behaviour!r}")
+
+
+# -- plain HTTP answers ------------------------------------------------------------------
+async def _send(ex: Exchange, status: int, body: str, headers: dict[str, str] | None = None,
+                ) -> web.StreamResponse:
+    response = web.Response(status=status, body=body.encode(),
+                            headers={"Content-Type": "application/json", **(headers or {})})
+    ex.settle()
+    try:
+        await response.prepare(ex.request)
+        await response.write_eof()
+    except ConnectionError as exc:
+        raise ClientGone(response) from exc
+    return response
+
+
+async def _fail(ex: Exchange, fail: Fail) -> web.StreamResponse:
+    if fail.body is not None:
+        return await _send(ex, fail.status, fail.body, fail.headers)
+    body = error_body(fill_model(fail.message, ex.model),
+                      fail.type or default_error_type(fail.status), fail.code)
+    return await _send(ex, fail.status, _dumps(body), fail.headers)
+
+
+async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
+    content = fill_model(reply.content, ex.model)
+    reasoning = fill_model(reply.reasoning, ex.model)
+    gaps = max(len(split_pieces(content, reply.chunks)) - 1, 0)
+    if reply.chunk_delay_s and gaps:
+        await asyncio.sleep(reply.chunk_delay_s * gaps)  # as long as the stream would take
+    usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
+    body = ex.completion().body(content=content, reasoning=reasoning, tool_call=reply.tool_call,
+                                finish_reason=reply.finish_reason, usage=usage)
+    return await _send(ex, 200, _dumps(body))
+
+
+async def _json_garbage(ex: Exchange) -> web.StreamResponse:
+    return await _send(ex, 200, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+
+
+# -- streams -----------------------------------------------------------------------------
+async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web.StreamResponse:
+    c = ex.completion()
+    content = fill_model(reply.content, ex.model)
+    reasoning = fill_model(reply.reasoning, ex.model)
+    sse = await Sse(ex).open()
+    await sse.event(c.role_chunk())
+    if reasoning:
+        await sse.event(c.reasoning_chunk(reasoning))
+    for i, piece in enumerate(split_pieces(content, reply.chunks)):
+        if i and reply.chunk_delay_s:
+            await asyncio.sleep(reply.chunk_delay_s)
+        await sse.event(c.content_chunk(piece))
+    if reply.tool_call:
+        for chunk in c.tool_call_chunks():
+            await sse.event(chunk)
+    await sse.event(c.finish_chunk(reply.finish_reason))
+    if c.include_usage and reply.usage:
+        await sse.event(c.usage_chunk(usage_for(ex.body, f"{reasoning} {content}")))
+    return await sse.end(done=done)
+
+
+async def _stream_partial(ex: Exchange, content: str, chunks: int, *,
+                          usage_first: bool = False) -> Sse:
+    """Role chunk, optional usage-only chunk, then ``content`` in ``chunks`` chunks."""
+    c = ex.completion()
+    text = fill_model(content, ex.model)
+    sse = await Sse(ex).open()
+    await sse.event(c.role_chunk())
+    if usage_first:
+        await sse.event(c.usage_chunk(usage_for(ex.body, text)))
+    for piece in split_pieces(text, chunks):
+        await sse.event(c.content_chunk(piece))
+    return sse
+
+
+async def _stream_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
+    sse = await _stream_partial(ex, drop.content, drop.chunks, usage_first=drop.usage_first)
+    await _flushed(ex)
+    _cut(ex, reset=False)
+    raise CutByScript(sse.response)
+
+
+async def _json_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
+    """Promise the full body in Content-Length, send half of it, cut."""
+    content = fill_model(drop.content, ex.model)
+    data = _dumps(ex.completion().body(content=content, usage=usage_for(ex.body, content)))
+    raw = data.encode()
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    response.content_length = len(raw)
+    try:
+        await response.prepare(ex.request)
+        await response.write(raw[: len(raw) // 2])
+    except ConnectionError as exc:
+        raise ClientGone(response) from exc
+    await _flushed(ex)
+    _cut(ex, reset=False)
+    raise CutByScript(response)
+
+
+async def _stream_stall(ex: Exchange, stall: StallAfter) -> web.StreamResponse:
+    await _stream_partial(ex, stall.content, stall.chunks)
+    await _forever()
+
+
+async def _json_stall(ex: Exchange) -> web.StreamResponse:
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    try:
+        await response.prepare(ex.request)  # StreamResponse sends its headers right away
+    except ConnectionError as exc:
+        raise ClientGone(response) from exc
+    await _forever()
+
+
+async def _usage_then_error(ex: Exchange, b: UsageThenError) -> web.StreamResponse:
+    error = error_body("internal", "server_error", "server_error")
+    if not (ex.stream and b.status_in_stream):
+        return await _send(ex, 500, _dumps(error))
+    sse = await _stream_partial(ex, "", 0, usage_first=True)
+    await sse.event(error)
+    return await sse.end(done=False)
+
+
+async def _stream_malformed(ex: Exchange, m: Malformed) -> web.StreamResponse:
+    c = ex.completion()
+    sse = await Sse(ex).open()
+    if m.kind == "json":
+        for garbage in ('{"id":"chatcmpl-sim","choi', "<html>502 Bad Gateway</html>",
+                        "not json at all"):
+            await sse.raw(garbage)
+        return await sse.end(done=False)
+    await sse.event(c.role_chunk())
+    for i, piece in enumerate(m.pieces(), start=1):
+        line = _dumps(c.content_chunk(piece))
+        await sse.raw(line[: len(line) // 2] if i == m.bad_chunk else line)
+    await sse.event(c.finish_chunk("stop"))
+    if c.include_usage:
+        await sse.event(c.usage_chunk(usage_for(ex.body, m.expected_content())))
+    return await sse.end()
+
+
+# -- connection tricks -------------------------------------------------------------------
+async def _forever() -> NoReturn:
+    """Wait until cancelled (the client left, or the server is stopping)."""
+    await asyncio.get_running_loop().create_future()
+    raise AssertionError("a future nobody resolves returned")
+
+
+async def _flushed(ex: Exchange, limit_s: float = 1.0) -> None:
+    """Let the transport hand what we wrote to the kernel before we cut it."""
+    transport = ex.request.transport
+    waited = 0.0
+    while transport is not None and transport.get_write_buffer_size() and waited < limit_s:
+        await asyncio.sleep(0.005)
+        waited += 0.005
+
+
+def _cut(ex: Exchange, *, reset: bool) -> None:
+    """Abort the connection; ``reset`` makes the kernel send RST instead of FIN."""
+    transport = ex.request.transport
+    if transport is None or transport.is_closing():
+        raise ClientGone(None)
+    ex.settle()
+    if reset:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
