@@ -1,0 +1,369 @@
+"""Django admin for providers, groups (with targets), global settings and API keys.
+
+The admin is one more write path, so it validates through the same schema as the config
+file and the API (``routing.config``), refuses stale writes (a hidden
+``based_on_version`` field, compared with the row's ``version``), bumps versions on
+change and sends ``config_changed`` after commit.
+
+Credentials are write-only: the form has an empty password field that sets a new key
+when filled; the encrypted column is never a form field and is never displayed — the
+page shows only "set (…xYz1)".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, QuerySet
+from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest
+
+from routing.config.errors import ConfigError
+from routing.config.policy import (
+    BUILTIN_DEFAULTS,
+    resolve,
+    validate_effective,
+    validate_policy_flat,
+)
+from routing.config.schema import parse_provider, parse_target
+from routing.config.signals import config_changed
+from routing.keys import revoke_key
+from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
+
+# --- shared pieces -------------------------------------------------------------------
+
+
+def _messages(error: ConfigError) -> list[str]:
+    return [str(item) for item in error.errors]
+
+
+class VersionedForm(forms.ModelForm):
+    """Refuses to save a row that changed since the form was rendered (SPEC §5)."""
+
+    based_on_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.fields["based_on_version"].initial = self.instance.version
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        based_on = cleaned.get("based_on_version")
+        if self.instance.pk and based_on is not None and based_on != self.instance.version:
+            raise ValidationError(
+                f"Someone else changed this {self._meta.model._meta.verbose_name} (now version "
+                f"{self.instance.version}) after you opened this page. Reload it and reapply "
+                "your change.",
+                code="conflict",
+            )
+        return cleaned
+
+
+def _policy_layers() -> tuple[dict[str, Any], dict[str, Any]]:
+    row = GlobalSettings.objects.filter(pk=1).first()
+    return (row.file_policy, row.policy) if row else ({}, {})
+
+
+class NotifiesConfigChange(admin.ModelAdmin):
+    """Sends ``config_changed`` after any admin save or delete commits."""
+
+    def _notify(self, request: HttpRequest) -> None:
+        source = f"admin:{request.user.get_username()}"
+        transaction.on_commit(lambda: config_changed.send(sender="admin", source=source))
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        self._notify(request)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        super().delete_model(request, obj)
+        self._notify(request)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        super().delete_queryset(request, queryset)
+        self._notify(request)
+
+
+# --- providers -----------------------------------------------------------------------
+
+_PROVIDER_FIELD_FOR = {
+    "timeouts.connect_s": "connect_timeout_s",
+    "timeouts.first_token_s": "first_token_timeout_s",
+    "timeouts.idle_s": "idle_timeout_s",
+    "timeouts.total_s": "total_timeout_s",
+}
+
+
+_PROVIDER_SCHEMA_FIELDS = (
+    "name",
+    "kind",
+    "base_url",
+    "headers",
+    "models",
+    *_PROVIDER_FIELD_FOR.values(),
+)
+
+
+class ProviderAdminForm(VersionedForm):
+    api_key = forms.CharField(
+        label="API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the stored key.",
+    )
+    clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+
+    class Meta:
+        model = Provider
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "headers",
+            "models",
+            "connect_timeout_s",
+            "first_token_timeout_s",
+            "idle_timeout_s",
+            "total_timeout_s",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if any(name not in cleaned for name in _PROVIDER_SCHEMA_FIELDS):
+            return cleaned  # Django already reported a field; the schema check needs them all
+        raw = {
+            "name": cleaned["name"],
+            "kind": cleaned["kind"],
+            "base_url": cleaned["base_url"],
+            "headers": cleaned["headers"] or {},
+            "models": cleaned["models"] or [],
+            "timeouts": {
+                key.removeprefix("timeouts."): cleaned[column]
+                for key, column in _PROVIDER_FIELD_FOR.items()
+            },
+        }
+        try:
+            parse_provider(raw)
+        except ConfigError as exc:
+            for item in exc.errors:
+                top = item.path.split(".")[0]
+                field = _PROVIDER_FIELD_FOR.get(item.path, top if top in raw else None)
+                self.add_error(field, item.message if field else str(item))
+        return cleaned
+
+    def save(self, commit: bool = True) -> Provider:
+        provider: Provider = super().save(commit=False)
+        if self.cleaned_data.get("clear_api_key"):
+            provider.set_api_key("")
+        elif self.cleaned_data.get("api_key"):
+            provider.set_api_key(self.cleaned_data["api_key"])
+        if commit:
+            provider.save()
+        return provider
+
+
+@admin.register(Provider)
+class ProviderAdmin(NotifiesConfigChange):
+    form = ProviderAdminForm
+    list_display = ("name", "kind", "base_url", "credential", "version")
+    search_fields = ("name", "base_url")
+    readonly_fields = ("credential", "models_loaded_at", "version", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("name", "kind", "base_url", "based_on_version")}),
+        ("Credential", {"fields": ("credential", "api_key", "clear_api_key")}),
+        ("Upstream", {"fields": ("headers", "models", "models_loaded_at")}),
+        (
+            "Timeouts (seconds)",
+            {
+                "fields": (
+                    "connect_timeout_s",
+                    "first_token_timeout_s",
+                    "idle_timeout_s",
+                    "total_timeout_s",
+                )
+            },
+        ),
+        ("Record", {"fields": ("version", "created_at", "updated_at")}),
+    )
+
+    @admin.display(description="credential")
+    def credential(self, obj: Provider) -> str:
+        return f"set ({obj.api_key_hint})" if obj.has_api_key else "not set"
+
+    def save_model(self, request: HttpRequest, obj: Provider, form: Any, change: bool) -> None:
+        if change and form.has_changed():
+            obj.version += 1
+        super().save_model(request, obj, form, change)
+
+
+# --- groups and targets --------------------------------------------------------------
+
+
+class TargetInlineForm(forms.ModelForm):
+    class Meta:
+        model = Target
+        fields = ["provider", "model", "position", "weight", "enabled", "context_window"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        provider = cleaned.get("provider")
+        if provider is None or "model" not in cleaned:
+            return cleaned
+        raw = {
+            "provider": provider.name,
+            "model": cleaned["model"],
+            "weight": cleaned.get("weight") or 0,
+            "enabled": bool(cleaned.get("enabled")),
+            "context_window": cleaned.get("context_window"),
+        }
+        try:
+            parse_target(raw)
+        except ConfigError as exc:
+            for item in exc.errors:
+                field = item.path if item.path in self.fields else None
+                self.add_error(field, item.message if field else str(item))
+        return cleaned
+
+
+class TargetFormSet(BaseInlineFormSet):
+    """A group keeps at least one target, and each (provider, model) once."""
+
+    def clean(self) -> None:
+        # Ours first: Django's own unique check would otherwise answer with a vaguer message.
+        self._check_targets()
+        super().clean()
+
+    def _check_targets(self) -> None:
+        seen: set[tuple[int, str]] = set()
+        live = 0
+        for form in self.forms:
+            if not hasattr(form, "cleaned_data") or not form.cleaned_data:
+                continue
+            if form.cleaned_data.get("DELETE"):
+                continue
+            live += 1
+            provider, model = form.cleaned_data.get("provider"), form.cleaned_data.get("model")
+            if provider is not None and model:
+                key = (provider.pk, model)
+                if key in seen:
+                    raise ValidationError(f"duplicate target {provider.name}/{model}")
+                seen.add(key)
+        if live == 0:
+            raise ValidationError("a group needs at least one target")
+
+
+class TargetInline(admin.TabularInline):
+    model = Target
+    form = TargetInlineForm
+    formset = TargetFormSet
+    fields = ("provider", "model", "position", "weight", "enabled", "context_window")
+    ordering = ("position",)
+    extra = 0
+
+
+class GroupAdminForm(VersionedForm):
+    class Meta:
+        model = Group
+        fields = ["name", "policy"]
+
+    def clean_policy(self) -> dict[str, Any]:
+        try:
+            flat = validate_policy_flat(self.cleaned_data.get("policy") or {})
+            file_layer, global_layer = _policy_layers()
+            validate_effective(resolve(BUILTIN_DEFAULTS, file_layer, global_layer, flat))
+        except ConfigError as exc:
+            raise ValidationError(_messages(exc)) from None
+        return flat
+
+
+@admin.register(Group)
+class GroupAdmin(NotifiesConfigChange):
+    form = GroupAdminForm
+    inlines = (TargetInline,)
+    list_display = ("name", "target_count", "version", "updated_at")
+    search_fields = ("name",)
+    readonly_fields = ("version", "created_at", "updated_at")
+    fields = ("name", "policy", "based_on_version", "version", "created_at", "updated_at")
+
+    @admin.display(description="targets")
+    def target_count(self, obj: Group) -> int:
+        return obj.targets.count()
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        group: Group = form.instance
+        # Positions become 0..n-1 in the order the editor gave, whatever numbers were typed.
+        for index, target in enumerate(group.targets.order_by("position", "pk")):
+            if target.position != index:
+                Target.objects.filter(pk=target.pk).update(position=index)
+        if change and (form.has_changed() or any(fs.has_changed() for fs in formsets)):
+            Group.objects.filter(pk=group.pk).update(version=F("version") + 1)
+
+
+# --- global settings -----------------------------------------------------------------
+
+
+class GlobalSettingsAdminForm(VersionedForm):
+    class Meta:
+        model = GlobalSettings
+        fields = ["policy"]
+
+    def clean_policy(self) -> dict[str, Any]:
+        try:
+            flat = validate_policy_flat(self.cleaned_data.get("policy") or {})
+            file_layer = self.instance.file_policy if self.instance.pk else {}
+            validate_effective(resolve(BUILTIN_DEFAULTS, file_layer, flat))
+        except ConfigError as exc:
+            raise ValidationError(_messages(exc)) from None
+        return flat
+
+
+@admin.register(GlobalSettings)
+class GlobalSettingsAdmin(NotifiesConfigChange):
+    form = GlobalSettingsAdminForm
+    fields = ("policy", "based_on_version", "file_policy", "config_source", "version")
+    readonly_fields = ("file_policy", "config_source", "version")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not GlobalSettings.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def save_model(
+        self, request: HttpRequest, obj: GlobalSettings, form: Any, change: bool
+    ) -> None:
+        if change and form.has_changed():
+            obj.version += 1
+        super().save_model(request, obj, form, change)
+
+
+# --- API keys ------------------------------------------------------------------------
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are created with ``manage.py createkey`` (the secret is shown once there)."""
+
+    list_display = ("name", "kind", "prefix", "groups", "created_at", "revoked_at")
+    list_filter = ("kind", ("revoked_at", admin.EmptyFieldListFilter))
+    search_fields = ("name", "prefix")
+    fields = ("name", "kind", "prefix", "groups", "hashed", "created_at", "revoked_at")
+    readonly_fields = ("kind", "prefix", "groups", "hashed", "created_at", "revoked_at")
+    actions = ("revoke",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        count = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            revoke_key(key_id=key.pk)
+            count += 1
+        self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)

@@ -1,0 +1,39 @@
+"""Configuration: one schema, layered policy, the config file, and change signals.
+
+::
+
+    routing/config/
+    ├── errors.py   ConfigError / FieldError (dotted paths, every error at once)
+    ├── schema.py   pydantic models shared by file, API, page and admin; RENAMED_KEYS
+    ├── policy.py   POLICY_FIELDS, BUILTIN_DEFAULTS, flatten/unflatten, resolve()
+    ├── loader.py   load_file / apply_config / export_config (needs the app registry)
+    └── signals.py  config_changed, keys_changed
+
+Only the pure parts are re-exported here so importing ``routing.config`` never touches
+the ORM; import ``routing.config.loader`` explicitly.
+"""
+
+from routing.config.errors import ConfigError, FieldError
+from routing.config.policy import (
+    BUILTIN_DEFAULTS,
+    POLICY_FIELDS,
+    ResolvedField,
+    flatten,
+    resolve,
+    unflatten,
+    validate_effective,
+    validate_policy_flat,
+)
+
+__all__ = [
+    "BUILTIN_DEFAULTS",
+    "POLICY_FIELDS",
+    "ConfigError",
+    "FieldError",
+    "ResolvedField",
+    "flatten",
+    "resolve",
+    "unflatten",
+    "validate_effective",
+    "validate_policy_flat",
+]

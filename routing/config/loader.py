@@ -1,0 +1,531 @@
+"""The config file (SPEC §11): load and validate, apply atomically, export.
+
+Decisions:
+
+- **The file is the full desired state.** Applying it creates and updates the providers
+  and groups it lists and, by default (``prune=True``), deletes the ones it does not.
+  Two things are kept when the file leaves them out: a provider's credential (``api_key``
+  absent = keep; ``""`` = clear) and its model list (``models`` absent = keep the list
+  refreshed from the upstream). Timeouts left out return to the built-in defaults.
+- **Validate everything, then write in one transaction.** Schema errors, missing
+  environment variables and effective-policy conflicts (against the global settings
+  layer in the database) are all collected and raised together as one ConfigError;
+  nothing is written. Any failure during the write rolls the whole apply back.
+- **Versions bump only on real change**, so re-applying the same file does not
+  invalidate open settings pages; ``config_changed`` is sent on commit when something
+  changed.
+- ``${VAR}`` and ``${VAR:-default}`` are interpolated in string values (the default
+  applies when the variable is unset or empty); ``$${`` writes a literal ``${``.
+  Duplicate mapping keys are errors (YAML would silently keep the last one).
+- Export writes credentials as ``${<NAME>_API_KEY}`` placeholders, never plaintext, and
+  the ``defaults:`` block as the file layer merged with the global settings layer, so
+  ``export -> load (empty database) -> export`` reproduces the text byte for byte.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.db import transaction
+from django.db.models import Prefetch
+
+from routing.config.errors import ConfigError, FieldError
+from routing.config.policy import (
+    BUILTIN_DEFAULTS,
+    ordered_flat,
+    policy_flat,
+    resolve,
+    unflatten,
+    validate_effective,
+)
+from routing.config.schema import ConfigFileIn, GroupIn, ProviderIn, parse_config
+from routing.config.signals import config_changed
+from routing.crypto import CredentialDecryptError
+from routing.models import GlobalSettings, Group, Provider, Target
+
+_ENV_REF = re.compile(r"\$(\$)?\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TIMEOUT_FIELDS: dict[str, str] = {
+    "connect_s": "connect_timeout_s",
+    "first_token_s": "first_token_timeout_s",
+    "idle_s": "idle_timeout_s",
+    "total_s": "total_timeout_s",
+}
+EXPORT_HEADER = (
+    "# Switchyard configuration (manage.py exportconfig).\n"
+    "# Credentials are ${<PROVIDER>_API_KEY} placeholders: set those variables to load it.\n"
+)
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that records duplicate mapping keys instead of keeping the last one."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[FieldError] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    line = key_node.start_mark.line + 1
+                    self.duplicates.append(
+                        FieldError("", f"line {line}: duplicate key {key_node.value!r}")
+                    )
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """Parse YAML safely; syntax errors name line and column but never quote the text."""
+    loader = _StrictLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        context = f" ({exc.context})" if exc.context else ""
+        raise ConfigError.single("", f"YAML syntax error{where}: {exc.problem}{context}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError.single("", f"YAML error: {type(exc).__name__}") from None
+    finally:
+        loader.dispose()
+    if loader.duplicates:
+        raise ConfigError(loader.duplicates)
+    return data
+
+
+def _interpolate_text(text: str, env: Mapping[str, str], path: str) -> tuple[str, list[FieldError]]:
+    errors: list[FieldError] = []
+
+    def substitute(match: re.Match[str]) -> str:
+        escaped, body = match.group(1), match.group(2)
+        if escaped:
+            return "${" + body + "}"
+        name, has_default, default = body.partition(":-")
+        if not _ENV_NAME.match(name):
+            errors.append(
+                FieldError(
+                    path, f"invalid reference ${{{body}}}: write ${{NAME}} or ${{NAME:-default}}"
+                )
+            )
+            return match.group(0)
+        value = env.get(name)
+        if not value and has_default:
+            return default
+        if value is None:
+            errors.append(FieldError(path, f"environment variable {name} is not set"))
+            return match.group(0)
+        return value
+
+    return _ENV_REF.sub(substitute, text), errors
+
+
+def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> tuple[Any, list[FieldError]]:
+    """Replace ``${VAR}`` references in every string value (not keys) of a document."""
+    if isinstance(value, str):
+        return _interpolate_text(value, env, path)
+    errors: list[FieldError] = []
+    if isinstance(value, dict):
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            out[key], found = interpolate(item, env, f"{path}.{key}" if path else str(key))
+            errors += found
+        return out, errors
+    if isinstance(value, list):
+        items: list[Any] = []
+        for index, item in enumerate(value):
+            new, found = interpolate(item, env, f"{path}.{index}" if path else str(index))
+            items.append(new)
+            errors += found
+        return items, errors
+    return value, errors
+
+
+def load_text(text: str, *, env: Mapping[str, str] | None = None) -> ConfigFileIn:
+    """Parse, interpolate and validate a config document; ConfigError lists every error."""
+    raw = parse_yaml(text)
+    if raw is None:
+        raise ConfigError.single("", "the config file is empty")
+    raw, env_errors = interpolate(raw, os.environ if env is None else env)
+    try:
+        config = parse_config(raw)
+    except ConfigError as exc:
+        # A value still holding an unresolved ${VAR} fails the schema too; say it once.
+        bad = {error.path for error in env_errors}
+        schema_errors = [e for e in exc.errors if e.path not in bad]
+        raise ConfigError(env_errors + schema_errors) from None
+    if env_errors:
+        raise ConfigError(env_errors)
+    return config
+
+
+def load_file(
+    path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None
+) -> ConfigFileIn:
+    """Read and validate a config file (see :func:`load_text`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError.single(
+            "", f"cannot read {os.fspath(path)}: {exc.__class__.__name__}"
+        ) from None
+    return load_text(text, env=env)
+
+
+# --- applying ------------------------------------------------------------------------
+
+
+@dataclass
+class ApplyResult:
+    """What an apply changed (or, for a dry run, would change)."""
+
+    source: str
+    dry_run: bool = False
+    providers_created: list[str] = field(default_factory=list)
+    providers_updated: list[str] = field(default_factory=list)
+    providers_deleted: list[str] = field(default_factory=list)
+    groups_created: list[str] = field(default_factory=list)
+    groups_updated: list[str] = field(default_factory=list)
+    groups_deleted: list[str] = field(default_factory=list)
+    defaults_changed: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.defaults_changed or any(
+            (
+                self.providers_created,
+                self.providers_updated,
+                self.providers_deleted,
+                self.groups_created,
+                self.groups_updated,
+                self.groups_deleted,
+            )
+        )
+
+    def summary(self) -> list[str]:
+        lines = [
+            f"{label}: {', '.join(names)}"
+            for label, names in (
+                ("providers created", self.providers_created),
+                ("providers updated", self.providers_updated),
+                ("providers deleted", self.providers_deleted),
+                ("groups created", self.groups_created),
+                ("groups updated", self.groups_updated),
+                ("groups deleted", self.groups_deleted),
+            )
+            if names
+        ]
+        if self.defaults_changed:
+            lines.append("defaults changed")
+        return lines or ["no changes"]
+
+
+class _DryRun(Exception):
+    def __init__(self, result: ApplyResult) -> None:
+        self.result = result
+
+
+def _check_effective(
+    cfg: ConfigFileIn, file_flat: dict[str, Any], global_flat: dict[str, Any]
+) -> None:
+    errors: list[FieldError] = []
+    inherited: set[FieldError] = set()
+    try:
+        validate_effective(resolve(BUILTIN_DEFAULTS, file_flat, global_flat))
+    except ConfigError as exc:
+        inherited = set(exc.errors)
+        errors += exc.prefixed("defaults").errors
+    for index, group in enumerate(cfg.groups):
+        try:
+            validate_effective(
+                resolve(BUILTIN_DEFAULTS, file_flat, global_flat, policy_flat(group))
+            )
+        except ConfigError as exc:
+            own = [e for e in exc.errors if e not in inherited]  # lower-layer conflicts: once
+            errors += [e.prefixed(f"groups.{index}") for e in own]
+    if errors:
+        raise ConfigError(errors)
+
+
+def _provider_state(provider: Provider) -> tuple[Any, ...]:
+    return (
+        provider.kind,
+        provider.base_url,
+        provider.headers,
+        provider.models,
+        *(getattr(provider, column) for column in TIMEOUT_FIELDS.values()),
+    )
+
+
+def _set_api_key(provider: Provider, item: ProviderIn) -> bool:
+    """Apply ``api_key`` when the file gives one; True when the credential changed."""
+    if item.api_key is None:
+        return False
+    new = item.api_key.get_secret_value().strip()
+    try:
+        unchanged = provider.get_api_key() == new
+    except CredentialDecryptError:
+        unchanged = False  # unreadable under the current secret: the file's value wins
+    if not unchanged:
+        provider.set_api_key(new)
+    return not unchanged
+
+
+def _apply_providers(cfg: ConfigFileIn, result: ApplyResult) -> None:
+    existing = {p.name: p for p in Provider.objects.select_for_update()}
+    for item in cfg.providers:
+        provider = existing.get(item.name) or Provider(name=item.name)
+        before = _provider_state(provider) if provider.pk else None
+        provider.kind = item.kind
+        provider.base_url = item.base_url
+        provider.headers = dict(item.headers)
+        if item.models is not None:
+            provider.models = list(item.models)
+        timeouts = item.timeouts.model_dump() if item.timeouts else {}
+        for key, column in TIMEOUT_FIELDS.items():
+            value = timeouts.get(key)
+            setattr(provider, column, value if value is not None else _default(Provider, column))
+        key_changed = _set_api_key(provider, item)
+        if before is None:
+            provider.save()
+            result.providers_created.append(item.name)
+        elif key_changed or before != _provider_state(provider):
+            provider.version += 1
+            provider.save()
+            result.providers_updated.append(item.name)
+
+
+def _default(model: type[Any], column: str) -> Any:
+    return model._meta.get_field(column).default
+
+
+def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provider]) -> str | None:
+    """Upsert one group and its targets; returns "created", "updated" or None."""
+    flat = policy_flat(item)
+    desired = [
+        (providers[t.provider].pk, t.model, t.weight, t.enabled, t.context_window)
+        for t in item.targets
+    ]
+    if group is None:
+        group, outcome = Group(name=item.name, policy=flat), "created"
+        group.save()
+    else:
+        current = list(
+            group.targets.order_by("position").values_list(
+                "provider_id", "model", "weight", "enabled", "context_window"
+            )
+        )
+        if group.policy == flat and current == desired:
+            return None
+        group.policy, outcome = flat, "updated"
+        group.version += 1
+        group.save()
+        group.targets.all().delete()
+    Target.objects.bulk_create(
+        Target(
+            group=group,
+            provider_id=provider_id,
+            model=model,
+            position=position,
+            weight=weight,
+            enabled=enabled,
+            context_window=context_window,
+        )
+        for position, (provider_id, model, weight, enabled, context_window) in enumerate(desired)
+    )
+    return outcome
+
+
+def _apply(cfg: ConfigFileIn, *, source: str, prune: bool, result: ApplyResult) -> None:
+    GlobalSettings.load()
+    settings_row = GlobalSettings.objects.select_for_update().get(pk=1)  # serializes applies
+    file_flat = policy_flat(cfg.defaults) if cfg.defaults else {}
+    _check_effective(cfg, file_flat, settings_row.policy)
+
+    _apply_providers(cfg, result)
+    providers = {p.name: p for p in Provider.objects.all()}
+    groups = {g.name: g for g in Group.objects.select_for_update()}
+    for item in cfg.groups:
+        outcome = _apply_group(groups.get(item.name), item, providers)
+        if outcome == "created":
+            result.groups_created.append(item.name)
+        elif outcome == "updated":
+            result.groups_updated.append(item.name)
+
+    if prune:
+        # Groups first: their targets are what PROTECT the providers below.
+        stale_groups = Group.objects.exclude(name__in=[g.name for g in cfg.groups])
+        result.groups_deleted = sorted(stale_groups.values_list("name", flat=True))
+        stale_groups.delete()
+        stale_providers = Provider.objects.exclude(name__in=[p.name for p in cfg.providers])
+        result.providers_deleted = sorted(stale_providers.values_list("name", flat=True))
+        stale_providers.delete()
+
+    if settings_row.file_policy != file_flat:
+        settings_row.file_policy = file_flat
+        settings_row.version += 1
+        result.defaults_changed = True
+    settings_row.config_source = source
+    if result.defaults_changed or settings_row.config_source != source:
+        settings_row.save()  # only on change: every save of a config row triggers a rebuild
+
+
+def apply_config(
+    cfg: ConfigFileIn,
+    *,
+    source: str,
+    prune: bool = True,
+    dry_run: bool = False,
+    origin: str = "file",
+) -> ApplyResult:
+    """Make the database match ``cfg`` atomically; raises ConfigError and changes nothing
+    when the effective policy would be invalid. ``dry_run`` computes the result and rolls
+    back. On commit, sends ``config_changed(sender=origin, source=source)`` if anything
+    changed.
+    """
+    result = ApplyResult(source=source, dry_run=dry_run)
+    try:
+        with transaction.atomic():
+            _apply(cfg, source=source, prune=prune, result=result)
+            if dry_run:
+                raise _DryRun(result)
+            if result.changed:
+                transaction.on_commit(lambda: config_changed.send(sender=origin, source=source))
+    except _DryRun:
+        pass
+    return result
+
+
+# --- exporting -----------------------------------------------------------------------
+
+
+class _Flow(dict[str, Any]):
+    """A mapping written in flow style: ``{provider: a, model: b}``."""
+
+
+class _FlowList(list[Any]):
+    """A list of scalars written in flow style: ``[A, B]``."""
+
+
+class _Dumper(yaml.SafeDumper):
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        # Indent block sequences under their key, as SPEC §11 writes them.
+        return super().increase_indent(flow, False)
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_Dumper.add_representer(
+    _Flow,
+    lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True),
+)
+_Dumper.add_representer(
+    _FlowList,
+    lambda dumper, data: dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True),
+)
+
+
+def env_var_for(provider_name: str) -> str:
+    """The placeholder variable for a provider's credential: ``my-llm`` -> ``MY_LLM_API_KEY``."""
+    return provider_name.upper().replace("-", "_") + "_API_KEY"
+
+
+def _literal(text: str) -> str:
+    """Escape ``${`` so interpolation gives the text back on load."""
+    return text.replace("${", "$${")
+
+
+def _flow_values(value: Any) -> Any:
+    if isinstance(value, list):
+        return _FlowList(_literal(v) if isinstance(v, str) else v for v in value)
+    if isinstance(value, str):
+        return _literal(value)
+    return value
+
+
+def _policy_block(flat: Mapping[str, Any]) -> dict[str, Any]:
+    nested = unflatten(ordered_flat(flat))
+    out: dict[str, Any] = {}
+    for key, value in nested.items():
+        if isinstance(value, dict):
+            out[key] = _Flow({k: _flow_values(v) for k, v in value.items()})
+        else:
+            out[key] = _flow_values(value)
+    return out
+
+
+def _export_provider(provider: Provider) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": provider.name,
+        "kind": provider.kind,
+        "base_url": _literal(provider.base_url),
+    }
+    if provider.has_api_key:
+        out["api_key"] = "${" + env_var_for(provider.name) + "}"
+    if provider.headers:
+        out["headers"] = {k: _literal(v) for k, v in sorted(provider.headers.items())}
+    if provider.models:
+        out["models"] = _flow_values(list(provider.models))
+    out["timeouts"] = _Flow(
+        {key: float(getattr(provider, column)) for key, column in TIMEOUT_FIELDS.items()}
+    )
+    return out
+
+
+def _export_target(target: Target) -> _Flow:
+    out = _Flow(provider=target.provider.name, model=_literal(target.model))
+    if target.weight != 1:
+        out["weight"] = target.weight
+    if not target.enabled:
+        out["enabled"] = False
+    if target.context_window is not None:
+        out["context_window"] = target.context_window
+    return out
+
+
+def _export_group(group: Group) -> dict[str, Any]:
+    policy = _policy_block(group.policy)
+    out: dict[str, Any] = {"name": group.name}
+    if "algorithm" in policy:
+        out["algorithm"] = policy.pop("algorithm")
+    out["targets"] = [_export_target(t) for t in group.targets.all()]
+    out.update(policy)
+    return out
+
+
+def export_config() -> str:
+    """The current configuration as a config file (SPEC §11 shape), without secrets."""
+    settings_row = GlobalSettings.objects.filter(pk=1).first()
+    defaults = {**settings_row.file_policy, **settings_row.policy} if settings_row else {}
+    document: dict[str, Any] = {}
+    if ordered_flat(defaults):
+        document["defaults"] = _policy_block(defaults)
+    document["providers"] = [_export_provider(p) for p in Provider.objects.order_by("name")]
+    targets = Target.objects.select_related("provider").order_by("position")
+    document["groups"] = [
+        _export_group(g)
+        for g in Group.objects.order_by("name").prefetch_related(
+            Prefetch("targets", queryset=targets)
+        )
+    ]
+    body = yaml.dump(
+        document,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+        default_flow_style=False,
+    )
+    return EXPORT_HEADER + body

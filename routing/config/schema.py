@@ -1,0 +1,536 @@
+"""The one configuration schema (pydantic v2) behind every write path.
+
+The config file, the management API, the settings page and the admin all validate
+through these models, so a value rejected on one path is rejected on all of them.
+
+Rules that hold everywhere:
+
+- ``extra="forbid"`` and ``strict=True``: unknown keys are errors, and ``"5"`` is not an
+  integer nor ``1`` a boolean. Old or renamed keys (:data:`RENAMED_KEYS`) get a message
+  saying what to write instead.
+- Policy fields are optional (absent = inherit the lower layer). An explicit ``null`` is
+  rejected except for ``context_window``, where it means "no declared window".
+- Failure-code lists must be non-empty, without repeats, of known codes.
+- Cross-field rules (``initial_delay_ms <= max_delay_ms``, ``cooldown_base_ms <=
+  cooldown_cap_ms``) are checked within one block here, and on the *effective*
+  (layered) values by ``routing.config.policy.validate_effective``.
+- Cross-references (unique names, duplicate targets, targets naming an unknown
+  provider) are checked by :func:`cross_check` on the raw document too, so a file with
+  both field errors and reference errors reports all of them at once.
+
+Errors come out as :class:`~routing.config.errors.FieldError` with dotted paths via
+:func:`field_errors`; inputs are never echoed (``hide_input_in_errors``), so a credential
+in a malformed document cannot leak into a message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from routing.config.errors import ConfigError, FieldError
+from routing.engine.algorithms import ALGORITHMS
+from routing.engine.failures import FailureCode
+
+GROUP_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"  # \Z: "$" would accept a trailing newline
+PROVIDER_NAME_RE = r"^[-a-zA-Z0-9_]{1,50}\Z"  # Django's slug, within SlugField's length
+MAX_CONTEXT_WINDOW = 10_000_000
+
+# Keys from the seed plugins and earlier drafts -> the dotted policy field to write instead.
+RENAMED_KEYS: dict[str, str] = {
+    "retryableCodes": "switch_codes",
+    "switchCodes": "switch_codes",
+    "fallback_codes": "switch_codes",
+    "quarantineBaseMs": "circuit.cooldown_base_ms",
+    "quarantineCapMs": "circuit.cooldown_cap_ms",
+    "cooldown_ms": "circuit.cooldown_base_ms",
+    "cooldownMs": "circuit.cooldown_base_ms",
+    "failureThreshold": "circuit.failure_threshold",
+    "failure_threshold": "circuit.failure_threshold",
+    "retry_codes": "retry.retry_codes",
+    "max_retries": "retry.max_retries",
+}
+
+_NULLABLE_FIELDS = frozenset({"context_window"})  # null = "no declared window"
+_MULTI = "switchyard_multi"  # custom error type carrying several FieldErrors
+_DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def renamed_message(key: str) -> str:
+    return f"`{key}` was renamed: write `{RENAMED_KEYS[key]}` instead"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- field types ---------------------------------------------------------------------
+
+
+def _failure_code(value: Any) -> FailureCode:
+    if isinstance(value, FailureCode):
+        return value
+    if isinstance(value, str) and value in FailureCode.__members__:
+        return FailureCode(value)
+    hint = ""
+    if isinstance(value, str) and value.upper() in FailureCode.__members__:
+        hint = f" (codes are upper-case: write {value.upper()})"
+    raise PydanticCustomError(
+        "failure_code",
+        "unknown failure code {code}{hint}; known codes: {known}",
+        {"code": _short(value), "hint": hint, "known": ", ".join(FailureCode.__members__)},
+    )
+
+
+def _unique_codes(codes: list[FailureCode]) -> list[FailureCode]:
+    if not codes:
+        raise PydanticCustomError("codes_empty", "must list at least one failure code")
+    seen: set[FailureCode] = set()
+    repeated: list[str] = []
+    for code in codes:
+        if code in seen and code.value not in repeated:
+            repeated.append(code.value)
+        seen.add(code)
+    if repeated:
+        raise PydanticCustomError(
+            "codes_repeated", "repeats {codes}: list each code once", {"codes": ", ".join(repeated)}
+        )
+    return codes
+
+
+def extra_algorithms() -> Mapping[str, str]:
+    """Operator-registered algorithms: ``settings.SWITCHYARD["ALGORITHMS"]`` (name -> path)."""
+    if not settings.configured:
+        return {}
+    return dict(getattr(settings, "SWITCHYARD", {}).get("ALGORITHMS", {}) or {})
+
+
+def _algorithm(name: str) -> str:
+    # Only the shape is checked here; the routing-table compiler imports dotted paths.
+    if name in ALGORITHMS or name in extra_algorithms() or _DOTTED_PATH.match(name):
+        return name
+    raise PydanticCustomError(
+        "unknown_algorithm",
+        "unknown algorithm {name}; use one of {choices}, or a dotted path to a class",
+        {"name": _short(name), "choices": ", ".join([*ALGORITHMS, *extra_algorithms()])},
+    )
+
+
+def _base_url(value: str) -> str:
+    try:
+        _url_validator(value)
+    except DjangoValidationError:
+        raise PydanticCustomError("url", "must be an http:// or https:// URL") from None
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip() or value != value.strip():
+        raise PydanticCustomError("blank", "must be non-empty, without surrounding spaces")
+    return value
+
+
+def _headers(headers: dict[str, str]) -> dict[str, str]:
+    for name, value in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise PydanticCustomError(
+                "header", "{name} is not a valid header name", {"name": _short(name)}
+            )
+        if "\r" in value or "\n" in value:
+            raise PydanticCustomError(
+                "header", "header {name} contains a line break", {"name": name}
+            )
+        if name.lower() == "authorization":
+            raise PydanticCustomError(
+                "header",
+                "put the credential in api_key (encrypted at rest), not in an Authorization header",
+            )
+    return headers
+
+
+def _provider_name(value: str) -> str:
+    if not re.match(PROVIDER_NAME_RE, value):
+        raise PydanticCustomError("name", "use 1-50 letters, digits, dashes or underscores")
+    return value
+
+
+def _group_name(value: str) -> str:
+    if not re.match(GROUP_NAME_RE, value):
+        raise PydanticCustomError(
+            "name",
+            "use 1-100 letters, digits, dots, dashes or underscores, "
+            "starting with a letter or digit",
+        )
+    return value
+
+
+def _unique_models(models: list[str]) -> list[str]:
+    repeated = sorted({m for m in models if models.count(m) > 1})
+    if repeated:
+        raise PydanticCustomError(
+            "models_repeated", "repeats {models}", {"models": ", ".join(repeated)}
+        )
+    return models
+
+
+FailureCodeIn = Annotated[FailureCode, BeforeValidator(_failure_code)]
+CodeList = Annotated[list[FailureCodeIn], AfterValidator(_unique_codes)]
+AlgorithmName = Annotated[str, AfterValidator(_algorithm)]
+ProviderName = Annotated[str, AfterValidator(_provider_name)]
+GroupName = Annotated[str, AfterValidator(_group_name)]
+ModelId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_not_blank)]
+BaseUrl = Annotated[str, Field(max_length=500), AfterValidator(_base_url)]
+ContextWindow = Annotated[int, Field(ge=1, le=MAX_CONTEXT_WINDOW)]
+TimeoutSeconds = Annotated[float, Field(ge=0.1, le=3600)]
+
+
+# --- models --------------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, hide_input_in_errors=True)
+
+
+class _PolicyBlock(_Strict):
+    """Base of the policy models: renamed keys are reported inside these only."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_explicit_null(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None and info.field_name not in _NULLABLE_FIELDS:
+            raise PydanticCustomError(
+                "null", "must not be null: leave the key out to inherit the lower layer"
+            )
+        return value
+
+
+def _ordered(low_field: str, value: int | None, info: ValidationInfo) -> int | None:
+    low = info.data.get(low_field)
+    if value is not None and low is not None and low > value:
+        raise PydanticCustomError(
+            "order", "must be >= {low_field} ({low})", {"low_field": low_field, "low": low}
+        )
+    return value
+
+
+class RetryPolicyIn(_PolicyBlock):
+    """In-place retries of one target. All fields optional (layers fill the rest)."""
+
+    max_retries: int | None = Field(None, ge=0, le=20)
+    retry_codes: CodeList | None = None
+    initial_delay_ms: int | None = Field(None, ge=0, le=600_000)
+    max_delay_ms: int | None = Field(None, ge=0, le=3_600_000)
+    jitter_ratio: float | None = Field(None, ge=0, le=1)
+
+    @field_validator("max_delay_ms", mode="after")
+    @classmethod
+    def _max_not_below_initial(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _ordered("initial_delay_ms", value, info)
+
+
+class CircuitPolicyIn(_PolicyBlock):
+    """Cooling parameters. All fields optional."""
+
+    failure_threshold: int | None = Field(None, ge=1, le=1000)
+    cooldown_base_ms: int | None = Field(None, ge=0, le=86_400_000)
+    cooldown_cap_ms: int | None = Field(None, ge=0, le=86_400_000)
+
+    @field_validator("cooldown_cap_ms", mode="after")
+    @classmethod
+    def _cap_not_below_base(cls, value: int | None, info: ValidationInfo) -> int | None:
+        return _ordered("cooldown_base_ms", value, info)
+
+
+class PolicyIn(_PolicyBlock):
+    """The policy keys a group (or the ``defaults:`` block) may set."""
+
+    algorithm: AlgorithmName | None = None
+    switch_codes: CodeList | None = None
+    retry: RetryPolicyIn | None = None
+    circuit: CircuitPolicyIn | None = None
+    commit: Literal["first-content", "complete"] | None = None
+    context_window: ContextWindow | None = None
+    deadline_s: float | None = Field(None, ge=1, le=3600)
+
+
+POLICY_KEYS: tuple[str, ...] = tuple(PolicyIn.model_fields)
+
+
+class TargetIn(_Strict):
+    provider: ProviderName
+    model: ModelId
+    weight: int = Field(1, ge=1, le=1000)
+    enabled: bool = True
+    context_window: ContextWindow | None = None
+
+
+class TimeoutsIn(_Strict):
+    connect_s: TimeoutSeconds | None = None
+    first_token_s: TimeoutSeconds | None = None
+    idle_s: TimeoutSeconds | None = None
+    total_s: TimeoutSeconds | None = None
+
+
+class ProviderIn(_Strict):
+    """One provider. ``api_key`` absent = keep the stored credential; ``""`` = clear it.
+
+    ``models`` absent = keep the list refreshed from the upstream.
+    """
+
+    name: ProviderName
+    kind: Literal["openai"] = "openai"
+    base_url: BaseUrl
+    api_key: SecretStr | None = None
+    headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
+    models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
+    timeouts: TimeoutsIn | None = None
+
+
+class GroupIn(PolicyIn):
+    """A group: its name, targets in order, and the policy keys inline (SPEC §11)."""
+
+    name: GroupName
+    targets: list[TargetIn] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _no_duplicate_targets(self) -> GroupIn:
+        _raise_all(duplicate_targets([t.model_dump() for t in self.targets]))
+        return self
+
+
+class ConfigFileIn(_Strict):
+    """The whole config file: the composition layer."""
+
+    defaults: PolicyIn | None = None
+    providers: list[ProviderIn] = Field(default_factory=list)
+    groups: list[GroupIn] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> ConfigFileIn:
+        _raise_all(cross_check(self.model_dump()))
+        return self
+
+
+# --- cross-references (tolerant of malformed input) ----------------------------------
+
+
+def duplicate_targets(targets: Any) -> list[FieldError]:
+    """``targets.N`` errors for repeated ``(provider, model)`` pairs."""
+    errors: list[FieldError] = []
+    if not isinstance(targets, list):
+        return errors
+    first: dict[tuple[str, str], int] = {}
+    for index, target in enumerate(targets):
+        if not isinstance(target, Mapping):
+            continue
+        provider, model = target.get("provider"), target.get("model")
+        if not (isinstance(provider, str) and isinstance(model, str)):
+            continue
+        key = (provider, model)
+        if key in first:
+            errors.append(
+                FieldError(
+                    f"targets.{index}",
+                    f"duplicate target {key[0]}/{key[1]} (already targets.{first[key]})",
+                )
+            )
+        else:
+            first[key] = index
+    return errors
+
+
+def unknown_providers(targets: Any, providers: Collection[str]) -> list[FieldError]:
+    """``targets.N.provider`` errors for providers that are not defined."""
+    errors: list[FieldError] = []
+    if not isinstance(targets, list):
+        return errors
+    for index, target in enumerate(targets):
+        if isinstance(target, Mapping):
+            name = target.get("provider")
+            if isinstance(name, str) and name not in providers:
+                errors.append(FieldError(f"targets.{index}.provider", _unknown_provider(name)))
+    return errors
+
+
+def _unknown_provider(name: str) -> str:
+    return f"unknown provider {_short(name)} (not defined under providers)"
+
+
+def _duplicate_names(items: Any, section: str) -> tuple[set[str], list[FieldError]]:
+    names: dict[str, int] = {}
+    errors: list[FieldError] = []
+    if not isinstance(items, list):
+        return set(), errors
+    for index, item in enumerate(items):
+        name = item.get("name") if isinstance(item, Mapping) else None
+        if not isinstance(name, str):
+            continue
+        if name in names:
+            errors.append(
+                FieldError(
+                    f"{section}.{index}.name",
+                    f"duplicate name {_short(name)} (already {section}.{names[name]})",
+                )
+            )
+        else:
+            names[name] = index
+    return set(names), errors
+
+
+def cross_check(raw: Any) -> list[FieldError]:
+    """Unique provider/group names, duplicate targets, targets naming unknown providers."""
+    if not isinstance(raw, Mapping):
+        return []
+    provider_names, errors = _duplicate_names(raw.get("providers"), "providers")
+    _, group_errors = _duplicate_names(raw.get("groups"), "groups")
+    errors += group_errors
+    providers_readable = isinstance(raw.get("providers"), list) or raw.get("providers") is None
+    groups = raw.get("groups")
+    for index, group in enumerate(groups if isinstance(groups, list) else []):
+        if not isinstance(group, Mapping):
+            continue
+        targets = group.get("targets")
+        local = duplicate_targets(targets)
+        if providers_readable:
+            local += unknown_providers(targets, provider_names)
+        errors += [e.prefixed(f"groups.{index}") for e in local]
+    return errors
+
+
+def _raise_all(errors: list[FieldError]) -> None:
+    if errors:
+        raise PydanticCustomError(
+            _MULTI,
+            "{summary}",
+            {
+                "summary": "; ".join(map(str, errors)),
+                "errors": [(e.path, e.message) for e in errors],
+            },
+        )
+
+
+# --- error translation ---------------------------------------------------------------
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = root
+    for part in loc:
+        if isinstance(part, int):
+            continue  # a list index: the element model is already current
+        if current is None or part not in current.model_fields:
+            return None
+        current = _inner_model(current.model_fields[part].annotation)
+    return current
+
+
+def join_path(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _message(error: Any, root: type[BaseModel]) -> str:
+    kind, loc = error["type"], error["loc"]
+    if kind == "extra_forbidden":
+        key, parent = str(loc[-1]), _model_at(root, loc[:-1])
+        if parent is not None and issubclass(parent, _PolicyBlock) and key in RENAMED_KEYS:
+            return renamed_message(key)
+        allowed = ", ".join(parent.model_fields) if parent is not None else ""
+        return f"unknown key; allowed keys: {allowed}" if allowed else "unknown key"
+    if kind == "missing":
+        return "required"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return "must be a mapping (key: value pairs)"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    return message.replace("Input should be", "must be", 1)
+
+
+def field_errors(
+    exc: ValidationError, root: type[BaseModel], *, prefix: str = ""
+) -> list[FieldError]:
+    """Translate a pydantic error into :class:`FieldError`s with dotted paths."""
+    out: list[FieldError] = []
+    for error in exc.errors(include_url=False, include_input=False):
+        loc: tuple[int | str, ...] = tuple(error["loc"])
+        path = join_path(loc)
+        if error["type"] == _MULTI:
+            for rel, message in error["ctx"]["errors"]:
+                out.append(FieldError(rel, message).prefixed(path))
+        else:
+            out.append(FieldError(path, _message(error, root)))
+    return [e.prefixed(prefix) for e in out]
+
+
+# --- entry points --------------------------------------------------------------------
+
+
+def parse_config(raw: Any) -> ConfigFileIn:
+    """Validate a whole config document; raises ConfigError listing every problem."""
+    try:
+        return ConfigFileIn.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(field_errors(exc, ConfigFileIn) + cross_check(raw)) from None
+
+
+def parse_provider(raw: Any) -> ProviderIn:
+    try:
+        return ProviderIn.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(field_errors(exc, ProviderIn)) from None
+
+
+def parse_target(raw: Any, *, providers: Collection[str] | None = None) -> TargetIn:
+    """Validate one target; with ``providers``, its provider must be one of them."""
+    errors: list[FieldError] = []
+    target: TargetIn | None = None
+    try:
+        target = TargetIn.model_validate(raw)
+    except ValidationError as exc:
+        errors = field_errors(exc, TargetIn)
+    name = raw.get("provider") if isinstance(raw, Mapping) else None
+    if providers is not None and isinstance(name, str) and name not in providers:
+        errors.append(FieldError("provider", _unknown_provider(name)))
+    if errors or target is None:
+        raise ConfigError(errors)
+    return target
+
+
+def parse_group(raw: Any, *, providers: Collection[str]) -> GroupIn:
+    """Validate one group as the API/page submit it; ``providers`` = the known names."""
+    extra = unknown_providers(raw.get("targets") if isinstance(raw, Mapping) else None, providers)
+    try:
+        group = GroupIn.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(field_errors(exc, GroupIn) + extra) from None
+    if extra:
+        raise ConfigError(extra)
+    return group

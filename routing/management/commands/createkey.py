@@ -1,0 +1,42 @@
+"""``manage.py createkey NAME [--admin] [--groups a,b]``: create a gateway key.
+
+The secret is printed once, alone on the last line of stdout (scripts can ``tail -n1``);
+only its sha256 is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from routing.keys import ApiKeyError, generate_key
+
+
+class Command(BaseCommand):
+    help = "Create a client (default) or admin API key and print its secret once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="a label for the key (who or what uses it)")
+        parser.add_argument("--admin", action="store_true", help="an admin (management API) key")
+        parser.add_argument(
+            "--groups",
+            default="",
+            help="comma-separated groups a client key may use (default: all)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        groups = [g.strip() for g in options["groups"].split(",") if g.strip()]
+        kind = "admin" if options["admin"] else "client"
+        try:
+            key, secret = generate_key(name=options["name"], kind=kind, groups=groups)
+        except ApiKeyError as exc:
+            raise CommandError(str(exc)) from None
+        scope = ", ".join(key.groups) if key.groups else "all groups"
+        if kind == "admin":
+            scope = "management API"
+        self.stdout.write(
+            f"created {kind} key {key.name!r} (id {key.pk}, prefix {key.prefix}; {scope})"
+        )
+        self.stdout.write("the secret is shown only now; store it:")
+        self.stdout.write(secret)

@@ -1,0 +1,189 @@
+"""Persistent configuration: providers, groups and their targets, global settings, keys.
+
+The gateway never reads these tables on the hot path: ``routing`` compiles them into an
+in-memory routing table and rebuilds it on ``routing.config.signals.config_changed``.
+
+Policy is stored as *flat dotted keys* (``{"retry.max_retries": 3}``), one JSON object
+per layer: ``GlobalSettings.file_policy`` (the config file's ``defaults:``),
+``GlobalSettings.policy`` (global settings written by the API/page) and ``Group.policy``
+(per-group overrides). A missing key means "inherit the lower layer"; see
+``routing.config.policy.resolve``. Every writer validates through ``routing.config``.
+
+``version`` on Provider, Group and GlobalSettings is the optimistic-concurrency token:
+every write that changes the row bumps it, and a write based on an older version is
+refused by the API/page/admin.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.core.validators import RegexValidator, URLValidator
+from django.db import models
+from django.utils.deconstruct import deconstructible
+
+from routing import crypto
+from routing.config.schema import GROUP_NAME_RE
+
+HINT_MIN_KEY_LENGTH = 12  # shorter credentials get no hint: 4 chars would be too much of them
+
+
+@deconstructible
+class GroupNameValidator(RegexValidator):
+    """What clients put in ``model``: letters, digits, dots, dashes, underscores."""
+
+    regex = GROUP_NAME_RE
+    message = (
+        "Use 1-100 letters, digits, dots, dashes or underscores, starting with a letter or digit."
+    )
+
+
+# A CharField with Django's URLValidator (which accepts localhost and IP literals, as
+# local upstreams need); the config schema applies the same validator.
+base_url_validator = URLValidator(schemes=["http", "https"])
+
+
+class Provider(models.Model):
+    """One upstream endpoint and its (encrypted) credential."""
+
+    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = [("openai", "OpenAI-compatible")]
+
+    name = models.SlugField(unique=True)
+    kind = models.CharField(max_length=20, choices=KIND_CHOICES, default="openai")
+    base_url = models.CharField(max_length=500, validators=[base_url_validator])
+    api_key_encrypted = models.TextField(blank=True, default="", editable=False)
+    api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
+    headers = models.JSONField(default=dict, blank=True)
+    models_loaded_at = models.DateTimeField(null=True, blank=True)
+    connect_timeout_s = models.FloatField(default=5)
+    first_token_timeout_s = models.FloatField(default=60)
+    idle_timeout_s = models.FloatField(default=60)
+    total_timeout_s = models.FloatField(default=600)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Last on purpose: this field shadows the ``models`` module for the rest of the body.
+    models = models.JSONField(default=list, blank=True)  # model ids this provider serves
+
+    class Meta:
+        ordering: ClassVar[list[str]] = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key_encrypted)
+
+    def set_api_key(self, plain: str) -> None:
+        """Encrypt and store ``plain`` (surrounding whitespace dropped); ``""`` clears it.
+
+        Does not save. The hint keeps at most the last 4 characters, and none at all for
+        keys shorter than 12 characters.
+        """
+        plain = plain.strip()
+        if not plain:
+            self.api_key_encrypted = ""
+            self.api_key_hint = ""
+            return
+        self.api_key_encrypted = crypto.encrypt(plain)
+        self.api_key_hint = "…" + plain[-4:] if len(plain) >= HINT_MIN_KEY_LENGTH else "…"
+
+    def get_api_key(self) -> str:
+        """The plaintext credential, or ``""`` when none is set.
+
+        Raises ``routing.crypto.CredentialDecryptError`` if the secret changed.
+        """
+        if not self.api_key_encrypted:
+            return ""
+        return crypto.decrypt(self.api_key_encrypted)
+
+
+class Group(models.Model):
+    """A virtual model clients address by name; its targets are ordered by position."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[GroupNameValidator()])
+    policy = models.JSONField(default=dict, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering: ClassVar[list[str]] = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Target(models.Model):
+    """One ``(provider, model)`` route inside a group."""
+
+    group = models.ForeignKey(Group, related_name="targets", on_delete=models.CASCADE)
+    provider = models.ForeignKey(Provider, related_name="targets", on_delete=models.PROTECT)
+    model = models.CharField(max_length=200)
+    position = models.PositiveIntegerField(default=0)
+    weight = models.PositiveIntegerField(default=1)
+    enabled = models.BooleanField(default=True)
+    context_window = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering: ClassVar[list[str]] = ["group", "position"]
+        constraints: ClassVar[list[Any]] = [
+            models.UniqueConstraint(
+                fields=["group", "provider", "model"], name="routing_target_unique_route"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider.name}/{self.model}"
+
+
+class GlobalSettings(models.Model):
+    """Singleton (pk=1) holding the two lower policy layers and where the file came from."""
+
+    file_policy = models.JSONField(default=dict, blank=True)
+    policy = models.JSONField(default=dict, blank=True)
+    config_source = models.CharField(max_length=500, blank=True, default="")
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        verbose_name = "global settings"
+        verbose_name_plural = "global settings"
+
+    def __str__(self) -> str:
+        return "Global settings"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.pk = 1
+        super().save(*args, **kwargs)
+
+    @classmethod
+    def load(cls) -> GlobalSettings:
+        obj, _ = cls.objects.get_or_create(pk=1)
+        return obj
+
+
+class ApiKey(models.Model):
+    """A gateway key. Only the sha256 of the secret is stored; ``prefix`` identifies it."""
+
+    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = [("client", "client"), ("admin", "admin")]
+
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=KIND_CHOICES, default="client")
+    prefix = models.CharField(max_length=16, db_index=True)
+    hashed = models.CharField(max_length=64, unique=True)
+    groups = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering: ClassVar[list[str]] = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
