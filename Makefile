@@ -1,0 +1,65 @@
+# Switchyard: `make run` serves the gateway with a demo configuration; `make test` runs the suite.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Any Python >= 3.11 works (Django 5.2 LTS is pinned); prefer the newest one on PATH.
+PYTHON ?= $(shell for p in python3.13 python3.12 python3 python; do \
+	if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; \
+	then echo $$p; break; fi; done)
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYPROJECT_HASH := $(shell sha1sum pyproject.toml | cut -c1-12)
+RUNTIME_STAMP := $(VENV)/.runtime-$(PYPROJECT_HASH)
+DEV_STAMP := $(VENV)/.dev-$(PYPROJECT_HASH)
+
+SWITCHYARD_HOST ?= 127.0.0.1
+SWITCHYARD_PORT ?= 8000
+export SWITCHYARD_HOST SWITCHYARD_PORT
+
+.PHONY: help install install-dev run test test-fast bench lint clean browser
+
+help:
+	@echo "make run    - install, migrate, and serve the gateway with a demo config on http://$(SWITCHYARD_HOST):$(SWITCHYARD_PORT)"
+	@echo "make test   - install dev dependencies and run the whole suite"
+	@echo "make bench  - measure the gateway against the direct path"
+
+$(VENV)/bin/python:
+	@test -n "$(PYTHON)" || { echo "Switchyard needs Python >= 3.11 on PATH"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install -q -e .
+	@touch $@
+
+$(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@ $(RUNTIME_STAMP)
+
+install: $(RUNTIME_STAMP)
+install-dev: $(DEV_STAMP)
+
+run: install
+	$(BIN)/python manage.py serve --host $(SWITCHYARD_HOST) --port $(SWITCHYARD_PORT)
+
+# Browser tests drive Debian's chromium; install it when missing (CI runs as root).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium for the browser tests"; \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
+
+test: install-dev browser
+	$(BIN)/python -m pytest -q
+
+test-fast: install-dev
+	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess"
+
+bench: install-dev
+	$(BIN)/python -m bench.run
+
+lint: install-dev
+	$(BIN)/ruff check router_project routing dashboard tests bench
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,61 @@
+"""The management API under ``/api/v1/`` (django-ninja; OpenAPI at ``/api/docs``).
+
+Authenticated by an admin key (``Authorization: Bearer sk-sy-…`` created with
+``createkey NAME --admin``) or a staff session (with CSRF on unsafe methods). A client
+key is recognised and refused with 403, so a script learns it used the wrong kind of key.
+Routers from their own modules are mounted here; endpoints stay thin and call services.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthorizationError
+from ninja.security import HttpBearer, SessionAuthIsStaff
+
+from routing.runtime import get_runtime
+
+
+class AdminKeyAuth(HttpBearer):
+    """Bearer admin keys, checked against the compiled in-memory key index."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> str | None:
+        runtime = get_runtime()
+        table = runtime.table or runtime.reload()
+        key = table.keys.get(hashlib.sha256(token.strip().encode()).hexdigest())
+        if key is None:
+            return None
+        if key.kind != "admin":
+            raise AuthorizationError(message="This is a client key; the management API needs an admin key.")
+        request.switchyard_actor = f"key:{key.name}"  # type: ignore[attr-defined]
+        return key.name
+
+
+class StaffSessionAuth(SessionAuthIsStaff):
+    def authenticate(self, request: HttpRequest, key: str | None) -> object | None:
+        user = super().authenticate(request, key)
+        if user:
+            request.switchyard_actor = f"user:{request.user.get_username()}"  # type: ignore[attr-defined]
+        return user
+
+
+api = NinjaAPI(
+    title="Switchyard management API",
+    version="1",
+    urls_namespace="api",
+    auth=[AdminKeyAuth(), StaffSessionAuth()],
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+def actor(request: HttpRequest) -> str:
+    """Who made this request, for config-change records."""
+    return getattr(request, "switchyard_actor", "unknown")
+
+
+from routing.api.observability import router as observability_router  # noqa: E402
+
+api.add_router("", observability_router)

@@ -1,0 +1,231 @@
+"""Read-only observability endpoints of the management API (mounted under ``/api/v1/``).
+
+``GET /status`` — groups, their chains and effective policy, per-target health with
+remaining cooldown, and the state store's own health. ``GET /calls`` — recent calls,
+newest first, each with its attempts. ``GET /events`` — fallback, health and config-change
+records, newest first. Authentication is the management API's (admin key or staff
+session). Empty text fields are rendered as ``null``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+from pydantic import PlainSerializer
+
+from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
+from routing.audit.selectors import EventKindName, EventRow, calls_recent, events_recent
+from routing.audit.status import Status, status_read
+from routing.runtime import get_runtime
+
+router = Router(tags=["observability"])
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# Full microseconds (the default JSON encoder keeps milliseconds), so that a client can
+# pass the newest ``at`` it saw back as ``since`` and get only what came after it.
+Timestamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
+
+
+# ---------------------------------------------------------------------- schemas
+class TargetStatusOut(Schema):
+    key: str
+    provider: str
+    model: str
+    position: int
+    weight: int
+    context_window: int | None
+    state: Literal["healthy", "cooling", "probing", "disabled"]
+    availability: Literal["available", "cooling", "probe-eligible", "probing", "disabled"]
+    remaining_cooldown_s: float
+    last_code: str | None
+    consecutive_failures: int
+
+
+class GroupStatusOut(Schema):
+    name: str
+    algorithm: str
+    version: int
+    policy: dict[str, Any]
+    targets: list[TargetStatusOut]
+
+
+class StatusOut(Schema):
+    at: Timestamp
+    groups: list[GroupStatusOut]
+    store: dict[str, Any]
+
+
+class UsageOut(Schema):
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+
+
+class AttemptOut(Schema):
+    index: int
+    target: str
+    try_number: int
+    ok: bool
+    code: str | None
+    status: int | None
+    message: str | None
+    reason: str | None
+    elapsed_ms: float
+    will_retry: bool
+    switched: bool
+    switched_to: str | None
+    probe: bool
+
+
+class CallOut(Schema):
+    call_id: str
+    group: str
+    session: str | None
+    stream: bool
+    outcome: Literal["ok", "failed", "aborted"]
+    served_by: str | None
+    error_code: str | None
+    http_status: int
+    started_at: Timestamp
+    elapsed_ms: float
+    ttft_ms: float | None
+    overhead_ms: float | None
+    usage: UsageOut | None
+    attempts: list[AttemptOut]
+
+
+class FallbackOut(Schema):
+    kind: Literal["fallback"]
+    id: int
+    at: Timestamp
+    call_id: str
+    group: str
+    from_target: str
+    to_target: str | None
+    reason: str
+    code: str
+    status: int | None
+    message: str | None
+    cooldown_s: float | None
+
+
+class HealthOut(Schema):
+    kind: Literal["health"]
+    id: int
+    at: Timestamp
+    transition: str
+    target: str | None
+    provider: str | None
+    until: Timestamp | None
+    code: str | None
+    ok: bool | None
+    cooldown_s: float | None
+    actor: str | None
+    message: str | None
+
+
+class ConfigChangeOut(Schema):
+    kind: Literal["config"]
+    id: int
+    at: Timestamp
+    actor: str
+    path: str
+    object_type: str
+    object_name: str
+    diff: dict[str, Any]
+
+
+EventOut = Annotated[FallbackOut | HealthOut | ConfigChangeOut, Field(discriminator="kind")]
+
+
+class CallsQuery(Schema):
+    group: str | None = None
+    limit: int = Field(50, ge=1, le=500)
+
+
+class EventsQuery(Schema):
+    kind: EventKindName | None = None
+    since: datetime | None = None
+    limit: int = Field(100, ge=1, le=1000)
+
+
+# ---------------------------------------------------------------------- rendering
+def _status_out(status: Status) -> dict[str, Any]:
+    out = asdict(status)
+    out["at"] = datetime.fromtimestamp(out.pop("now"), tz=UTC)
+    return out
+
+
+def _call_out(call: Call) -> dict[str, Any]:
+    tokens = (call.prompt_tokens, call.completion_tokens, call.total_tokens)
+    return {
+        "call_id": call.call_id,
+        "group": call.group,
+        "session": call.session or None,
+        "stream": call.stream,
+        "outcome": call.outcome,
+        "served_by": call.served_by or None,
+        "error_code": call.error_code or None,
+        "http_status": call.http_status,
+        "started_at": call.started_at,
+        "elapsed_ms": call.elapsed_ms,
+        "ttft_ms": call.ttft_ms,
+        "overhead_ms": call.overhead_ms,
+        "usage": None if tokens == (None, None, None) else dict(
+            zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)
+        ),
+        "attempts": [
+            {
+                "index": a.index, "target": a.target, "try_number": a.try_number, "ok": a.ok,
+                "code": a.code or None, "status": a.status, "message": a.message or None,
+                "reason": a.reason or None, "elapsed_ms": a.elapsed_ms, "will_retry": a.will_retry,
+                "switched": a.switched, "switched_to": a.switched_to or None, "probe": a.probe,
+            }
+            for a in call.attempts.all()
+        ],
+    }
+
+
+def _event_out(row: EventRow) -> dict[str, Any]:
+    if isinstance(row, Fallback):
+        return {
+            "kind": "fallback", "id": row.id, "at": row.at, "call_id": row.call_id, "group": row.group,
+            "from_target": row.from_target, "to_target": row.to_target or None, "reason": row.reason,
+            "code": row.code, "status": row.status, "message": row.message or None, "cooldown_s": row.cooldown_s,
+        }
+    if isinstance(row, HealthTransition):
+        return {
+            "kind": "health", "id": row.id, "at": row.at, "transition": row.kind, "target": row.target or None,
+            "provider": row.provider or None, "until": row.until, "code": row.code or None, "ok": row.ok,
+            "cooldown_s": row.cooldown_s, "actor": row.actor or None, "message": row.message or None,
+        }
+    assert isinstance(row, ConfigChange)
+    return {
+        "kind": "config", "id": row.id, "at": row.at, "actor": row.actor, "path": row.path,
+        "object_type": row.object_type, "object_name": row.object_name, "diff": row.diff,
+    }
+
+
+# ---------------------------------------------------------------------- endpoints
+@router.get("/status", response=StatusOut, summary="Groups, chains, policy and live health")
+async def status(request: HttpRequest) -> dict[str, Any]:
+    return _status_out(await status_read(get_runtime()))
+
+
+@router.get("/calls", response=list[CallOut], summary="Recent calls with their attempts, newest first")
+async def calls(request: HttpRequest, filters: Query[CallsQuery]) -> list[dict[str, Any]]:
+    return [_call_out(call) for call in await calls_recent(group=filters.group, limit=filters.limit)]
+
+
+@router.get("/events", response=list[EventOut], summary="Fallback, health and config-change records, newest first")
+async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:
+    rows = await events_recent(kind=filters.kind, since=filters.since, limit=filters.limit)
+    return [_event_out(row) for row in rows]

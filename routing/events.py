@@ -1,0 +1,138 @@
+"""Events and records a call produces, and the hub that fans them out.
+
+The call path only *publishes*: ``EventHub.publish`` appends to a bounded in-memory ring
+(for status pages and tests) and hands the event to each subscriber, which must do no
+I/O inline (the audit writer enqueues, the live page schedules a channel-layer send).
+Logging happens here so that there is one line per retry, per switch and per health
+transition, and none for a normal success.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.engine.health import HealthEvent
+
+log = logging.getLogger("switchyard.events")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryEvent:
+    call_id: str
+    group: str
+    target: str
+    try_number: int
+    code: str
+    status: int | None
+    delay_s: float
+    message: str
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackEvent:
+    call_id: str
+    group: str
+    from_target: str
+    to_target: str | None
+    reason: str
+    code: str
+    status: int | None
+    message: str
+    cooldown_s: float | None
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    target: str
+    try_number: int  # 1-based within its target
+    ok: bool
+    elapsed_ms: float
+    code: str | None = None
+    status: int | None = None
+    message: str = ""
+    reason: str | None = None  # switch reason when this attempt made the call move on
+    will_retry: bool = False
+    switched: bool = False
+    switched_to: str | None = None
+    probe: bool = False
+
+
+@dataclass(slots=True)
+class CallRecord:
+    call_id: str
+    group: str
+    session: str | None
+    stream: bool
+    started_at: float
+    outcome: str = "ok"  # ok | failed | aborted
+    served_by: str | None = None
+    elapsed_ms: float = 0.0
+    ttft_ms: float | None = None
+    overhead_ms: float | None = None
+    usage: dict[str, Any] | None = None
+    error_code: str | None = None
+    http_status: int = 200
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+    def trail(self) -> str:
+        """Compact per-attempt trail for the ``x-switchyard-trail`` header."""
+        return ",".join(
+            f"{a.target}:ok" if a.ok else f"{a.target}:{a.code}:{a.status if a.status is not None else '-'}"
+            for a in self.attempts
+        )
+
+
+Event = HealthEvent | FallbackEvent | RetryEvent | CallRecord
+Subscriber = Callable[[Event], None]
+
+
+class EventHub:
+    """Fan-out of events to cheap, non-blocking subscribers, plus a recent-events ring."""
+
+    def __init__(self, *, keep: int = 2000) -> None:
+        self.recent: deque[Event] = deque(maxlen=keep)
+        self._subscribers: list[Subscriber] = []
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def publish(self, event: Event) -> None:
+        self.recent.append(event)
+        _log(event)
+        for subscriber in tuple(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # a broken subscriber must never fail a call
+                log.exception("event subscriber %r failed", subscriber)
+
+    def publish_all(self, events: list[HealthEvent]) -> None:
+        for event in events:
+            self.publish(event)
+
+
+def _log(event: Event) -> None:
+    if isinstance(event, RetryEvent):
+        log.info(
+            "retry call=%s group=%s target=%s try=%d code=%s status=%s in %.3fs",
+            event.call_id, event.group, event.target, event.try_number, event.code, event.status, event.delay_s,
+        )
+    elif isinstance(event, FallbackEvent):
+        log.warning(
+            "switch call=%s group=%s from=%s to=%s reason=%s code=%s status=%s",
+            event.call_id, event.group, event.from_target, event.to_target or "-", event.reason,
+            event.code, event.status,
+        )
+    elif isinstance(event, HealthEvent):
+        log.warning(
+            "health %s target=%s provider=%s code=%s until=%s",
+            event.kind, event.target or "-", event.provider or "-", event.code or "-",
+            f"{event.until:.0f}" if event.until else "-",
+        )

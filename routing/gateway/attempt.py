@@ -1,0 +1,193 @@
+"""One upstream attempt: send, then read until the group's commit point.
+
+An attempt ends in one of two ways before its commit point: a classified ``Failure``
+(raised as ``UpstreamFailure``, so the call may retry or switch invisibly) or an
+``Answer`` — the held-back prefix plus, for streams, a reader for the rest. After the
+commit point the reader keeps its timeouts, and a later failure is the relay's to surface.
+
+Timeouts per attempt (SPEC §3.8): connect (the pooled client), first token (send → first
+content/reasoning/tool-call delta), idle (between chunks), total (whole attempt, also
+capped by the call's deadline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from routing.engine.failures import Failure, FailureCode, classify_error_object
+from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, iter_body, translate_exception
+from routing.upstream.sse import DONE, iter_data
+
+log = logging.getLogger("switchyard.gateway")
+
+CONTENT_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls", "function_call", "refusal")
+
+
+def has_content(chunk: Mapping[str, Any]) -> bool:
+    """True for a chunk (or completion) carrying content, reasoning or a tool call."""
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        part = choice.get("delta") or choice.get("message") or {}
+        if isinstance(part, dict) and any(part.get(name) for name in CONTENT_FIELDS):
+            return True
+    return False
+
+
+class EventReader:
+    """Parsed ``data:`` payloads of one upstream stream, each read bounded by its deadline."""
+
+    def __init__(self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float) -> None:
+        self._response = response
+        self._events = iter_data(iter_body(response))
+        self._total_deadline = min(started + timeouts.total_s, deadline)
+        self._first_token_deadline = started + timeouts.first_token_s
+        self._idle_s = timeouts.idle_s
+        self.got_content = False
+        self.malformed = 0
+        self.usage: dict[str, Any] | None = None
+        self.started = started
+        self.first_content_at: float | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_content_at is None else self.first_content_at - self.started
+
+    async def next(self) -> tuple[bytes, dict[str, Any]] | None:
+        """The next JSON chunk, or None at ``[DONE]`` or a clean end of the body."""
+        while True:
+            loop_now = asyncio.get_running_loop().time()
+            deadline = min(self._total_deadline, loop_now + self._idle_s)
+            phase = "idle"
+            if not self.got_content and self._first_token_deadline < deadline:
+                deadline, phase = self._first_token_deadline, "first-token"
+            if deadline == self._total_deadline:
+                phase = "total"
+            try:
+                async with asyncio.timeout_at(deadline):
+                    payload = await anext(self._events)
+            except StopAsyncIteration:
+                return None
+            except TimeoutError as exc:
+                raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
+            except (httpx.HTTPError, OSError) as exc:
+                raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+            if payload == DONE:
+                return None
+            try:
+                chunk = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                self.malformed += 1
+                log.warning("skipped a malformed stream line (%d bytes)", len(payload))
+                continue
+            if not isinstance(chunk, dict):
+                self.malformed += 1
+                continue
+            error = chunk.get("error")
+            if error:
+                raise UpstreamFailure(classify_error_object(error, None))
+            if chunk.get("usage"):
+                self.usage = chunk["usage"]
+            if not self.got_content and has_content(chunk):
+                self.got_content = True
+                self.first_content_at = asyncio.get_running_loop().time()
+            return payload, chunk
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+@dataclass(slots=True)
+class Answer:
+    """A committed answer: what to send first, and for live streams the rest."""
+
+    prefix: list[bytes]  # SSE payloads (streams) or the single JSON body (non-stream)
+    reader: EventReader | None = None  # live stream continuation; None when complete
+    usage: dict[str, Any] | None = None
+    ttft_s: float | None = None  # send → first content, for latency-aware routing
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+async def run_attempt(
+    client: OpenAIClient,
+    body: bytes,
+    *,
+    stream: bool,
+    commit: str,
+    model: str,
+    deadline: float,
+) -> Answer:
+    """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    timeouts = client.timeouts
+    if started >= deadline:
+        raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
+    try:
+        header_deadline = started + (timeouts.first_token_s if stream else timeouts.total_s)
+        async with asyncio.timeout_at(min(deadline, started + timeouts.total_s, header_deadline)):
+            response = await client.send(body)
+    except TimeoutError as exc:
+        raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "no response headers before timeout")) from exc
+    if not stream:
+        return await _read_completion(response, timeouts, started=started, deadline=deadline, model=model)
+    reader = EventReader(response, timeouts, started=started, deadline=deadline)
+    try:
+        return await _read_to_commit(reader, commit=commit)
+    except BaseException:
+        await reader.aclose()
+        raise
+
+
+async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
+    """Hold back role, usage and everything else until first content (or the end, for
+    ``complete``). An end without content is ``EMPTY_RESPONSE``."""
+    held: list[bytes] = []
+    while True:
+        item = await reader.next()
+        if item is None:
+            if reader.malformed and not held:
+                raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream stream could not be parsed"))
+            if not reader.got_content:
+                raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "stream finished without content"))
+            await reader.aclose()
+            return Answer(prefix=held, reader=None, usage=reader.usage, ttft_s=reader.ttft_s)
+        held.append(item[0])
+        if reader.got_content and commit != "complete":
+            return Answer(prefix=held, reader=reader, usage=reader.usage, ttft_s=reader.ttft_s)
+
+
+async def _read_completion(
+    response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float, model: str
+) -> Answer:
+    try:
+        async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
+            raw = await response.aread()
+    except TimeoutError as exc:
+        raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "total timeout")) from exc
+    except (httpx.HTTPError, OSError) as exc:
+        raise UpstreamFailure(translate_exception(exc, phase="body")) from exc
+    finally:
+        await response.aclose()
+    try:
+        completion = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not valid JSON")) from exc
+    if not isinstance(completion, dict):
+        raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not a JSON object"))
+    if completion.get("error"):
+        raise UpstreamFailure(classify_error_object(completion["error"], response.status_code))
+    if not has_content(completion):
+        raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "completion has no content"))
+    if not completion.get("model"):
+        completion["model"] = model
+        raw = orjson.dumps(completion)
+    ttft = asyncio.get_running_loop().time() - started
+    return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)

@@ -1,0 +1,429 @@
+"""A call: one client request carried across attempts, retries and switches.
+
+The loop, in SPEC §3 terms::
+
+    pick a target (algorithm order → affinity → health: skip disabled/cooling/failed,
+                   take the probe lease of a probe-eligible one, else force-revive)
+      └─ attempt → Answer (commit point reached) → relay, record success
+               └─ Failure → decide(): RETRY in place after a delay
+                                      SWITCH: charge health once, record a fallback, pick again
+                                      SURFACE: the client gets this error as-is
+    nothing left → 502 ROUTES_EXHAUSTED (503 + Retry-After when nothing was even tried)
+
+Health is charged once per target per call, when the call gives up on that target.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from routing.engine.algorithms import SelectionView
+from routing.engine.failures import CREDENTIAL_CODES, Failure, FailureCode, scrub
+from routing.engine.health import Availability, EventKind, HealthEvent, availability
+from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
+from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
+from routing.gateway.attempt import Answer, run_attempt
+from routing.gateway.replies import SSE_DONE, ErrorReply, JsonReply, Reply, StreamReply, sse, sse_error
+from routing.runtime import Runtime
+from routing.state import Snapshot
+from routing.table import GroupSpec, TargetSpec
+from routing.upstream.openai import UpstreamFailure
+
+# Failures that say nothing about the target's health: the request itself was the problem.
+NOT_THE_TARGETS_FAULT = frozenset(
+    {FailureCode.BAD_REQUEST, FailureCode.CONTENT_FILTER, FailureCode.CONTEXT_WINDOW_EXCEEDED, FailureCode.ABORTED}
+)
+AFFINITY_TTL_S = 3600.0
+PROBE_LEASE_CAP_S = 120.0
+
+
+@dataclass(slots=True)
+class TargetOutcome:
+    failure: Failure
+    attempts: int
+    elapsed_ms: float
+
+
+class Call:
+    def __init__(
+        self,
+        runtime: Runtime,
+        group: GroupSpec,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        session: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.group = group
+        self.body = body
+        self.stream = stream
+        self.session = session
+        self.call_id = call_id or uuid.uuid4().hex
+        self.loop = asyncio.get_running_loop()
+        self.started = self.loop.time()
+        self.deadline = self.started + group.deadline_s
+        self.upstream_s = 0.0  # time spent waiting on upstreams and backoff: not overhead
+        self.record = CallRecord(
+            call_id=self.call_id, group=group.name, session=session, stream=stream, started_at=runtime.clock()
+        )
+        self.outcomes: dict[str, TargetOutcome] = {}
+        self.failed: set[str] = set()
+        self.context_limit: tuple[bool, int | None] = (False, None)  # (hit, declared window of the target)
+        self.track_inflight = group.algorithm.name == "least-busy"
+
+    # ------------------------------------------------------------------ main loop
+    async def run(self) -> Reply:
+        try:
+            return await self._run()
+        except asyncio.CancelledError:
+            self._finish("aborted", error_code=FailureCode.ABORTED.value, http_status=499)
+            raise
+
+    async def _run(self) -> Reply:
+        store = self.runtime.store
+        ticket = await store.next_ticket(self.group.name) if self.group.algorithm.uses_ticket else 0
+        switched_from: tuple[TargetSpec, Failure, str, float | None] | None = None
+        while True:
+            pick = await self._pick(ticket)
+            if switched_from is not None:
+                self._publish_fallback(*switched_from, to=pick[0] if pick else None)
+                switched_from = None
+            if pick is None:
+                return await self._exhausted()
+            target, probe = pick
+            result = await self._use_target(target, probe)
+            if isinstance(result, Answer):
+                return await self._commit(target, result, probe)
+            decision, failure = result
+            events = await self._charge(target, failure, probe)
+            if decision.action is Action.SURFACE:
+                return self._surface(failure)
+            self.failed.add(target.key)
+            if failure.code is FailureCode.CONTEXT_WINDOW_EXCEEDED:
+                self.context_limit = (True, target.context_window)
+            cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
+            reason = self._switch_reason(decision, events, target)
+            switched_from = (target, failure, reason, cooldown)
+
+    # ------------------------------------------------------------------ selection
+    async def _pick(self, ticket: int) -> tuple[TargetSpec, bool] | None:
+        group, store = self.group, self.runtime.store
+        keys = [t.key for t in group.targets]
+        snapshot = await store.snapshot(keys, list({t.provider.name for t in group.targets}))
+        now = self.runtime.clock()
+        order = group.algorithm.order(
+            SelectionView(ticket=ticket, inflight=snapshot.inflight, latency_ms=snapshot.latency_ms)
+        )
+        by_key = {t.key: t for t in group.targets}
+        ordered = [by_key[c.key] for c in order]
+        if self.session:
+            sticky = await store.affinity_get(self.session)
+            if sticky in by_key and sticky not in self.failed:
+                ordered.sort(key=lambda t: t.key != sticky)  # stable: only the sticky one moves
+        cooling: list[tuple[float, TargetSpec]] = []
+        for target in ordered:
+            if target.key in self.failed or not self._context_allows(target):
+                continue
+            provider_health = snapshot.providers.get(target.provider.name)
+            if provider_health is not None and provider_health.disabled:
+                continue
+            health = snapshot.targets.get(target.key)
+            state = availability(health, now) if health is not None else Availability.AVAILABLE
+            if state is Availability.AVAILABLE:
+                return target, False
+            if state is Availability.PROBE_ELIGIBLE:
+                lease = min(target.provider.timeouts.total_s, PROBE_LEASE_CAP_S)
+                if await store.try_begin_probe(target.key, now, lease):
+                    return target, True
+            elif state is Availability.COOLING and health is not None:
+                cooling.append((health.until, target))
+        # Nothing eligible: force-revive the cooling target that expires first, so the
+        # model stays up instead of failing while a route may well have recovered.
+        for _until, target in sorted(cooling, key=lambda item: item[0]):
+            events = await store.force_revive(target.key, now)
+            if events:
+                self.runtime.hub.publish_all(events)
+                return target, True
+        return None
+
+    def _context_allows(self, target: TargetSpec) -> bool:
+        hit, window = self.context_limit
+        return not hit or context_window_allows(window, target.context_window)
+
+    # ------------------------------------------------------------------ attempts
+    async def _use_target(self, target: TargetSpec, probe: bool) -> Answer | tuple[Decision, Failure]:
+        client = self.runtime.client_for(target.provider)
+        body = orjson.dumps({**self.body, "model": target.model})
+        store, group = self.runtime.store, self.group
+        tries = 0
+        first_started = self.loop.time()
+        while True:
+            tries += 1
+            attempt_started = self.loop.time()
+            if self.track_inflight:
+                await store.inflight_add(target.key, 1)
+            committed = False
+            try:
+                answer = await run_attempt(
+                    client, body, stream=self.stream, commit=group.commit, model=target.model, deadline=self.deadline
+                )
+                committed = True
+            except UpstreamFailure as exc:
+                failure = _scrubbed(exc.failure, target)
+            except asyncio.CancelledError:
+                self._attempt(target, tries, attempt_started, ok=False, probe=probe, code="ABORTED")
+                raise
+            finally:
+                self.upstream_s += self.loop.time() - attempt_started
+                if self.track_inflight and not (committed and answer.reader is not None):
+                    await store.inflight_add(target.key, -1)
+            if committed:
+                self._attempt(target, tries, attempt_started, ok=True, probe=probe)
+                return answer
+            record = self._attempt(target, tries, attempt_started, ok=False, probe=probe, failure=failure)
+            decision = decide(
+                failure,
+                retries_done=tries - 1,
+                policy=group.retry,
+                switch_codes=group.switch_codes,
+                is_probe=probe,
+                time_left_s=self.deadline - self.loop.time(),
+                rand=self.runtime.rand,
+            )
+            if decision.action is not Action.RETRY:
+                self.outcomes[target.key] = TargetOutcome(failure, tries, (self.loop.time() - first_started) * 1000)
+                return decision, failure
+            record.will_retry = True
+            self.runtime.hub.publish(
+                RetryEvent(
+                    call_id=self.call_id, group=group.name, target=target.key, try_number=tries,
+                    code=failure.code.value, status=failure.status, delay_s=decision.delay_s, message=failure.message,
+                )
+            )
+            slept_from = self.loop.time()
+            await self.runtime.sleep(decision.delay_s)
+            self.upstream_s += self.loop.time() - slept_from
+
+    def _attempt(
+        self, target: TargetSpec, tries: int, started: float, *, ok: bool, probe: bool,
+        failure: Failure | None = None, code: str | None = None,
+    ) -> AttemptRecord:
+        record = AttemptRecord(
+            target=target.key,
+            try_number=tries,
+            ok=ok,
+            elapsed_ms=(self.loop.time() - started) * 1000,
+            code=failure.code.value if failure else code,
+            status=failure.status if failure else None,
+            message=failure.message if failure else "",
+            probe=probe,
+        )
+        self.record.attempts.append(record)
+        return record
+
+    async def _charge(self, target: TargetSpec, failure: Failure, probe: bool) -> list[HealthEvent]:
+        """Charge the target's health once for this call (SPEC §3.9)."""
+        store, now = self.runtime.store, self.runtime.clock()
+        if failure.code in CREDENTIAL_CODES:
+            events = await store.disable_provider(target.provider.name, failure, now)
+        elif failure.code in self.group.switch_codes and failure.code not in NOT_THE_TARGETS_FAULT:
+            events = await store.record_failure(target.key, failure, self.group.circuit, now, was_probe=probe)
+        elif probe:
+            # The target answered; the request was at fault. It is alive: end the probe.
+            events = await store.record_success(target.key, now, None)
+        else:
+            events = []
+        self.runtime.hub.publish_all(events)
+        return events
+
+    def _switch_reason(self, decision: Decision, events: list[HealthEvent], target: TargetSpec) -> str:
+        if decision.reason is SwitchReason.PROBE:
+            return SwitchReason.PROBE.value
+        if decision.reason is SwitchReason.RETRY_EXHAUSTED:
+            return SwitchReason.RETRY_EXHAUSTED.value
+        if any(e.kind is EventKind.COOLING for e in events):
+            return SwitchReason.THRESHOLD.value
+        return SwitchReason.NOT_RETRYABLE.value
+
+    def _publish_fallback(
+        self, source: TargetSpec, failure: Failure, reason: str, cooldown: float | None, *, to: TargetSpec | None
+    ) -> None:
+        last = self.record.attempts[-1] if self.record.attempts else None
+        if last is not None:
+            last.switched, last.switched_to, last.reason = True, to.key if to else None, reason
+        self.runtime.hub.publish(
+            FallbackEvent(
+                call_id=self.call_id, group=self.group.name, from_target=source.key, to_target=to.key if to else None,
+                reason=reason, code=failure.code.value, status=failure.status, message=failure.message,
+                cooldown_s=cooldown,
+            )
+        )
+
+    # ------------------------------------------------------------------ endings
+    async def _commit(self, target: TargetSpec, answer: Answer, probe: bool) -> Reply:
+        store = self.runtime.store
+        ttft_ms = answer.ttft_s * 1000 if answer.ttft_s is not None else None
+        events = await store.record_success(target.key, self.runtime.clock(), ttft_ms)
+        if events:
+            self.runtime.hub.publish_all(events)
+        if self.session:
+            await store.affinity_set(self.session, target.key, AFFINITY_TTL_S)
+        self.record.served_by = target.key
+        committed_at = self.loop.time()
+        self.record.ttft_ms = (committed_at - self.started) * 1000
+        overhead_ms = max(0.0, (committed_at - self.started - self.upstream_s) * 1000)
+        self.record.overhead_ms = overhead_ms
+        headers = {
+            "x-switchyard-target": target.key,
+            "x-switchyard-attempts": str(len(self.record.attempts)),
+            "x-switchyard-request-id": self.call_id,
+            "x-switchyard-trail": self.record.trail(),
+            "x-switchyard-overhead-ms": f"{overhead_ms:.2f}",
+        }
+        if not self.stream:
+            self.record.usage = answer.usage
+            self._finish("ok")
+            return JsonReply(answer.prefix[0], headers=headers)
+        return StreamReply(self._relay(target, answer), headers=headers)
+
+    async def _relay(self, target: TargetSpec, answer: Answer) -> AsyncIterator[bytes]:
+        """Send the held-back prefix, then the live rest. After the commit point a failure
+        is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
+        reader = answer.reader
+        usage_sent = False
+        outcome, error_code = "ok", None
+        try:
+            for payload in answer.prefix:
+                if _is_usage_only(payload):
+                    if usage_sent:
+                        continue
+                    usage_sent = True
+                yield sse(payload)
+            if reader is not None:
+                while True:
+                    try:
+                        item = await reader.next()
+                    except UpstreamFailure as exc:
+                        failure = _scrubbed(exc.failure, target)
+                        outcome, error_code = "failed", failure.code.value
+                        yield sse_error(failure.message, code=failure.code.value)
+                        return
+                    if item is None:
+                        break
+                    payload, chunk = item
+                    if chunk.get("usage") and not chunk.get("choices"):
+                        if usage_sent:
+                            continue
+                        usage_sent = True
+                    yield sse(payload)
+            yield SSE_DONE
+        except (asyncio.CancelledError, GeneratorExit):
+            outcome, error_code = "aborted", FailureCode.ABORTED.value
+            raise
+        finally:
+            if reader is not None:
+                self.record.usage = reader.usage
+                await reader.aclose()
+                if self.track_inflight:
+                    await self.runtime.store.inflight_add(target.key, -1)
+            else:
+                self.record.usage = answer.usage
+            self._finish(outcome, error_code=error_code)
+
+    def _surface(self, failure: Failure) -> ErrorReply:
+        status = failure.status if failure.status and 400 <= failure.status < 600 else 502
+        self._finish("failed", error_code=failure.code.value, http_status=status)
+        return ErrorReply(
+            status=status,
+            message=failure.message,
+            code=failure.code.value,
+            type="invalid_request_error" if status < 500 else "upstream_error",
+            headers=self._trail_headers(),
+        )
+
+    async def _exhausted(self) -> ErrorReply:
+        group = self.group
+        snapshot = await self.runtime.store.snapshot(
+            [t.key for t in group.targets], list({t.provider.name for t in group.targets})
+        )
+        now = self.runtime.clock()
+        tried = bool(self.record.attempts)
+        lines, revivals = self._target_lines(snapshot, now)
+        headers = self._trail_headers()
+        status = 502 if tried else 503
+        if not tried and revivals:
+            headers["retry-after"] = str(max(1, math.ceil(min(revivals) - now)))
+        message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
+        self._finish("failed", error_code="ROUTES_EXHAUSTED", http_status=status)
+        return ErrorReply(status=status, message=message, code="ROUTES_EXHAUSTED", type="upstream_error", headers=headers)
+
+    def _target_lines(self, snapshot: Snapshot, now: float) -> tuple[list[str], list[float]]:
+        """One line per target of the group: its failure in this call, or why it was skipped."""
+        lines: list[str] = []
+        revivals: list[float] = []
+        for target in self.group.targets:
+            outcome = self.outcomes.get(target.key)
+            if outcome is not None:
+                f = outcome.failure
+                status = f" (HTTP {f.status})" if f.status is not None else ""
+                lines.append(
+                    f"{target.key} → {f.code.value}{status}: {f.message} "
+                    f"({outcome.elapsed_ms:.0f} ms, {outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''})"
+                )
+                continue
+            provider_health = snapshot.providers.get(target.provider.name)
+            health = snapshot.targets.get(target.key)
+            if provider_health is not None and provider_health.disabled:
+                lines.append(f"{target.key} → disabled: {provider_health.code}")
+            elif health is not None and availability(health, now) is Availability.COOLING:
+                revivals.append(health.until)
+                lines.append(f"{target.key} → cooling for {max(1, math.ceil(health.until - now))} s")
+            elif health is not None and availability(health, now) is Availability.PROBING:
+                revivals.append(health.probe_lease_until)
+                lines.append(f"{target.key} → probing: another call is testing it")
+            elif not self._context_allows(target):
+                lines.append(f"{target.key} → skipped: its context window is not larger than the one exceeded")
+            else:
+                lines.append(f"{target.key} → not tried")
+        return lines, revivals
+
+    def _trail_headers(self) -> dict[str, str]:
+        return {
+            "x-switchyard-attempts": str(len(self.record.attempts)),
+            "x-switchyard-request-id": self.call_id,
+            "x-switchyard-trail": self.record.trail(),
+        }
+
+    def _finish(self, outcome: str, *, error_code: str | None = None, http_status: int = 200) -> None:
+        record = self.record
+        if record.elapsed_ms:  # already finished (e.g. cancelled after a reply was built)
+            return
+        record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
+        record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
+        self.runtime.hub.publish(record)
+
+
+def _scrubbed(failure: Failure, target: TargetSpec) -> Failure:
+    secret = target.provider.api_key
+    if secret and secret in failure.message:
+        return Failure(failure.code, scrub(failure.message, [secret]), failure.status, failure.retry_after_s)
+    return failure
+
+
+def _is_usage_only(payload: bytes) -> bool:
+    if b'"usage"' not in payload:
+        return False
+    try:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return bool(chunk.get("usage")) and not chunk.get("choices")

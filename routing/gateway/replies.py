@@ -1,0 +1,65 @@
+"""What a call hands back to the HTTP edge, and the OpenAI-shaped error bodies.
+
+The gateway core never builds Django responses; it returns one of three plain values and
+``routing.api.openai`` turns them into HTTP in exactly one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+
+import orjson
+
+
+@dataclass(slots=True)
+class JsonReply:
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200
+
+
+@dataclass(slots=True)
+class StreamReply:
+    chunks: AsyncIterator[bytes]  # ready-framed SSE bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ErrorReply:
+    status: int
+    message: str
+    code: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def body(self) -> bytes:
+        return error_body(self.message, code=self.code, type=self.type, param=self.param)
+
+
+Reply = JsonReply | StreamReply | ErrorReply
+
+
+def error_body(message: str, *, code: str, type: str, param: str | None = None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": type, "code": code, "param": param}})
+
+
+def sse(payload: bytes) -> bytes:
+    return b"data: " + payload + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+def sse_error(message: str, *, code: str, type: str = "upstream_error") -> bytes:
+    """The event that ends a stream that failed after its commit point."""
+    return sse(error_body(message, code=code, type=type))
+
+
+def merge_headers(*layers: Mapping[str, str]) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for layer in layers:
+        merged.update(layer)
+    return merged

@@ -1,0 +1,122 @@
+"""Process-wide gateway state: the compiled routing table, the health store, pooled
+upstream clients, the event hub, and the injectable clock/sleep/random seams.
+
+One ``Runtime`` per process, built lazily from settings by ``get_runtime()``. Tests put a
+fake in at the seams (``runtime.sleep = recorder``, ``runtime.clock = fake_clock``) or
+install a whole runtime with ``install_runtime``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from routing.events import EventHub
+from routing.state import HealthStore, build_store
+from routing.table import ProviderSpec, RoutingTable, compile_table
+from routing.upstream.openai import OpenAIClient
+
+
+class Runtime:
+    def __init__(
+        self,
+        *,
+        store: HealthStore,
+        hub: EventHub | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.store = store
+        self.hub = hub or EventHub()
+        self.clock = clock
+        self.sleep = sleep
+        self.rand = rand
+        self.table: RoutingTable | None = None
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._clients: dict[str, tuple[tuple[object, ...], OpenAIClient]] = {}
+
+    async def current_table(self) -> RoutingTable:
+        table = self.table
+        if table is None:
+            table = await sync_to_async(self.reload, thread_sensitive=False)()
+        return table
+
+    def reload(self) -> RoutingTable:
+        """Compile the table from the database and swap it in (sync; never per call)."""
+        with self._lock:
+            generation = self._generation
+            table = compile_table()
+            if generation == self._generation:  # no newer invalidation raced us
+                self.table = table
+            return table
+
+    def invalidate(self) -> None:
+        """Configuration changed: the next call compiles a fresh table."""
+        with self._lock:
+            self._generation += 1
+            self.table = None
+
+    def client_for(self, provider: ProviderSpec) -> OpenAIClient:
+        """The pooled client of a provider; a new one only when its settings changed."""
+        entry = self._clients.get(provider.name)
+        fingerprint = provider.fingerprint
+        if entry is not None and entry[0] == fingerprint:
+            return entry[1]
+        client = OpenAIClient(
+            base_url=provider.base_url,
+            api_key=provider.api_key,
+            headers=provider.headers,
+            timeouts=provider.timeouts,
+        )
+        self._clients[provider.name] = (fingerprint, client)
+        if entry is not None:
+            _close_later(entry[1])
+        return client
+
+    async def aclose(self) -> None:
+        clients = [client for _, client in self._clients.values()]
+        self._clients.clear()
+        for client in clients:
+            await client.aclose()
+
+
+def _close_later(client: OpenAIClient) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    task = loop.create_task(client.aclose())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[None]] = set()
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    global _runtime
+    runtime = _runtime
+    if runtime is None:
+        with _runtime_lock:
+            if _runtime is None:
+                conf = settings.SWITCHYARD
+                options = {"url": conf["REDIS_URL"]} if conf["STATE_STORE"] == "redis" else {}
+                _runtime = Runtime(store=build_store(conf["STATE_STORE"], **options))
+            runtime = _runtime
+    return runtime
+
+
+def install_runtime(runtime: Runtime | None) -> None:
+    """Replace the process runtime (tests; embedding)."""
+    global _runtime
+    _runtime = runtime

@@ -1,0 +1,87 @@
+"""The health-state store contract.
+
+Everything a call needs to know or change about shared routing state goes through one
+``HealthStore``: per-target health (keyed ``provider/model``, shared by every group),
+per-provider credential state, probe leases, the per-group ticket counter that spreads
+round-robin starts, in-flight counts, time-to-first-token averages and session affinity.
+
+Transitions themselves are the pure functions of ``routing.engine.health``; a store only
+makes read-modify-write atomic (a lock in process, WATCH/MULTI in Redis) and returns the
+events the transition produced. Stores are chosen by name or dotted path
+(``settings.SWITCHYARD["STATE_STORE"]``) and built lazily — see ``routing.state.build_store``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from routing.engine.failures import Failure
+from routing.engine.health import CircuitPolicy, HealthEvent, ProviderHealth, TargetHealth
+
+LATENCY_ALPHA = 0.2  # weight of the newest time-to-first-token sample in the moving average
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What selection needs, read in one go (one round trip for a remote store)."""
+
+    targets: Mapping[str, TargetHealth] = field(default_factory=dict)
+    providers: Mapping[str, ProviderHealth] = field(default_factory=dict)
+    inflight: Mapping[str, int] = field(default_factory=dict)
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+
+
+class HealthStore(ABC):
+    """Shared routing state. Every method is atomic with respect to other callers."""
+
+    name: str = "abstract"
+
+    @abstractmethod
+    async def snapshot(self, keys: Sequence[str], providers: Sequence[str]) -> Snapshot: ...
+
+    @abstractmethod
+    async def next_ticket(self, group: str) -> int:
+        """Atomically return the group's counter and advance it (spreads concurrent calls)."""
+
+    @abstractmethod
+    async def try_begin_probe(self, key: str, now: float, lease_s: float) -> bool:
+        """Take the single probe lease of a probe-eligible target; False if someone else has it."""
+
+    @abstractmethod
+    async def record_success(self, key: str, now: float, ttft_ms: float | None) -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def record_failure(
+        self, key: str, failure: Failure, policy: CircuitPolicy, now: float, *, was_probe: bool
+    ) -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def force_revive(self, key: str, now: float) -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def reset_target(self, key: str, now: float, *, by: str = "") -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def disable_provider(self, provider: str, failure: Failure, now: float) -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def enable_provider(self, provider: str, now: float, *, by: str = "") -> list[HealthEvent]: ...
+
+    @abstractmethod
+    async def inflight_add(self, key: str, delta: int) -> None: ...
+
+    @abstractmethod
+    async def affinity_get(self, session: str) -> str | None: ...
+
+    @abstractmethod
+    async def affinity_set(self, session: str, key: str, ttl_s: float) -> None: ...
+
+    @abstractmethod
+    async def clear(self) -> None:
+        """Forget everything (tests, and `manage.py` maintenance)."""
+
+    async def describe(self) -> dict[str, object]:
+        """Store health for the status API: name, whether it is degraded, and why."""
+        return {"store": self.name, "degraded": False, "detail": ""}

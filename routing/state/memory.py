@@ -1,0 +1,132 @@
+"""In-process health store: the embedded default for a single gateway process.
+
+All state lives in dicts guarded by one lock. The lock is a ``threading.Lock`` rather than
+an asyncio one because operator actions (management API, admin) may run in worker
+threads; every critical section is a few dict operations and never awaits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from routing.engine import health as machine
+from routing.engine.failures import Failure
+from routing.engine.health import CircuitPolicy, HealthEvent, ProviderHealth, TargetHealth
+from routing.state.base import LATENCY_ALPHA, HealthStore, Snapshot
+
+AFFINITY_LIMIT = 100_000  # sessions remembered; the oldest are dropped beyond this
+
+
+class MemoryStore(HealthStore):
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._targets: dict[str, TargetHealth] = {}
+        self._providers: dict[str, ProviderHealth] = {}
+        self._tickets: dict[str, int] = {}
+        self._inflight: dict[str, int] = {}
+        self._latency: dict[str, float] = {}
+        self._affinity: dict[str, tuple[str, float]] = {}
+
+    async def snapshot(self, keys: Sequence[str], providers: Sequence[str]) -> Snapshot:
+        # Shallow copies are enough: values are immutable dataclasses and numbers.
+        return Snapshot(
+            targets={k: v for k in keys if (v := self._targets.get(k)) is not None},
+            providers={p: v for p in providers if (v := self._providers.get(p)) is not None},
+            inflight=dict(self._inflight),
+            latency_ms=dict(self._latency),
+        )
+
+    async def next_ticket(self, group: str) -> int:
+        with self._lock:
+            ticket = self._tickets.get(group, 0)
+            self._tickets[group] = ticket + 1
+            return ticket
+
+    async def try_begin_probe(self, key: str, now: float, lease_s: float) -> bool:
+        with self._lock:
+            current = self._targets.get(key, TargetHealth())
+            if machine.availability(current, now) is not machine.Availability.PROBE_ELIGIBLE:
+                return False
+            self._targets[key] = machine.begin_probe(current, now, lease_s=lease_s)
+            return True
+
+    async def record_success(self, key: str, now: float, ttft_ms: float | None) -> list[HealthEvent]:
+        with self._lock:
+            if ttft_ms is not None:
+                old = self._latency.get(key)
+                self._latency[key] = ttft_ms if old is None else old + LATENCY_ALPHA * (ttft_ms - old)
+            current = self._targets.get(key)
+            if current is None:
+                return []  # healthy and never failed: nothing to change, the common case
+            updated, events = machine.record_success(current, key, now)
+            if updated == TargetHealth():
+                del self._targets[key]
+            else:
+                self._targets[key] = updated
+            return events
+
+    async def record_failure(
+        self, key: str, failure: Failure, policy: CircuitPolicy, now: float, *, was_probe: bool
+    ) -> list[HealthEvent]:
+        with self._lock:
+            updated, events = machine.record_failure(
+                self._targets.get(key, TargetHealth()), key, failure, policy, now, was_probe=was_probe
+            )
+            self._targets[key] = updated
+            return events
+
+    async def force_revive(self, key: str, now: float) -> list[HealthEvent]:
+        with self._lock:
+            current = self._targets.get(key, TargetHealth())
+            if machine.availability(current, now) is not machine.Availability.COOLING:
+                return []  # someone else revived it first
+            updated, events = machine.force_revive(current, key, now)
+            self._targets[key] = updated
+            return events
+
+    async def reset_target(self, key: str, now: float, *, by: str = "") -> list[HealthEvent]:
+        with self._lock:
+            _, events = machine.reset(self._targets.get(key, TargetHealth()), key, now, by=by)
+            self._targets.pop(key, None)
+            return events
+
+    async def disable_provider(self, provider: str, failure: Failure, now: float) -> list[HealthEvent]:
+        with self._lock:
+            updated, events = machine.disable_provider(
+                self._providers.get(provider, ProviderHealth()), provider, failure, now
+            )
+            self._providers[provider] = updated
+            return events
+
+    async def enable_provider(self, provider: str, now: float, *, by: str = "") -> list[HealthEvent]:
+        with self._lock:
+            _, events = machine.enable_provider(
+                self._providers.get(provider, ProviderHealth()), provider, now, by=by
+            )
+            self._providers.pop(provider, None)
+            return events
+
+    async def inflight_add(self, key: str, delta: int) -> None:
+        with self._lock:
+            self._inflight[key] = max(0, self._inflight.get(key, 0) + delta)
+
+    async def affinity_get(self, session: str) -> str | None:
+        entry = self._affinity.get(session)
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
+    async def affinity_set(self, session: str, key: str, ttl_s: float) -> None:
+        with self._lock:
+            if len(self._affinity) >= AFFINITY_LIMIT:
+                self._affinity.pop(next(iter(self._affinity)))
+            self._affinity[session] = (key, time.monotonic() + ttl_s)
+
+    async def clear(self) -> None:
+        with self._lock:
+            for table in (self._targets, self._providers, self._tickets, self._inflight, self._latency, self._affinity):
+                table.clear()

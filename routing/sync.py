@@ -1,0 +1,212 @@
+"""Cross-process configuration change notices over Redis pub/sub (when ``REDIS_URL`` is set).
+
+A config write commits in one process (a daphne worker, ``manage.py loadconfig``, the
+admin); ``routing.signals`` then invalidates that process's compiled routing table and
+calls :func:`broadcast_change`, which publishes ``{"origin": <process id>}`` on
+``switchyard:config``. Every gateway process runs one :class:`ConfigListener` (started by
+:func:`start_listener` from the ASGI entry point) in a daemon thread that invalidates the
+local table when a notice from *another* process arrives; its own notices are ignored
+because the signal already invalidated locally.
+
+Decisions:
+
+- A thread with the sync client, not a task on the server's loop: the listener must live
+  as long as the process, independent of which loop serves requests, and blocking reads
+  in a thread cost nothing on the request path.
+- Pub/sub is fire-and-forget: a process that is disconnected when a notice is published
+  never sees it. So the listener invalidates on every (re)subscription, which makes a
+  missed notice cost one table recompile instead of a stale routing table.
+- Reconnects back off exponentially (0.5 s doubling to 30 s); one warning when the
+  connection is lost, one info line when it is back.
+- Without ``REDIS_URL`` everything here is a no-op: a single process needs nothing more
+  than ``routing.signals``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+
+import redis
+from django.conf import settings
+
+from routing.state.redis import REDIS_DOWN, redact_url
+
+log = logging.getLogger("switchyard.sync")
+
+CHANNEL = "switchyard:config"
+PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+_publishers: dict[str, redis.Redis] = {}
+_listener: ConfigListener | None = None
+_lock = threading.Lock()
+
+
+def publish_change(client: redis.Redis, *, channel: str = CHANNEL, origin: str = PROCESS_ID) -> int:
+    """Publish one change notice; returns how many subscribers received it."""
+    return int(client.publish(channel, json.dumps({"origin": origin})))
+
+
+def broadcast_change() -> None:
+    """Tell other gateway processes that configuration changed (no-op without Redis).
+
+    Called synchronously after a config write commits. A failure is logged, never raised:
+    the write itself succeeded, and other processes resync when their listener reconnects.
+    """
+    url = settings.SWITCHYARD.get("REDIS_URL", "")
+    if not url:
+        return
+    try:
+        publish_change(_publisher(url))
+    except REDIS_DOWN as exc:
+        log.warning("config change not broadcast: Redis at %s unreachable (%s)",
+                    redact_url(url), exc)
+
+
+def start_listener() -> ConfigListener | None:
+    """Start this process's listener once (idempotent); None without ``REDIS_URL``."""
+    global _listener
+    url = settings.SWITCHYARD.get("REDIS_URL", "")
+    if not url:
+        return None
+    with _lock:
+        if _listener is None or not _listener.alive:
+            _listener = ConfigListener(url, on_change=_invalidate_runtime)
+            _listener.start()
+        return _listener
+
+
+def stop_listener(timeout: float = 5.0) -> None:
+    global _listener
+    with _lock:
+        listener, _listener = _listener, None
+    if listener is not None:
+        listener.stop(timeout)
+
+
+def _invalidate_runtime() -> None:
+    from routing import runtime
+
+    current = runtime._runtime
+    if current is not None:
+        current.invalidate()
+
+
+def _publisher(url: str) -> redis.Redis:
+    client = _publishers.get(url)
+    if client is None:
+        with _lock:
+            client = _publishers.setdefault(
+                url, redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1.0)
+            )
+    return client
+
+
+class ConfigListener:
+    """Subscribes to ``channel`` in a daemon thread and calls ``on_change`` for every notice
+    whose origin is not ``origin``, and once after every (re)subscription."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        on_change: Callable[[], None],
+        channel: str = CHANNEL,
+        origin: str = PROCESS_ID,
+        backoff_s: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.url = url
+        self.channel = channel
+        self.origin = origin
+        self._on_change = on_change
+        self._backoff_s = backoff_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.subscribed = threading.Event()  # set while a subscription is confirmed
+        self.received = 0  # notices read, own ones included (tests wait on it)
+        self._delay = backoff_s[0]
+        self._lost = False
+        self._started = False
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="switchyard-config-listener", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._listen()
+            except REDIS_DOWN as exc:
+                self.subscribed.clear()
+                if not self._lost:
+                    log.warning("config listener: Redis at %s unreachable (%s); reconnecting",
+                                redact_url(self.url), exc)
+                self._lost = True
+                self._stop.wait(self._delay)
+                self._delay = min(self._delay * 2, self._backoff_s[1])
+
+    def _listen(self) -> None:
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=1.0, socket_keepalive=True,
+                                      health_check_interval=15)
+        pubsub = client.pubsub()
+        try:
+            pubsub.subscribe(self.channel)
+            while not self._stop.is_set():
+                message = pubsub.get_message(timeout=1.0)
+                if message is None:
+                    continue
+                if message["type"] == "subscribe":
+                    self._on_subscribed()
+                elif message["type"] == "message":
+                    if self._is_foreign(message["data"]):
+                        self._notify()
+                    self.received += 1
+        finally:
+            self.subscribed.clear()
+            pubsub.close()
+            client.close()
+
+    def _on_subscribed(self) -> None:
+        if self._lost:
+            log.info("config listener: reconnected to Redis at %s", redact_url(self.url))
+        elif not self._started:
+            log.info("config listener: following %s at %s", self.channel, redact_url(self.url))
+        self._started = True
+        self._lost = False
+        self._delay = self._backoff_s[0]
+        self.subscribed.set()
+        self._notify()  # anything published while we were not subscribed is covered
+
+    def _notify(self) -> None:
+        try:
+            self._on_change()
+        except Exception:  # the listener must outlive a failing callback
+            log.exception("config listener: invalidation failed")
+
+    def _is_foreign(self, data: bytes | str) -> bool:
+        origin = _origin_of(data)
+        return origin is None or origin != self.origin  # unreadable: recompiling is safe
+
+
+def _origin_of(data: bytes | str) -> str | None:
+    try:
+        origin = json.loads(data).get("origin")
+    except (ValueError, AttributeError):
+        return None
+    return origin if isinstance(origin, str) else None

@@ -1,0 +1,201 @@
+"""The routing table: configuration compiled into immutable in-memory values.
+
+Calls never touch the database. ``compile_table()`` reads providers, groups, targets,
+global settings and client keys once, resolves every group's effective policy through the
+configuration layers, and returns a frozen ``RoutingTable``. The runtime swaps in a new
+table whenever configuration changes (``routing.runtime``), in every process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
+from routing.engine.failures import FailureCode
+from routing.engine.health import CircuitPolicy
+from routing.engine.retry import RetryPolicy
+from routing.upstream.openai import Timeouts
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    name: str
+    kind: str
+    base_url: str
+    api_key: str = field(repr=False)
+    headers: Mapping[str, str]
+    timeouts: Timeouts
+    version: int
+
+    @property
+    def fingerprint(self) -> tuple[object, ...]:
+        """Everything a pooled client depends on: a change means a new client."""
+        return (self.kind, self.base_url, self.api_key, tuple(sorted(self.headers.items())), self.timeouts)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    candidate: Candidate
+    provider: ProviderSpec
+    model: str
+    context_window: int | None
+
+    @property
+    def key(self) -> str:
+        return self.candidate.key
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    name: str
+    targets: tuple[TargetSpec, ...]
+    algorithm: RoutingAlgorithm
+    retry: RetryPolicy
+    switch_codes: frozenset[FailureCode]
+    circuit: CircuitPolicy
+    commit: str
+    context_window: int | None
+    deadline_s: float
+    version: int
+    policy: Mapping[str, object]  # the effective flat policy, for status pages
+
+    def target(self, key: str) -> TargetSpec | None:
+        for target in self.targets:
+            if target.key == key:
+                return target
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    kind: str  # "client" | "admin"
+    groups: frozenset[str]  # empty = every group
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTable:
+    groups: Mapping[str, GroupSpec]
+    providers: Mapping[str, ProviderSpec]
+    keys: Mapping[str, KeySpec]  # sha256 hex of the secret -> key facts
+    base_policy: Mapping[str, object] = field(default_factory=dict)  # defaults + file + global layers
+    _direct: dict[str, GroupSpec] = field(default_factory=dict, compare=False, repr=False)
+
+    def resolve(self, model: str) -> GroupSpec | None:
+        """A group by name, else a direct ``provider/model`` address, else None."""
+        group = self.groups.get(model)
+        if group is not None:
+            return group
+        return self.direct_target(model)
+
+    def direct_target(self, address: str) -> GroupSpec | None:
+        """``provider/model`` addresses bypass groups but still go through health."""
+        cached = self._direct.get(address)
+        if cached is not None:
+            return cached
+        provider_name, sep, model = address.partition("/")
+        provider = self.providers.get(provider_name)
+        if not sep or not model or provider is None:
+            return None
+        candidate = Candidate(key=f"{provider.name}/{model}", provider=provider.name, model=model, position=0)
+        group = _build_group(
+            name=address,
+            targets=(TargetSpec(candidate, provider, model, None),),
+            policy=self.base_policy,
+            version=0,
+        )
+        if len(self._direct) < 10_000:  # bounded: addresses come from clients
+            self._direct[address] = group
+        return group
+
+
+def _layered(*layers: Mapping[str, object]) -> dict[str, object]:
+    effective: dict[str, object] = {}
+    for layer in layers:
+        effective.update(layer)
+    return effective
+
+
+def _build_group(
+    *, name: str, targets: tuple[TargetSpec, ...], policy: Mapping[str, object], version: int
+) -> GroupSpec:
+    algorithm_class = get_algorithm(str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {})
+    return GroupSpec(
+        name=name,
+        targets=targets,
+        algorithm=algorithm_class([t.candidate for t in targets]),
+        retry=RetryPolicy(
+            max_retries=int(policy["retry.max_retries"]),  # type: ignore[arg-type]
+            retry_codes=frozenset(FailureCode(c) for c in policy["retry.retry_codes"]),  # type: ignore[attr-defined]
+            initial_delay_ms=int(policy["retry.initial_delay_ms"]),  # type: ignore[arg-type]
+            max_delay_ms=int(policy["retry.max_delay_ms"]),  # type: ignore[arg-type]
+            jitter_ratio=float(policy["retry.jitter_ratio"]),  # type: ignore[arg-type]
+        ),
+        switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),  # type: ignore[attr-defined]
+        circuit=CircuitPolicy(
+            failure_threshold=int(policy["circuit.failure_threshold"]),  # type: ignore[arg-type]
+            cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),  # type: ignore[arg-type]
+            cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),  # type: ignore[arg-type]
+        ),
+        commit=str(policy["commit"]),
+        context_window=policy.get("context_window"),  # type: ignore[arg-type]
+        deadline_s=float(policy["deadline_s"]),  # type: ignore[arg-type]
+        version=version,
+        policy=dict(policy),
+    )
+
+
+def compile_table() -> RoutingTable:
+    """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
+    from routing.config.policy import BUILTIN_DEFAULTS
+    from routing.models import ApiKey, GlobalSettings, Group, Provider
+
+    global_settings = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()  # read-only: never create here
+    base_policy = _layered(BUILTIN_DEFAULTS, global_settings.file_policy or {}, global_settings.policy or {})
+
+    providers: dict[str, ProviderSpec] = {}
+    for row in Provider.objects.all():
+        providers[row.name] = ProviderSpec(
+            name=row.name,
+            kind=row.kind,
+            base_url=row.base_url,
+            api_key=row.get_api_key(),
+            headers=dict(row.headers or {}),
+            timeouts=Timeouts(
+                connect_s=row.connect_timeout_s,
+                first_token_s=row.first_token_timeout_s,
+                idle_s=row.idle_timeout_s,
+                total_s=row.total_timeout_s,
+            ),
+            version=row.version,
+        )
+
+    groups: dict[str, GroupSpec] = {}
+    for group in Group.objects.prefetch_related("targets__provider").all():
+        targets = tuple(
+            TargetSpec(
+                candidate=Candidate(
+                    key=f"{t.provider.name}/{t.model}",
+                    provider=t.provider.name,
+                    model=t.model,
+                    position=index,
+                    weight=t.weight,
+                ),
+                provider=providers[t.provider.name],
+                model=t.model,
+                context_window=t.context_window,
+            )
+            for index, t in enumerate(t for t in group.targets.all() if t.enabled)
+        )
+        groups[group.name] = _build_group(
+            name=group.name, targets=targets, policy=_layered(base_policy, group.policy or {}), version=group.version
+        )
+
+    keys = {
+        row.hashed: KeySpec(kind=row.kind, groups=frozenset(row.groups or ()), name=row.name)
+        for row in ApiKey.objects.filter(revoked_at__isnull=True)
+    }
+    return RoutingTable(groups=groups, providers=providers, keys=keys, base_policy=base_policy)

@@ -1,0 +1,167 @@
+"""The one seam to OpenAI-compatible upstreams (``kind: openai``).
+
+One pooled ``httpx.AsyncClient`` per provider, on the aiohttp transport: httpx's default
+transport walks its whole pool on every request and costs several ms of CPU per call under
+concurrency on a small machine; ``httpx-aiohttp`` keeps the httpx API at a fraction of that.
+
+Foreign exceptions are translated exactly once, here, into engine ``Failure`` values
+(most specific first, ``raise ... from exc``), so nothing above this module knows httpx.
+
+Exception tree::
+
+    UpstreamFailure(Exception)        carries .failure: routing.engine.failures.Failure
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from routing.engine.failures import Failure, FailureCode, classify_http
+
+ERROR_BODY_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 5.0
+    first_token_s: float = 60.0
+    idle_s: float = 60.0
+    total_s: float = 600.0
+
+
+class UpstreamFailure(Exception):
+    """An upstream outcome that is not a usable answer, already classified."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def translate_exception(exc: BaseException, *, phase: str) -> Failure:
+    """Map an httpx/asyncio exception to a failure code, most specific first."""
+    cause = exc.__cause__
+    # httpx-aiohttp maps every aiohttp connection error, a dropped connection included,
+    # to ConnectTimeout; the aiohttp cause tells a real timeout from a cut.
+    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError):
+        return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return Failure(FailureCode.TIMEOUT, f"{phase} timeout")
+    if isinstance(exc, httpx.ConnectError):
+        return Failure(FailureCode.TRANSPORT, f"connection failed: {exc}" if str(exc) else "connection failed")
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
+    if isinstance(exc, httpx.TransportError):
+        return Failure(FailureCode.TRANSPORT, f"transport error during {phase}: {type(exc).__name__}")
+    if isinstance(exc, OSError):
+        return Failure(FailureCode.TRANSPORT, f"network error during {phase}: {exc.strerror or exc}")
+    return Failure(FailureCode.UNKNOWN, f"{type(exc).__name__} during {phase}")
+
+
+class OpenAIClient:
+    """A pooled client for one provider. Created once per provider version, reused by every call."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts = Timeouts(),
+        max_connections: int = 512,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts
+        self.url = self.base_url + "/chat/completions"
+        self._headers = {"content-type": "application/json", "accept": "application/json"}
+        self._headers.update(headers or {})
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._client = httpx.AsyncClient(
+            transport=AiohttpTransport(limits=limits),
+            timeout=httpx.Timeout(
+                connect=timeouts.connect_s, read=None, write=timeouts.connect_s, pool=timeouts.connect_s * 2
+            ),
+            headers=self._headers,
+        )
+
+    async def send(self, body: bytes) -> httpx.Response:
+        """Send a chat completion and return once the response headers arrived.
+
+        Raises ``UpstreamFailure`` for transport errors and for any status >= 400 (whose
+        bounded error body is read and classified). The caller owns closing the response.
+        """
+        request = self._client.build_request("POST", self.url, content=body)
+        try:
+            response = await self._client.send(request, stream=True)
+        except (httpx.HTTPError, OSError) as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="connect")) from exc
+        if response.status_code >= 400:
+            try:
+                payload = await read_limited(response, ERROR_BODY_LIMIT)
+            except (httpx.HTTPError, OSError):
+                payload = b""
+            finally:
+                await response.aclose()
+            raise UpstreamFailure(
+                classify_http(response.status_code, payload, response.headers, now=time.time())
+            )
+        return response
+
+    async def get(self, path: str) -> httpx.Response:
+        """A plain GET (model list, health test), with the provider's total timeout."""
+        try:
+            return await self._client.get(
+                self.base_url + path, timeout=httpx.Timeout(self.timeouts.total_s, connect=self.timeouts.connect_s)
+            )
+        except (httpx.HTTPError, OSError) as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="request")) from exc
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def read_limited(response: httpx.Response, limit: int) -> bytes:
+    """Read at most ``limit`` bytes of a response body (error bodies can be huge HTML pages)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_raw():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit]
+
+
+async def iter_body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The raw body bytes as they arrive, losing nothing before a cut.
+
+    aiohttp's reader raises a connection error *before* handing out bytes that arrived
+    just ahead of the cut, so a stream dropped after two chunks would reach the client
+    with one. Reading the aiohttp stream directly lets us hand out that tail first.
+    """
+    stream = getattr(response.stream, "_stream", response.stream)  # httpx wraps it in BoundAsyncStream
+    native = getattr(stream, "_aiohttp_response", None)
+    if native is None:  # another transport (tests with httpx.MockTransport)
+        async for chunk in response.aiter_raw():
+            yield chunk
+        return
+    content = native.content
+    while True:
+        try:
+            chunk = await content.readany()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            tail = b"".join(getattr(content, "_buffer", ()))
+            if tail:
+                content._buffer.clear()
+                yield tail
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        if not chunk:
+            return
+        yield chunk

@@ -1,0 +1,152 @@
+"""Shared fixtures: a real fake upstream on loopback and the gateway served over real
+sockets (uvicorn in a thread, so tests can reach the runtime's seams: the sleep recorder,
+the health store, the event hub)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import textwrap
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from routing.simulator.server import FakeUpstream
+
+os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
+
+
+@dataclass
+class SleepRecorder:
+    """Stands in for ``asyncio.sleep`` on the call path: records every backoff delay and
+    returns at once, so retry tests check the policy without waiting for it."""
+
+    delays: list[float] = field(default_factory=list)
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class LiveGateway:
+    url: str
+    server: object
+    thread: threading.Thread
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as server:
+        yield server
+
+
+@pytest.fixture(autouse=False)
+def fake_upstream(upstream: FakeUpstream) -> Iterator[FakeUpstream]:
+    upstream.reset()
+    yield upstream
+    upstream.reset()
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[LiveGateway]:
+    import uvicorn
+
+    from router_project.asgi import application
+
+    config = uvicorn.Config(application, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), name="live-gateway", daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        threading.Event().wait(0.05)
+    assert server.started, "the gateway did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield LiveGateway(url=f"http://127.0.0.1:{port}", server=server, thread=thread, loop=loop)
+    from routing.runtime import get_runtime
+
+    asyncio.run_coroutine_threadsafe(get_runtime().aclose(), loop).result(timeout=10)
+    server.should_exit = True
+    thread.join(timeout=10)
+    loop.close()
+
+
+@dataclass
+class Harness:
+    """One test's view of the running gateway."""
+
+    gateway: LiveGateway
+    upstream: FakeUpstream
+    sleeps: SleepRecorder
+    runtime: object
+    tmp_path: Path
+    key: str = ""
+
+    def configure(self, yaml_text: str) -> None:
+        from routing.config.loader import apply_config, load_file
+
+        path = self.tmp_path / "switchyard.yaml"
+        path.write_text(textwrap.dedent(yaml_text).replace("{upstream}", self.upstream.base_url))
+        apply_config(load_file(path), source=str(path))
+
+    def client(self, **kwargs: object):  # type: ignore[no-untyped-def]
+        from openai import OpenAI
+
+        return OpenAI(base_url=self.gateway.base_url, api_key=self.key, max_retries=0, **kwargs)
+
+    def async_client(self, **kwargs: object):  # type: ignore[no-untyped-def]
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(base_url=self.gateway.base_url, api_key=self.key, max_retries=0, **kwargs)
+
+    def events(self, kind: type) -> list:  # type: ignore[type-arg]
+        return [e for e in self.runtime.hub.recent if isinstance(e, kind)]  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def harness(live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path) -> Iterator[Harness]:
+    from routing.events import EventHub
+    from routing.keys import generate_key
+    from routing.runtime import get_runtime
+    from routing.state.memory import MemoryStore
+
+    runtime = get_runtime()
+    runtime.store = MemoryStore()
+    runtime.hub = EventHub()
+    sleeps = SleepRecorder()
+    runtime.sleep = sleeps
+    runtime.invalidate()
+    h = Harness(gateway=live_gateway, upstream=fake_upstream, sleeps=sleeps, runtime=runtime, tmp_path=tmp_path)
+    _, h.key = generate_key(name="test", kind="client")
+    yield h
+    runtime.sleep = asyncio.sleep
+    runtime.invalidate()
+
+
+TWO_ROUTES = """
+providers:
+  - name: p1
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p1
+  - name: p2
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p2
+groups:
+  - name: auto
+    targets:
+      - {provider: p1, model: a}
+      - {provider: p2, model: b}
+"""
