@@ -133,7 +133,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # One handler, on the root logger (it replaces any a server installed first), so every
+    # line appears once and test log capture sees ours.
+    "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
-        "switchyard": {"handlers": ["console"], "level": os.environ.get("SWITCHYARD_LOG_LEVEL", "INFO")},
+        "switchyard": {"level": os.environ.get("SWITCHYARD_LOG_LEVEL", "INFO")},
     },
 }

@@ -5,6 +5,7 @@ the health store, the event hub)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import textwrap
 import threading
@@ -17,6 +18,16 @@ import pytest
 from routing.simulator.server import FakeUpstream
 
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
+
+
+def off_loop(fn):  # type: ignore[no-untyped-def]
+    """Run sync ORM work from sync or async tests alike (async tests own a running loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return fn()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn).result()
 
 
 @dataclass
@@ -98,7 +109,7 @@ class Harness:
 
         path = self.tmp_path / "switchyard.yaml"
         path.write_text(textwrap.dedent(yaml_text).replace("{upstream}", self.upstream.base_url))
-        apply_config(load_file(path), source=str(path))
+        off_loop(lambda: apply_config(load_file(path), source=str(path)))
 
     def client(self, **kwargs: object):  # type: ignore[no-untyped-def]
         from openai import OpenAI

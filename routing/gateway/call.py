@@ -164,6 +164,7 @@ class Call:
         client = self.runtime.client_for(target.provider)
         body = orjson.dumps({**self.body, "model": target.model})
         store, group = self.runtime.store, self.group
+        group.algorithm.on_dispatch(target.candidate)
         tries = 0
         first_started = self.loop.time()
         while True:
@@ -201,6 +202,7 @@ class Call:
             )
             if decision.action is not Action.RETRY:
                 self.outcomes[target.key] = TargetOutcome(failure, tries, (self.loop.time() - first_started) * 1000)
+                group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
             record.will_retry = True
             self.runtime.hub.publish(
@@ -272,6 +274,7 @@ class Call:
     async def _commit(self, target: TargetSpec, answer: Answer, probe: bool) -> Reply:
         store = self.runtime.store
         ttft_ms = answer.ttft_s * 1000 if answer.ttft_s is not None else None
+        self.group.algorithm.on_success(target.candidate, ttft_ms)
         events = await store.record_success(target.key, self.runtime.clock(), ttft_ms)
         if events:
             self.runtime.hub.publish_all(events)

@@ -1,0 +1,257 @@
+"""The HealthStore contract, run against every store (SPEC §4: one suite for both).
+
+Time is passed in as ``now``; nothing here sleeps for a cooldown. Only affinity expiry
+uses a real (50 ms) TTL, because both stores expire sessions on their own clocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.health import (
+    Availability,
+    CircuitPolicy,
+    EventKind,
+    HealthState,
+    availability,
+)
+from routing.state import HealthStore
+
+KEY = "p1/model-a"
+OTHER = "p2/model-b"
+T0 = 1_700_000_000.0
+POLICY = CircuitPolicy()  # threshold 1, base 10 s, cap 600 s
+SERVER = Failure(FailureCode.SERVER, "boom", 500)
+AUTH = Failure(FailureCode.AUTH, "bad key", 401)
+
+
+def rate_limit(retry_after_s: float | None) -> Failure:
+    return Failure(FailureCode.RATE_LIMIT, "slow down", 429, retry_after_s=retry_after_s)
+
+
+async def state_of(store: HealthStore, key: str = KEY):  # type: ignore[no-untyped-def]
+    return (await store.snapshot([key], [])).targets.get(key)
+
+
+async def cool(store: HealthStore, now: float = T0) -> float:
+    """Open the circuit once; returns the cooling deadline."""
+    [event] = await store.record_failure(KEY, SERVER, POLICY, now, was_probe=False)
+    assert event.until is not None
+    return event.until
+
+
+async def test_snapshot_of_unknown_keys_is_empty(store: HealthStore) -> None:
+    snap = await store.snapshot([KEY, OTHER], ["p1", "p2"])
+    assert dict(snap.targets) == {}
+    assert dict(snap.providers) == {}
+    assert snap.inflight.get(KEY, 0) == 0
+    assert KEY not in snap.latency_ms
+    assert dict((await store.snapshot([], [])).targets) == {}
+
+
+async def test_failure_cools_with_a_deadline(store: HealthStore) -> None:
+    events = await store.record_failure(KEY, SERVER, POLICY, T0, was_probe=False)
+    assert [e.kind for e in events] == [EventKind.COOLING]
+    assert events[0].until == T0 + 10 and events[0].code == "SERVER"
+    health = await state_of(store)
+    assert health is not None
+    assert health.state is HealthState.COOLING and health.until == T0 + 10
+    assert availability(health, T0 + 9.99) is Availability.COOLING
+    assert availability(health, T0 + 10) is Availability.PROBE_ELIGIBLE
+    assert await state_of(store, OTHER) is None  # health is per target
+
+
+async def test_failures_count_up_to_the_threshold(store: HealthStore) -> None:
+    policy = CircuitPolicy(failure_threshold=3)
+    assert await store.record_failure(KEY, SERVER, policy, T0, was_probe=False) == []
+    assert await store.record_failure(KEY, SERVER, policy, T0 + 1, was_probe=False) == []
+    counted = await state_of(store)
+    assert counted is not None and counted.consecutive_failures == 2
+    assert availability(counted, T0 + 1) is Availability.AVAILABLE
+    events = await store.record_failure(KEY, SERVER, policy, T0 + 2, was_probe=False)
+    assert [e.kind for e in events] == [EventKind.COOLING]
+    health = await state_of(store)
+    assert health is not None and health.state is HealthState.COOLING
+
+
+async def test_rate_limit_cools_for_retry_after(store: HealthStore) -> None:
+    [event] = await store.record_failure(KEY, rate_limit(120), POLICY, T0, was_probe=False)
+    assert event.until == T0 + 120
+    health = await state_of(store)
+    assert health is not None and health.until == T0 + 120
+
+
+async def test_a_deadline_never_moves_earlier(store: HealthStore) -> None:
+    await store.record_failure(KEY, rate_limit(120), POLICY, T0, was_probe=False)
+    # A straggler failing while the deadline is in force changes nothing about it.
+    assert await store.record_failure(KEY, SERVER, POLICY, T0 + 5, was_probe=False) == []
+    assert await store.record_failure(KEY, rate_limit(10), POLICY, T0 + 5, was_probe=False) == []
+    # A force-revived probe that fails would cool for 20 s, but 120 s are still in force.
+    await store.force_revive(KEY, T0 + 6)
+    events = await store.record_failure(KEY, SERVER, POLICY, T0 + 7, was_probe=True)
+    assert [e.kind for e in events] == [EventKind.PROBE, EventKind.COOLING]
+    health = await state_of(store)
+    assert health is not None and health.until == T0 + 120
+    # A later 429 may push it further out.
+    await store.record_failure(KEY, rate_limit(300), POLICY, T0 + 8, was_probe=False)
+    health = await state_of(store)
+    assert health is not None and health.until == T0 + 308
+
+
+async def test_exactly_one_of_fifty_concurrent_callers_gets_the_probe(store: HealthStore) -> None:
+    until = await cool(store)
+    early = await asyncio.gather(*(store.try_begin_probe(KEY, until - 1, 30) for _ in range(50)))
+    assert not any(early)  # still cooling: nobody probes
+    won = await asyncio.gather(*(store.try_begin_probe(KEY, until + 1, 30) for _ in range(50)))
+    assert sum(won) == 1
+    health = await state_of(store)
+    assert health is not None and health.state is HealthState.PROBING
+    assert health.probe_lease_until == until + 31
+
+
+async def test_an_expired_probe_lease_makes_the_target_eligible_again(store: HealthStore) -> None:
+    until = await cool(store)
+    assert await store.try_begin_probe(KEY, until, 30)
+    assert not await store.try_begin_probe(KEY, until + 29.9, 30)  # the prober still holds it
+    again = await asyncio.gather(*(store.try_begin_probe(KEY, until + 30, 30) for _ in range(20)))
+    assert sum(again) == 1  # the prober died: one new prober, not twenty
+
+
+async def test_a_healthy_target_is_never_probed(store: HealthStore) -> None:
+    assert not await store.try_begin_probe(KEY, T0, 30)
+    assert await state_of(store) is None
+
+
+async def test_success_after_a_probe_resets_everything(store: HealthStore) -> None:
+    until = await cool(store)
+    assert await store.try_begin_probe(KEY, until, 30)
+    events = await store.record_success(KEY, until + 1, None)
+    assert [(e.kind, e.ok) for e in events] == [(EventKind.PROBE, True), (EventKind.REVIVED, None)]
+    assert await state_of(store) is None  # healthy, counters reset
+    # Openings were reset too: the next cooldown is the base again, not doubled.
+    [event] = await store.record_failure(KEY, SERVER, POLICY, until + 2, was_probe=False)
+    assert event.cooldown_s == 10
+
+
+async def test_a_failed_probe_cools_for_the_doubled_duration(store: HealthStore) -> None:
+    until = await cool(store)
+    assert await store.try_begin_probe(KEY, until, 30)
+    events = await store.record_failure(KEY, SERVER, POLICY, until + 1, was_probe=True)
+    assert [(e.kind, e.ok) for e in events] == [(EventKind.PROBE, False), (EventKind.COOLING, None)]
+    assert events[1].until == until + 1 + 20
+
+
+async def test_success_of_a_healthy_target_has_no_events(store: HealthStore) -> None:
+    assert await store.record_success(KEY, T0, None) == []
+    assert await state_of(store) is None
+
+
+async def test_exactly_one_concurrent_force_revive_wins(store: HealthStore) -> None:
+    assert await store.force_revive(KEY, T0) == []  # healthy: nothing to revive
+    until = await cool(store)
+    results = await asyncio.gather(*(store.force_revive(KEY, T0 + 1) for _ in range(50)))
+    winners = [events for events in results if events]
+    assert len(winners) == 1
+    [event] = winners[0]
+    assert event.kind is EventKind.FORCE_REVIVED and event.until == until
+    assert await store.force_revive(KEY, T0 + 2) == []  # probing now: its lease runs
+    # Once the cooldown is over there is nothing to cut short: that is try_begin_probe's job.
+    await store.reset_target(KEY, T0 + 2)
+    until = await cool(store, T0 + 3)
+    assert await store.force_revive(KEY, until) == []
+
+
+async def test_force_revive_and_reset(store: HealthStore) -> None:
+    until = await cool(store)
+    [event] = await store.force_revive(KEY, T0 + 1)
+    assert event.kind is EventKind.FORCE_REVIVED and event.until == until
+    health = await state_of(store)
+    assert health is not None and health.state is HealthState.PROBING
+    [reset] = await store.reset_target(KEY, T0 + 2, by="ops")
+    assert reset.kind is EventKind.RESET and reset.message == "reset by ops"
+    assert await state_of(store) is None
+    assert [e.kind for e in await store.reset_target(KEY, T0 + 3)] == [EventKind.RESET]
+
+
+async def test_disable_and_enable_provider_are_idempotent(store: HealthStore) -> None:
+    events = await store.disable_provider("p1", AUTH, T0)
+    assert [(e.kind, e.provider, e.code) for e in events] == [(EventKind.DISABLED, "p1", "AUTH")]
+    quota = Failure(FailureCode.QUOTA, "no credit", 402)
+    assert await store.disable_provider("p1", quota, T0 + 1) == []
+    snap = await store.snapshot([], ["p1", "p2"])
+    assert set(snap.providers) == {"p1"}
+    assert snap.providers["p1"].disabled and snap.providers["p1"].code == "AUTH"
+    assert snap.providers["p1"].since == T0
+    [enabled] = await store.enable_provider("p1", T0 + 2, by="ops")
+    assert enabled.kind is EventKind.ENABLED and enabled.code == "AUTH"
+    assert await store.enable_provider("p1", T0 + 3) == []
+    assert dict((await store.snapshot([], ["p1"])).providers) == {}
+
+
+async def test_tickets_are_unique_and_increasing(store: HealthStore) -> None:
+    sequential = [await store.next_ticket("auto") for _ in range(3)]
+    assert sequential == [0, 1, 2]
+    concurrent = await asyncio.gather(*(store.next_ticket("auto") for _ in range(200)))
+    assert sorted(concurrent) == list(range(3, 203))  # no duplicates, no gaps
+    assert await store.next_ticket("other") == 0  # one counter per group
+    assert await store.next_ticket("auto") == 203
+
+
+async def test_inflight_counts_never_go_negative(store: HealthStore) -> None:
+    await store.inflight_add(KEY, -1)
+    assert (await store.snapshot([KEY], [])).inflight.get(KEY, 0) == 0
+    await asyncio.gather(*(store.inflight_add(KEY, 1) for _ in range(50)))
+    await store.inflight_add(OTHER, 2)
+    snap = await store.snapshot([KEY, OTHER], [])
+    assert snap.inflight.get(KEY) == 50 and snap.inflight.get(OTHER) == 2
+    await asyncio.gather(*(store.inflight_add(KEY, -1) for _ in range(60)))
+    assert (await store.snapshot([KEY], [])).inflight.get(KEY, 0) == 0
+    await store.inflight_add(KEY, 1)
+    assert (await store.snapshot([KEY], [])).inflight.get(KEY) == 1
+
+
+async def test_latency_is_a_moving_average(store: HealthStore) -> None:
+    await store.record_success(KEY, T0, 100.0)
+    assert (await store.snapshot([KEY], [])).latency_ms[KEY] == pytest.approx(100.0)
+    await store.record_success(KEY, T0, 200.0)
+    assert (await store.snapshot([KEY], [])).latency_ms[KEY] == pytest.approx(120.0)  # alpha 0.2
+    await store.record_success(KEY, T0, None)  # no sample: unchanged
+    snap = await store.snapshot([KEY, OTHER], [])
+    assert snap.latency_ms[KEY] == pytest.approx(120.0)
+    assert OTHER not in snap.latency_ms
+
+
+async def test_affinity_set_get_and_expiry(store: HealthStore) -> None:
+    assert await store.affinity_get("s1") is None
+    await store.affinity_set("s1", KEY, 60)
+    await store.affinity_set("s2", OTHER, 0.05)
+    assert await store.affinity_get("s1") == KEY
+    assert await store.affinity_get("s2") == OTHER
+    await store.affinity_set("s1", OTHER, 60)  # the session moved
+    assert await store.affinity_get("s1") == OTHER
+    await asyncio.sleep(0.15)  # a real 50 ms TTL: both stores expire on their own clocks
+    assert await store.affinity_get("s2") is None
+    assert await store.affinity_get("s1") == OTHER
+
+
+async def test_clear_forgets_everything(store: HealthStore) -> None:
+    await cool(store)
+    await store.disable_provider("p2", AUTH, T0)
+    await store.next_ticket("auto")
+    await store.inflight_add(KEY, 3)
+    await store.record_success(OTHER, T0, 50.0)
+    await store.affinity_set("s1", KEY, 60)
+    await store.clear()
+    snap = await store.snapshot([KEY, OTHER], ["p2"])
+    assert (dict(snap.targets), dict(snap.providers)) == ({}, {})
+    assert snap.inflight.get(KEY, 0) == 0 and dict(snap.latency_ms) == {}
+    assert await store.affinity_get("s1") is None
+    assert await store.next_ticket("auto") == 0
+
+
+async def test_describe_reports_a_healthy_store(store: HealthStore) -> None:
+    info = await store.describe()
+    assert info["store"] == store.name and info["degraded"] is False
