@@ -122,8 +122,11 @@ SWITCHYARD = {
     # "memory" or "redis" or a dotted path to a HealthStore class.
     "STATE_STORE": os.environ.get("SWITCHYARD_STATE_STORE", "redis" if REDIS_URL else "memory"),
     "REDIS_URL": REDIS_URL,
-    # Extra routing algorithms: {"name": "dotted.path.to.Factory"}.
-    "ALGORITHMS": {},
+    # Extra routing algorithms, name -> dotted path of a RoutingAlgorithm subclass
+    # (env: SWITCHYARD_ALGORITHMS="cheapest-first=myrouting.CheapestFirst,other=pkg.Other").
+    "ALGORITHMS": dict(
+        item.split("=", 1) for item in os.environ.get("SWITCHYARD_ALGORITHMS", "").split(",") if "=" in item
+    ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),
 }
