@@ -1,0 +1,60 @@
+"""The request path never touches the database and reuses each provider's pooled client."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from tests.conftest import TWO_ROUTES, Harness
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+AUDIT_THREAD_PREFIX = "switchyard-audit"
+
+
+@pytest.fixture
+def queries_by_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """Django's query capture is per connection (per thread); the gateway serves on other
+    threads, so count every cursor opened in the process, by thread name."""
+    seen: Counter[str] = Counter()
+    original = BaseDatabaseWrapper.cursor
+
+    def counting_cursor(self: BaseDatabaseWrapper):  # type: ignore[no-untyped-def]
+        seen[threading.current_thread().name] += 1
+        return original(self)
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "cursor", counting_cursor)
+    yield seen
+
+
+def test_a_routed_call_issues_no_database_query(harness: Harness, queries_by_thread: Counter[str]) -> None:
+    harness.configure(TWO_ROUTES)
+    client = harness.client()
+    client.chat.completions.create(model="auto", messages=MESSAGES)  # compiles the table once
+    list(client.chat.completions.create(model="auto", messages=MESSAGES, stream=True))
+    queries_by_thread.clear()
+
+    for _ in range(10):
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+        list(client.chat.completions.create(model="auto", messages=MESSAGES, stream=True))
+    harness.upstream.script("a", __import__("routing.simulator.script", fromlist=["Fail"]).Fail(503))
+    client.chat.completions.create(model="auto", messages=MESSAGES)  # a retry and a record or two
+
+    on_request_path = {name: n for name, n in queries_by_thread.items() if not name.startswith(AUDIT_THREAD_PREFIX)}
+    assert on_request_path == {}
+
+
+def test_calls_reuse_the_providers_pooled_client(harness: Harness) -> None:
+    harness.configure(TWO_ROUTES)
+    client = harness.client()
+    client.chat.completions.create(model="auto", messages=MESSAGES)
+    pooled = dict(harness.runtime._clients)  # type: ignore[attr-defined]
+    for _ in range(5):
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+        client.chat.completions.create(model="p2/b", messages=MESSAGES)
+    after = harness.runtime._clients  # type: ignore[attr-defined]
+    assert after["p1"][1] is pooled["p1"][1]
+    assert set(after) == {"p1", "p2"}
