@@ -49,8 +49,15 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
 
+# The production shape (PostgreSQL + Redis, both on this machine; .ci/run starts them) runs
+# the gateway's integration tests a second time.
+PG_URL ?= postgres://postgres@127.0.0.1:5432/switchyard
+PROD_REDIS_URL ?= redis://127.0.0.1:6379/6
+PRODUCTION_LEG := tests/test_gateway_core.py tests/test_health_routing.py tests/test_hot_path.py tests/api tests/audit
+
 test: install-dev browser
 	$(BIN)/python -m pytest -q
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(PROD_REDIS_URL) $(BIN)/python -m pytest -q -m "not browser and not multiprocess" $(PRODUCTION_LEG)
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess"

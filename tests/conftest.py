@@ -90,7 +90,23 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
     asyncio.run_coroutine_threadsafe(get_runtime().aclose(), loop).result(timeout=10)
     server.should_exit = True
     thread.join(timeout=10)
+    loop.run_until_complete(loop.shutdown_default_executor())
     loop.close()
+    _close_other_threads_connections(django_db_blocker)
+
+
+def _close_other_threads_connections(django_db_blocker) -> None:  # type: ignore[no-untyped-def]
+    """The gateway's worker threads keep their own DB connections; PostgreSQL refuses to
+    drop the test database while they are open, so end them before pytest-django does."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @dataclass
@@ -125,15 +141,29 @@ class Harness:
         return [e for e in self.runtime.hub.recent if isinstance(e, kind)]  # type: ignore[attr-defined]
 
 
+def fresh_store():  # type: ignore[no-untyped-def]
+    """The store this run is configured for, empty: in-process by default; with REDIS_URL
+    (the production-shape leg of `make test`) a Redis store under a unique key prefix."""
+    import uuid
+
+    from django.conf import settings
+
+    from routing.state.memory import MemoryStore
+
+    if settings.SWITCHYARD["STATE_STORE"] == "redis":
+        from routing.state.redis import RedisStore
+
+        return RedisStore(settings.SWITCHYARD["REDIS_URL"], prefix=f"switchyard-test-{uuid.uuid4().hex[:8]}:")
+    return MemoryStore()
+
+
 @pytest.fixture
 def harness(live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path) -> Iterator[Harness]:
     from routing.events import EventHub
     from routing.keys import generate_key
     from routing.runtime import get_runtime
-    from routing.state.memory import MemoryStore
-
     runtime = get_runtime()
-    runtime.store = MemoryStore()
+    runtime.store = fresh_store()
     runtime.hub = EventHub()
     sleeps = SleepRecorder()
     runtime.sleep = sleeps
