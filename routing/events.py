@@ -84,7 +84,9 @@ class CallRecord:
     def trail(self) -> str:
         """Compact per-attempt trail for the ``x-switchyard-trail`` header."""
         return ",".join(
-            f"{a.target}:ok" if a.ok else f"{a.target}:{a.code}:{a.status if a.status is not None else '-'}"
+            f"{a.target}:ok"
+            if a.ok
+            else f"{a.target}:{a.code}:{a.status if a.status is not None else '-'}"
             for a in self.attempts
         )
 
@@ -122,17 +124,31 @@ def _log(event: Event) -> None:
     if isinstance(event, RetryEvent):
         log.info(
             "retry call=%s group=%s target=%s try=%d code=%s status=%s in %.3fs",
-            event.call_id, event.group, event.target, event.try_number, event.code, event.status, event.delay_s,
+            event.call_id,
+            event.group,
+            event.target,
+            event.try_number,
+            event.code,
+            event.status,
+            event.delay_s,
         )
     elif isinstance(event, FallbackEvent):
         log.warning(
             "switch call=%s group=%s from=%s to=%s reason=%s code=%s status=%s",
-            event.call_id, event.group, event.from_target, event.to_target or "-", event.reason,
-            event.code, event.status,
+            event.call_id,
+            event.group,
+            event.from_target,
+            event.to_target or "-",
+            event.reason,
+            event.code,
+            event.status,
         )
     elif isinstance(event, HealthEvent):
         log.warning(
             "health %s target=%s provider=%s code=%s until=%s",
-            event.kind, event.target or "-", event.provider or "-", event.code or "-",
+            event.kind,
+            event.target or "-",
+            event.provider or "-",
+            event.code or "-",
             f"{event.until:.0f}" if event.until else "-",
         )

@@ -34,6 +34,10 @@ def connect() -> None:
 
     for name in CONFIG_MODELS:
         model = apps.get_model("routing", name)
-        post_save.connect(configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-save")
-        post_delete.connect(configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-delete")
+        post_save.connect(
+            configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-save"
+        )
+        post_delete.connect(
+            configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-delete"
+        )
     config_changed.connect(configuration_changed, dispatch_uid="switchyard-config-changed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -33,7 +34,13 @@ class ProviderSpec:
     @property
     def fingerprint(self) -> tuple[object, ...]:
         """Everything a pooled client depends on: a change means a new client."""
-        return (self.kind, self.base_url, self.api_key, tuple(sorted(self.headers.items())), self.timeouts)
+        return (
+            self.kind,
+            self.base_url,
+            self.api_key,
+            tuple(sorted(self.headers.items())),
+            self.timeouts,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +88,9 @@ class RoutingTable:
     groups: Mapping[str, GroupSpec]
     providers: Mapping[str, ProviderSpec]
     keys: Mapping[str, KeySpec]  # sha256 hex of the secret -> key facts
-    base_policy: Mapping[str, object] = field(default_factory=dict)  # defaults + file + global layers
+    base_policy: Mapping[str, object] = field(
+        default_factory=dict
+    )  # defaults + file + global layers
     _direct: dict[str, GroupSpec] = field(default_factory=dict, compare=False, repr=False)
 
     def resolve(self, model: str) -> GroupSpec | None:
@@ -100,7 +109,9 @@ class RoutingTable:
         provider = self.providers.get(provider_name)
         if not sep or not model or provider is None:
             return None
-        candidate = Candidate(key=f"{provider.name}/{model}", provider=provider.name, model=model, position=0)
+        candidate = Candidate(
+            key=f"{provider.name}/{model}", provider=provider.name, model=model, position=0
+        )
         group = _build_group(
             name=address,
             targets=(TargetSpec(candidate, provider, model, None),),
@@ -120,29 +131,31 @@ def _layered(*layers: Mapping[str, object]) -> dict[str, object]:
 
 
 def _build_group(
-    *, name: str, targets: tuple[TargetSpec, ...], policy: Mapping[str, object], version: int
+    *, name: str, targets: tuple[TargetSpec, ...], policy: Mapping[str, Any], version: int
 ) -> GroupSpec:
-    algorithm_class = get_algorithm(str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {})
+    algorithm_class = get_algorithm(
+        str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {}
+    )
     return GroupSpec(
         name=name,
         targets=targets,
         algorithm=algorithm_class([t.candidate for t in targets]),
         retry=RetryPolicy(
-            max_retries=int(policy["retry.max_retries"]),  # type: ignore[arg-type]
-            retry_codes=frozenset(FailureCode(c) for c in policy["retry.retry_codes"]),  # type: ignore[attr-defined]
-            initial_delay_ms=int(policy["retry.initial_delay_ms"]),  # type: ignore[arg-type]
-            max_delay_ms=int(policy["retry.max_delay_ms"]),  # type: ignore[arg-type]
-            jitter_ratio=float(policy["retry.jitter_ratio"]),  # type: ignore[arg-type]
+            max_retries=int(policy["retry.max_retries"]),
+            retry_codes=frozenset(FailureCode(c) for c in policy["retry.retry_codes"]),
+            initial_delay_ms=int(policy["retry.initial_delay_ms"]),
+            max_delay_ms=int(policy["retry.max_delay_ms"]),
+            jitter_ratio=float(policy["retry.jitter_ratio"]),
         ),
-        switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),  # type: ignore[attr-defined]
+        switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),
         circuit=CircuitPolicy(
-            failure_threshold=int(policy["circuit.failure_threshold"]),  # type: ignore[arg-type]
-            cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),  # type: ignore[arg-type]
-            cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),  # type: ignore[arg-type]
+            failure_threshold=int(policy["circuit.failure_threshold"]),
+            cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),
+            cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),
         ),
         commit=str(policy["commit"]),
-        context_window=policy.get("context_window"),  # type: ignore[arg-type]
-        deadline_s=float(policy["deadline_s"]),  # type: ignore[arg-type]
+        context_window=policy.get("context_window"),
+        deadline_s=float(policy["deadline_s"]),
         version=version,
         policy=dict(policy),
     )
@@ -153,8 +166,12 @@ def compile_table() -> RoutingTable:
     from routing.config.policy import BUILTIN_DEFAULTS
     from routing.models import ApiKey, GlobalSettings, Group, Provider
 
-    global_settings = GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()  # read-only: never create here
-    base_policy = _layered(BUILTIN_DEFAULTS, global_settings.file_policy or {}, global_settings.policy or {})
+    global_settings = (
+        GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
+    )  # read-only: never create here
+    base_policy = _layered(
+        BUILTIN_DEFAULTS, global_settings.file_policy or {}, global_settings.policy or {}
+    )
 
     providers: dict[str, ProviderSpec] = {}
     for row in Provider.objects.all():
@@ -191,7 +208,10 @@ def compile_table() -> RoutingTable:
             for index, t in enumerate(t for t in group.targets.all() if t.enabled)
         )
         groups[group.name] = _build_group(
-            name=group.name, targets=targets, policy=_layered(base_policy, group.policy or {}), version=group.version
+            name=group.name,
+            targets=targets,
+            policy=_layered(base_policy, group.policy or {}),
+            version=group.version,
         )
 
     keys = {

@@ -73,10 +73,14 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
 
     from router_project.asgi import application
 
-    config = uvicorn.Config(application, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        application, host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+    )
     server = uvicorn.Server(config)
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), name="live-gateway", daemon=True)
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(server.serve(),), name="live-gateway", daemon=True
+    )
     thread.start()
     for _ in range(200):
         if server.started:
@@ -135,7 +139,9 @@ class Harness:
     def async_client(self, **kwargs: object):  # type: ignore[no-untyped-def]
         from openai import AsyncOpenAI
 
-        return AsyncOpenAI(base_url=self.gateway.base_url, api_key=self.key, max_retries=0, **kwargs)
+        return AsyncOpenAI(
+            base_url=self.gateway.base_url, api_key=self.key, max_retries=0, **kwargs
+        )
 
     def events(self, kind: type) -> list:  # type: ignore[type-arg]
         return [e for e in self.runtime.hub.recent if isinstance(e, kind)]  # type: ignore[attr-defined]
@@ -153,22 +159,33 @@ def fresh_store():  # type: ignore[no-untyped-def]
     if settings.SWITCHYARD["STATE_STORE"] == "redis":
         from routing.state.redis import RedisStore
 
-        return RedisStore(settings.SWITCHYARD["REDIS_URL"], prefix=f"switchyard-test-{uuid.uuid4().hex[:8]}:")
+        return RedisStore(
+            settings.SWITCHYARD["REDIS_URL"], prefix=f"switchyard-test-{uuid.uuid4().hex[:8]}:"
+        )
     return MemoryStore()
 
 
 @pytest.fixture
-def harness(live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path) -> Iterator[Harness]:
+def harness(
+    live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path
+) -> Iterator[Harness]:
     from routing.events import EventHub
     from routing.keys import generate_key
     from routing.runtime import get_runtime
+
     runtime = get_runtime()
     runtime.store = fresh_store()
     runtime.hub = EventHub()
     sleeps = SleepRecorder()
     runtime.sleep = sleeps
     runtime.invalidate()
-    h = Harness(gateway=live_gateway, upstream=fake_upstream, sleeps=sleeps, runtime=runtime, tmp_path=tmp_path)
+    h = Harness(
+        gateway=live_gateway,
+        upstream=fake_upstream,
+        sleeps=sleeps,
+        runtime=runtime,
+        tmp_path=tmp_path,
+    )
     _, h.key = generate_key(name="test", kind="client")
     yield h
     runtime.sleep = asyncio.sleep

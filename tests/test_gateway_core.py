@@ -81,9 +81,12 @@ def test_in_place_retry_uses_the_same_target_three_times(h: Harness) -> None:
 
 
 def test_backoff_follows_the_policy_with_jitter_bounds(harness: Harness) -> None:
-    harness.configure(TWO_ROUTES.replace(
-        "  - name: auto\n", "  - name: auto\n    retry: {max_retries: 4, initial_delay_ms: 100, max_delay_ms: 300, jitter_ratio: 0.2}\n"
-    ))
+    harness.configure(
+        TWO_ROUTES.replace(
+            "  - name: auto\n",
+            "  - name: auto\n    retry: {max_retries: 4, initial_delay_ms: 100, max_delay_ms: 300, jitter_ratio: 0.2}\n",
+        )
+    )
     harness.runtime.rand = lambda: 1.0 - 1e-9  # the top of the jitter band
     harness.upstream.script("a", Fail(500), Fail(500), Fail(500), Fail(500), Reply())
     harness.client().chat.completions.create(model="auto", messages=MESSAGES)
@@ -143,7 +146,9 @@ def test_usage_chunk_then_error_is_invisible_and_next_target_answers(h: Harness)
 
 
 @pytest.mark.parametrize("behaviour", [DropAfter(40), StallAfter(40)], ids=["cut", "stall"])
-def test_commit_complete_fails_over_even_late_in_the_stream(harness: Harness, behaviour: object) -> None:
+def test_commit_complete_fails_over_even_late_in_the_stream(
+    harness: Harness, behaviour: object
+) -> None:
     harness.configure(FAST_TIMEOUTS)
     harness.upstream.script("a", then=behaviour)
     harness.upstream.script("b", Reply("the whole answer", chunks=5))
@@ -165,14 +170,24 @@ def test_commit_complete_fails_over_even_late_in_the_stream(harness: Harness, be
     ids=["empty", "unparseable", "reset", "silent", "stalled-before-commit"],
 )
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-def test_failures_before_commit_fail_over(harness: Harness, behaviour: object, code: str, tries: int, stream: bool) -> None:
-    harness.configure(FAST_TIMEOUTS.replace("total_s: 10", "total_s: 1.5" if not stream else "total_s: 10"))
+def test_failures_before_commit_fail_over(
+    harness: Harness, behaviour: object, code: str, tries: int, stream: bool
+) -> None:
+    harness.configure(
+        FAST_TIMEOUTS.replace("total_s: 10", "total_s: 1.5" if not stream else "total_s: 10")
+    )
     harness.upstream.script("a", then=behaviour)
     client = harness.client()
     if stream:
-        text, _ = stream_text(client.chat.completions.create(model="auto", messages=MESSAGES, stream=True))
+        text, _ = stream_text(
+            client.chat.completions.create(model="auto", messages=MESSAGES, stream=True)
+        )
     else:
-        text = client.chat.completions.create(model="auto", messages=MESSAGES).choices[0].message.content
+        text = (
+            client.chat.completions.create(model="auto", messages=MESSAGES)
+            .choices[0]
+            .message.content
+        )
     assert text == "Hello from b."
     assert harness.upstream.count("a") == tries
     [call] = harness.events(CallRecord)
@@ -188,8 +203,11 @@ def test_context_window_error_is_never_resent_to_the_same_target(h: Harness) -> 
 
 
 def test_context_window_skips_targets_that_are_not_larger(harness: Harness) -> None:
-    harness.configure(TWO_ROUTES.replace("{provider: p1, model: a}", "{provider: p1, model: a, context_window: 8192}")
-                      .replace("{provider: p2, model: b}", "{provider: p2, model: b, context_window: 8192}"))
+    harness.configure(
+        TWO_ROUTES.replace(
+            "{provider: p1, model: a}", "{provider: p1, model: a, context_window: 8192}"
+        ).replace("{provider: p2, model: b}", "{provider: p2, model: b, context_window: 8192}")
+    )
     harness.upstream.script("a", then=ContextLength())
     with pytest.raises(openai.APIStatusError) as caught:
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
@@ -210,7 +228,9 @@ def test_content_filter_refusal_is_returned_after_one_attempt(h: Harness) -> Non
 def test_a_malformed_stream_line_is_skipped_and_the_rest_arrives(h: Harness) -> None:
     bad = Malformed("sse-line")
     h.upstream.script("a", bad)
-    text, chunks = stream_text(h.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True))
+    text, chunks = stream_text(
+        h.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True)
+    )
     assert text == bad.expected_content()
     assert h.upstream.count("b") == 0
 
@@ -218,9 +238,11 @@ def test_a_malformed_stream_line_is_skipped_and_the_rest_arrives(h: Harness) -> 
 def test_stream_without_done_ends_promptly_with_its_usage(h: Harness) -> None:
     h.upstream.script("a", NoDone(chunks=3))
     started = time.monotonic()
-    text, chunks = stream_text(h.client().chat.completions.create(
-        model="auto", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
-    ))
+    text, chunks = stream_text(
+        h.client().chat.completions.create(
+            model="auto", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert time.monotonic() - started < 2
     assert text == "Hello from a."
     assert [c.usage.total_tokens for c in chunks if c.usage] and chunks[-1].usage is not None
@@ -243,11 +265,15 @@ def test_all_targets_failing_returns_routes_exhausted_naming_each(h: Harness) ->
 
 def test_cancelling_a_stream_closes_the_upstream_connection(h: Harness) -> None:
     h.upstream.script("a", StallAfter(2))
-    with httpx.Client(timeout=5) as client, client.stream(
-        "POST", h.gateway.base_url + "/chat/completions",
-        headers={"authorization": f"Bearer {h.key}"},
-        json={"model": "auto", "messages": MESSAGES, "stream": True},
-    ) as response:
+    with (
+        httpx.Client(timeout=5) as client,
+        client.stream(
+            "POST",
+            h.gateway.base_url + "/chat/completions",
+            headers={"authorization": f"Bearer {h.key}"},
+            json={"model": "auto", "messages": MESSAGES, "stream": True},
+        ) as response,
+    ):
         assert response.status_code == 200
         first = next(response.iter_lines())
         assert first.startswith("data: ")
@@ -276,7 +302,12 @@ def test_models_lists_groups(h: Harness) -> None:
     ("headers", "body", "status", "code"),
     [
         ({}, {"model": "auto", "messages": MESSAGES}, 401, "missing_api_key"),
-        ({"authorization": "Bearer sk-nope"}, {"model": "auto", "messages": MESSAGES}, 401, "invalid_api_key"),
+        (
+            {"authorization": "Bearer sk-nope"},
+            {"model": "auto", "messages": MESSAGES},
+            401,
+            "invalid_api_key",
+        ),
         (None, b"{not json", 400, "invalid_json"),
         (None, [1, 2], 400, "invalid_request"),
         (None, {"messages": MESSAGES}, 400, "invalid_request"),
@@ -286,13 +317,29 @@ def test_models_lists_groups(h: Harness) -> None:
         (None, {"model": "nope", "messages": MESSAGES}, 404, "model_not_found"),
         (None, b"{" + b" " * (9 * 1024 * 1024) + b"}", 413, "request_too_large"),
     ],
-    ids=["no-key", "bad-key", "bad-json", "not-object", "no-model", "model-type", "no-messages", "stream-type",
-         "unknown-model", "too-large"],
+    ids=[
+        "no-key",
+        "bad-key",
+        "bad-json",
+        "not-object",
+        "no-model",
+        "model-type",
+        "no-messages",
+        "stream-type",
+        "unknown-model",
+        "too-large",
+    ],
 )
 def test_bad_input_gets_an_openai_shaped_4xx(h: Harness, headers, body, status, code) -> None:  # type: ignore[no-untyped-def]
-    sent_headers = {"authorization": f"Bearer {h.key}", "content-type": "application/json"} if headers is None else headers
+    sent_headers = (
+        {"authorization": f"Bearer {h.key}", "content-type": "application/json"}
+        if headers is None
+        else headers
+    )
     content = body if isinstance(body, bytes) else httpx.Request("POST", "/", json=body).content
-    response = httpx.post(h.gateway.base_url + "/chat/completions", headers=sent_headers, content=content, timeout=10)
+    response = httpx.post(
+        h.gateway.base_url + "/chat/completions", headers=sent_headers, content=content, timeout=10
+    )
     assert response.status_code == status
     error = response.json()["error"]
     assert error["code"] == code

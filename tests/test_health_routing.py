@@ -39,24 +39,32 @@ def clock(harness: Harness) -> FakeClock:
 
 
 def served_by(h: Harness, **kwargs: object) -> str:
-    raw = h.client().chat.completions.with_raw_response.create(model="auto", messages=MESSAGES, **kwargs)
+    raw = h.client().chat.completions.with_raw_response.create(
+        model="auto", messages=MESSAGES, **kwargs
+    )
     return raw.headers["x-switchyard-target"]
 
 
 async def burst(h: Harness, n: int, **body: object) -> list[httpx.Response]:
     async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=n)) as client:
-        return await asyncio.gather(*(
-            client.post(
-                h.gateway.base_url + "/chat/completions",
-                headers={"authorization": f"Bearer {h.key}"},
-                json={"model": "auto", "messages": MESSAGES, **body},
+        return await asyncio.gather(
+            *(
+                client.post(
+                    h.gateway.base_url + "/chat/completions",
+                    headers={"authorization": f"Bearer {h.key}"},
+                    json={"model": "auto", "messages": MESSAGES, **body},
+                )
+                for _ in range(n)
             )
-            for _ in range(n)
-        ))
+        )
 
 
-async def test_cooling_target_is_skipped_and_then_probed_by_exactly_one_call(harness: Harness, clock: FakeClock) -> None:
-    harness.configure(TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n"))
+async def test_cooling_target_is_skipped_and_then_probed_by_exactly_one_call(
+    harness: Harness, clock: FakeClock
+) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n")
+    )
     harness.upstream.script("a", Fail(503))
     assert served_by(harness) == "p2/b"  # a fails once: threshold 1 → cooling for 10 s
     health = (await harness.runtime.store.snapshot(["p1/a"], ["p1"])).targets["p1/a"]
@@ -78,8 +86,12 @@ async def test_cooling_target_is_skipped_and_then_probed_by_exactly_one_call(har
     assert health is None or availability(health, clock.now) is Availability.AVAILABLE
 
 
-async def test_failed_probe_cools_again_for_twice_as_long(harness: Harness, clock: FakeClock) -> None:
-    harness.configure(TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n"))
+async def test_failed_probe_cools_again_for_twice_as_long(
+    harness: Harness, clock: FakeClock
+) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n")
+    )
     harness.upstream.script("a", then=Fail(503))
     served_by(harness)
     clock.advance(11)
@@ -90,9 +102,12 @@ async def test_failed_probe_cools_again_for_twice_as_long(harness: Harness, cloc
 
 
 def test_a_401_disables_every_target_of_that_provider_until_re_enabled(harness: Harness) -> None:
-    harness.configure(TWO_ROUTES.replace(
-        "      - {provider: p2, model: b}", "      - {provider: p1, model: c}\n      - {provider: p2, model: b}"
-    ))
+    harness.configure(
+        TWO_ROUTES.replace(
+            "      - {provider: p2, model: b}",
+            "      - {provider: p1, model: c}\n      - {provider: p2, model: b}",
+        )
+    )
     harness.upstream.script("a", Fail(401, "invalid api key"))
     assert served_by(harness) == "p2/b"  # a → AUTH disables p1, so p1/c is skipped too
     for _ in range(5):
@@ -120,8 +135,12 @@ def test_every_target_disabled_fails_fast_with_503(harness: Harness) -> None:
     assert harness.upstream.count() == 2
 
 
-def test_force_revive_keeps_the_model_up_when_everything_is_cooling(harness: Harness, clock: FakeClock) -> None:
-    harness.configure(TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n"))
+def test_force_revive_keeps_the_model_up_when_everything_is_cooling(
+    harness: Harness, clock: FakeClock
+) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n")
+    )
     harness.upstream.script("a", Fail(500))
     harness.upstream.script("b", Fail(500))
     with pytest.raises(openai.APIStatusError):
@@ -167,20 +186,27 @@ async def test_least_busy_avoids_a_target_held_busy(harness: Harness) -> None:
     harness.upstream.script("x", then=Delay(1.5, Reply()))
     busy = asyncio.create_task(burst(harness, 1))  # idle group: ties go by position, so x
     await asyncio.sleep(0.3)
-    followers = [await burst(harness, 1) for _ in range(10)]  # one at a time: x is the only busy one
+    followers = [
+        await burst(harness, 1) for _ in range(10)
+    ]  # one at a time: x is the only busy one
     first = await busy
     assert first[0].headers["x-switchyard-target"] == "p1/x"
     assert [r[0].headers["x-switchyard-target"] for r in followers] == ["p1/y"] * 10
 
 
 def test_session_affinity_sticks_and_moves_when_the_target_cools(harness: Harness) -> None:
-    harness.configure(THREE.replace("ALGO", "round-robin").replace(
-        "    algorithm: round-robin\n", "    algorithm: round-robin\n    retry: {max_retries: 0}\n"
-    ))
+    harness.configure(
+        THREE.replace("ALGO", "round-robin").replace(
+            "    algorithm: round-robin\n",
+            "    algorithm: round-robin\n    retry: {max_retries: 0}\n",
+        )
+    )
     client = harness.client(default_headers={"x-session-id": "agent-7"})
 
     def via(c: openai.OpenAI) -> str:
-        return c.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES).headers["x-switchyard-target"]
+        return c.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES).headers[
+            "x-switchyard-target"
+        ]
 
     first = via(client)
     assert {via(client) for _ in range(9)} == {first}
@@ -192,8 +218,16 @@ def test_session_affinity_sticks_and_moves_when_the_target_cools(harness: Harnes
     assert moved != first
     assert {via(client) for _ in range(5)} == {moved}
     # the body's `user` field is a session key too
-    assert len({
-        harness.client().chat.completions.with_raw_response.create(
-            model="auto", messages=MESSAGES, user="u-1"
-        ).headers["x-switchyard-target"] for _ in range(4)
-    }) == 1
+    assert (
+        len(
+            {
+                harness.client()
+                .chat.completions.with_raw_response.create(
+                    model="auto", messages=MESSAGES, user="u-1"
+                )
+                .headers["x-switchyard-target"]
+                for _ in range(4)
+            }
+        )
+        == 1
+    )

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from routing.simulator.script import Fail
 from tests.conftest import TWO_ROUTES, Harness
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -30,7 +31,9 @@ def queries_by_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]
     yield seen
 
 
-def test_a_routed_call_issues_no_database_query(harness: Harness, queries_by_thread: Counter[str]) -> None:
+def test_a_routed_call_issues_no_database_query(
+    harness: Harness, queries_by_thread: Counter[str]
+) -> None:
     harness.configure(TWO_ROUTES)
     client = harness.client()
     client.chat.completions.create(model="auto", messages=MESSAGES)  # compiles the table once
@@ -40,10 +43,12 @@ def test_a_routed_call_issues_no_database_query(harness: Harness, queries_by_thr
     for _ in range(10):
         client.chat.completions.create(model="auto", messages=MESSAGES)
         list(client.chat.completions.create(model="auto", messages=MESSAGES, stream=True))
-    harness.upstream.script("a", __import__("routing.simulator.script", fromlist=["Fail"]).Fail(503))
+    harness.upstream.script("a", Fail(503))
     client.chat.completions.create(model="auto", messages=MESSAGES)  # a retry and a record or two
 
-    on_request_path = {name: n for name, n in queries_by_thread.items() if not name.startswith(AUDIT_THREAD_PREFIX)}
+    on_request_path = {
+        name: n for name, n in queries_by_thread.items() if not name.startswith(AUDIT_THREAD_PREFIX)
+    }
     assert on_request_path == {}
 
 

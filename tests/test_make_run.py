@@ -37,8 +37,13 @@ def test_make_run_serves_the_demo_and_the_printed_curl_works(tmp_path: Path) -> 
     for name in ("DATABASE_URL", "REDIS_URL", "SWITCHYARD_CONFIG", "DJANGO_SETTINGS_MODULE"):
         env.pop(name, None)
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        [sys.executable, "manage.py", "serve"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     output: list[str] = []
     try:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from tests.conftest import Harness
@@ -45,7 +46,7 @@ groups:
 def test_the_readme_algorithm_routes_calls(harness: Harness, example_module: str, by: str) -> None:
     path = f"{example_module}.CheapestFirst"
     algorithms = {"cheapest-first": path}
-    with override_settings(SWITCHYARD={**__import__("django.conf").conf.settings.SWITCHYARD, "ALGORITHMS": algorithms}):
+    with override_settings(SWITCHYARD={**settings.SWITCHYARD, "ALGORITHMS": algorithms}):
         harness.configure(CONFIG.replace("ALGO", "cheapest-first" if by == "name" else path))
         raw = harness.client().chat.completions.with_raw_response.create(
             model="auto", messages=[{"role": "user", "content": "hi"}]

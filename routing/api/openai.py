@@ -31,20 +31,28 @@ api = NinjaAPI(
 def render(reply: Reply) -> HttpResponse:
     """Turn a gateway reply into an HTTP response — the only place that does."""
     if isinstance(reply, JsonReply):
-        return HttpResponse(reply.body, status=reply.status, content_type="application/json", headers=reply.headers)
+        return HttpResponse(
+            reply.body, status=reply.status, content_type="application/json", headers=reply.headers
+        )
     if isinstance(reply, StreamReply):
-        response = StreamingHttpResponse(reply.chunks, content_type="text/event-stream", headers=reply.headers)
+        response = StreamingHttpResponse(
+            reply.chunks, content_type="text/event-stream", headers=reply.headers
+        )
         response["cache-control"] = "no-cache"
         response["x-accel-buffering"] = "no"
         return response
-    return HttpResponse(reply.body, status=reply.status, content_type="application/json", headers=reply.headers)
+    return HttpResponse(
+        reply.body, status=reply.status, content_type="application/json", headers=reply.headers
+    )
 
 
 def authenticate(request: HttpRequest, table: RoutingTable) -> KeySpec | ErrorReply:
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
-        return ErrorReply(401, "Missing API key: send 'Authorization: Bearer <key>'.", "missing_api_key")
+        return ErrorReply(
+            401, "Missing API key: send 'Authorization: Bearer <key>'.", "missing_api_key"
+        )
     key = table.keys.get(hashlib.sha256(secret.strip().encode()).hexdigest())
     if key is None:
         return ErrorReply(401, "Invalid or revoked API key.", "invalid_api_key")
@@ -64,10 +72,14 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
         return ErrorReply(400, "Request body must be a JSON object.", "invalid_request")
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        return ErrorReply(400, "'model' is required and must be a string.", "invalid_request", param="model")
+        return ErrorReply(
+            400, "'model' is required and must be a string.", "invalid_request", param="model"
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        return ErrorReply(400, "'messages' must be a non-empty array.", "invalid_request", param="messages")
+        return ErrorReply(
+            400, "'messages' must be a non-empty array.", "invalid_request", param="messages"
+        )
     if "stream" in body and not isinstance(body["stream"], bool):
         return ErrorReply(400, "'stream' must be a boolean.", "invalid_request", param="stream")
     return body
@@ -95,12 +107,24 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     model = body["model"]
     group = table.resolve(model)
     if group is None:
-        return render(ErrorReply(404, f"The model '{model}' does not exist.", "model_not_found", param="model"))
+        return render(
+            ErrorReply(
+                404, f"The model '{model}' does not exist.", "model_not_found", param="model"
+            )
+        )
     if key.groups and model not in key.groups:
         return render(
-            ErrorReply(403, f"This key may not use the model '{model}'.", "model_not_allowed", "permission_error", "model")
+            ErrorReply(
+                403,
+                f"This key may not use the model '{model}'.",
+                "model_not_allowed",
+                "permission_error",
+                "model",
+            )
         )
-    call = Call(runtime, group, body, stream=bool(body.get("stream")), session=session_key(request, body))
+    call = Call(
+        runtime, group, body, stream=bool(body.get("stream")), session=session_key(request, body)
+    )
     return render(await call.run())
 
 
@@ -122,4 +146,6 @@ async def list_models(request: HttpRequest) -> HttpResponse:
         for name, group in table.groups.items()
         if not key.groups or name in key.groups
     ]
-    return HttpResponse(orjson.dumps({"object": "list", "data": data}), content_type="application/json")
+    return HttpResponse(
+        orjson.dumps({"object": "list", "data": data}), content_type="application/json"
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +22,25 @@ import httpx
 import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
-from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, iter_body, translate_exception
+from routing.upstream.openai import (
+    OpenAIClient,
+    Timeouts,
+    UpstreamFailure,
+    iter_body,
+    translate_exception,
+)
 from routing.upstream.sse import DONE, iter_data
 
 log = logging.getLogger("switchyard.gateway")
 
-CONTENT_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls", "function_call", "refusal")
+CONTENT_FIELDS = (
+    "content",
+    "reasoning_content",
+    "reasoning",
+    "tool_calls",
+    "function_call",
+    "refusal",
+)
 
 
 def has_content(chunk: Mapping[str, Any]) -> bool:
@@ -44,7 +57,9 @@ def has_content(chunk: Mapping[str, Any]) -> bool:
 class EventReader:
     """Parsed ``data:`` payloads of one upstream stream, each read bounded by its deadline."""
 
-    def __init__(self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float) -> None:
+    def __init__(
+        self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float
+    ) -> None:
         self._response = response
         self._events = iter_data(iter_body(response))
         self._total_deadline = min(started + timeouts.total_s, deadline)
@@ -135,9 +150,13 @@ async def run_attempt(
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s, header_deadline)):
             response = await client.send(body)
     except TimeoutError as exc:
-        raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "no response headers before timeout")) from exc
+        raise UpstreamFailure(
+            Failure(FailureCode.TIMEOUT, "no response headers before timeout")
+        ) from exc
     if not stream:
-        return await _read_completion(response, timeouts, started=started, deadline=deadline, model=model)
+        return await _read_completion(
+            response, timeouts, started=started, deadline=deadline, model=model
+        )
     reader = EventReader(response, timeouts, started=started, deadline=deadline)
     try:
         return await _read_to_commit(reader, commit=commit)
@@ -154,9 +173,13 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
         item = await reader.next()
         if item is None:
             if reader.malformed and not held:
-                raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream stream could not be parsed"))
+                raise UpstreamFailure(
+                    Failure(FailureCode.TRANSPORT, "upstream stream could not be parsed")
+                )
             if not reader.got_content:
-                raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "stream finished without content"))
+                raise UpstreamFailure(
+                    Failure(FailureCode.EMPTY_RESPONSE, "stream finished without content")
+                )
             await reader.aclose()
             return Answer(prefix=held, reader=None, usage=reader.usage, ttft_s=reader.ttft_s)
         held.append(item[0])
@@ -179,7 +202,9 @@ async def _read_completion(
     try:
         completion = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not valid JSON")) from exc
+        raise UpstreamFailure(
+            Failure(FailureCode.TRANSPORT, "upstream body is not valid JSON")
+        ) from exc
     if not isinstance(completion, dict):
         raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not a JSON object"))
     if completion.get("error"):

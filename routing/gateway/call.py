@@ -30,7 +30,15 @@ from routing.engine.health import Availability, EventKind, HealthEvent, availabi
 from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
-from routing.gateway.replies import SSE_DONE, ErrorReply, JsonReply, Reply, StreamReply, sse, sse_error
+from routing.gateway.replies import (
+    SSE_DONE,
+    ErrorReply,
+    JsonReply,
+    Reply,
+    StreamReply,
+    sse,
+    sse_error,
+)
 from routing.runtime import Runtime
 from routing.state import Snapshot
 from routing.table import GroupSpec, TargetSpec
@@ -38,7 +46,12 @@ from routing.upstream.openai import UpstreamFailure
 
 # Failures that say nothing about the target's health: the request itself was the problem.
 NOT_THE_TARGETS_FAULT = frozenset(
-    {FailureCode.BAD_REQUEST, FailureCode.CONTENT_FILTER, FailureCode.CONTEXT_WINDOW_EXCEEDED, FailureCode.ABORTED}
+    {
+        FailureCode.BAD_REQUEST,
+        FailureCode.CONTENT_FILTER,
+        FailureCode.CONTEXT_WINDOW_EXCEEDED,
+        FailureCode.ABORTED,
+    }
 )
 AFFINITY_TTL_S = 3600.0
 PROBE_LEASE_CAP_S = 120.0
@@ -73,11 +86,18 @@ class Call:
         self.deadline = self.started + group.deadline_s
         self.upstream_s = 0.0  # time spent waiting on upstreams and backoff: not overhead
         self.record = CallRecord(
-            call_id=self.call_id, group=group.name, session=session, stream=stream, started_at=runtime.clock()
+            call_id=self.call_id,
+            group=group.name,
+            session=session,
+            stream=stream,
+            started_at=runtime.clock(),
         )
         self.outcomes: dict[str, TargetOutcome] = {}
         self.failed: set[str] = set()
-        self.context_limit: tuple[bool, int | None] = (False, None)  # (hit, declared window of the target)
+        self.context_limit: tuple[bool, int | None] = (
+            False,
+            None,
+        )  # (hit, declared window of the target)
         self.track_inflight = group.algorithm.name == "least-busy"
 
     # ------------------------------------------------------------------ main loop
@@ -160,7 +180,9 @@ class Call:
         return not hit or context_window_allows(window, target.context_window)
 
     # ------------------------------------------------------------------ attempts
-    async def _use_target(self, target: TargetSpec, probe: bool) -> Answer | tuple[Decision, Failure]:
+    async def _use_target(
+        self, target: TargetSpec, probe: bool
+    ) -> Answer | tuple[Decision, Failure]:
         client = self.runtime.client_for(target.provider)
         body = orjson.dumps({**self.body, "model": target.model})
         store, group = self.runtime.store, self.group
@@ -175,7 +197,12 @@ class Call:
             committed = False
             try:
                 answer = await run_attempt(
-                    client, body, stream=self.stream, commit=group.commit, model=target.model, deadline=self.deadline
+                    client,
+                    body,
+                    stream=self.stream,
+                    commit=group.commit,
+                    model=target.model,
+                    deadline=self.deadline,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -190,7 +217,9 @@ class Call:
             if committed:
                 self._attempt(target, tries, attempt_started, ok=True, probe=probe)
                 return answer
-            record = self._attempt(target, tries, attempt_started, ok=False, probe=probe, failure=failure)
+            record = self._attempt(
+                target, tries, attempt_started, ok=False, probe=probe, failure=failure
+            )
             decision = decide(
                 failure,
                 retries_done=tries - 1,
@@ -201,14 +230,22 @@ class Call:
                 rand=self.runtime.rand,
             )
             if decision.action is not Action.RETRY:
-                self.outcomes[target.key] = TargetOutcome(failure, tries, (self.loop.time() - first_started) * 1000)
+                self.outcomes[target.key] = TargetOutcome(
+                    failure, tries, (self.loop.time() - first_started) * 1000
+                )
                 group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
             record.will_retry = True
             self.runtime.hub.publish(
                 RetryEvent(
-                    call_id=self.call_id, group=group.name, target=target.key, try_number=tries,
-                    code=failure.code.value, status=failure.status, delay_s=decision.delay_s, message=failure.message,
+                    call_id=self.call_id,
+                    group=group.name,
+                    target=target.key,
+                    try_number=tries,
+                    code=failure.code.value,
+                    status=failure.status,
+                    delay_s=decision.delay_s,
+                    message=failure.message,
                 )
             )
             slept_from = self.loop.time()
@@ -216,8 +253,15 @@ class Call:
             self.upstream_s += self.loop.time() - slept_from
 
     def _attempt(
-        self, target: TargetSpec, tries: int, started: float, *, ok: bool, probe: bool,
-        failure: Failure | None = None, code: str | None = None,
+        self,
+        target: TargetSpec,
+        tries: int,
+        started: float,
+        *,
+        ok: bool,
+        probe: bool,
+        failure: Failure | None = None,
+        code: str | None = None,
     ) -> AttemptRecord:
         record = AttemptRecord(
             target=target.key,
@@ -238,7 +282,9 @@ class Call:
         if failure.code in CREDENTIAL_CODES:
             events = await store.disable_provider(target.provider.name, failure, now)
         elif failure.code in self.group.switch_codes and failure.code not in NOT_THE_TARGETS_FAULT:
-            events = await store.record_failure(target.key, failure, self.group.circuit, now, was_probe=probe)
+            events = await store.record_failure(
+                target.key, failure, self.group.circuit, now, was_probe=probe
+            )
         elif probe:
             # The target answered; the request was at fault. It is alive: end the probe.
             events = await store.record_success(target.key, now, None)
@@ -247,7 +293,9 @@ class Call:
         self.runtime.hub.publish_all(events)
         return events
 
-    def _switch_reason(self, decision: Decision, events: list[HealthEvent], target: TargetSpec) -> str:
+    def _switch_reason(
+        self, decision: Decision, events: list[HealthEvent], target: TargetSpec
+    ) -> str:
         if decision.reason is SwitchReason.PROBE:
             return SwitchReason.PROBE.value
         if decision.reason is SwitchReason.RETRY_EXHAUSTED:
@@ -257,15 +305,27 @@ class Call:
         return SwitchReason.NOT_RETRYABLE.value
 
     def _publish_fallback(
-        self, source: TargetSpec, failure: Failure, reason: str, cooldown: float | None, *, to: TargetSpec | None
+        self,
+        source: TargetSpec,
+        failure: Failure,
+        reason: str,
+        cooldown: float | None,
+        *,
+        to: TargetSpec | None,
     ) -> None:
         last = self.record.attempts[-1] if self.record.attempts else None
         if last is not None:
             last.switched, last.switched_to, last.reason = True, to.key if to else None, reason
         self.runtime.hub.publish(
             FallbackEvent(
-                call_id=self.call_id, group=self.group.name, from_target=source.key, to_target=to.key if to else None,
-                reason=reason, code=failure.code.value, status=failure.status, message=failure.message,
+                call_id=self.call_id,
+                group=self.group.name,
+                from_target=source.key,
+                to_target=to.key if to else None,
+                reason=reason,
+                code=failure.code.value,
+                status=failure.status,
+                message=failure.message,
                 cooldown_s=cooldown,
             )
         )
@@ -367,7 +427,13 @@ class Call:
             headers["retry-after"] = str(max(1, math.ceil(min(revivals) - now)))
         message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
         self._finish("failed", error_code="ROUTES_EXHAUSTED", http_status=status)
-        return ErrorReply(status=status, message=message, code="ROUTES_EXHAUSTED", type="upstream_error", headers=headers)
+        return ErrorReply(
+            status=status,
+            message=message,
+            code="ROUTES_EXHAUSTED",
+            type="upstream_error",
+            headers=headers,
+        )
 
     def _target_lines(self, snapshot: Snapshot, now: float) -> tuple[list[str], list[float]]:
         """One line per target of the group: its failure in this call, or why it was skipped."""
@@ -389,12 +455,16 @@ class Call:
                 lines.append(f"{target.key} → disabled: {provider_health.code}")
             elif health is not None and availability(health, now) is Availability.COOLING:
                 revivals.append(health.until)
-                lines.append(f"{target.key} → cooling for {max(1, math.ceil(health.until - now))} s")
+                lines.append(
+                    f"{target.key} → cooling for {max(1, math.ceil(health.until - now))} s"
+                )
             elif health is not None and availability(health, now) is Availability.PROBING:
                 revivals.append(health.probe_lease_until)
                 lines.append(f"{target.key} → probing: another call is testing it")
             elif not self._context_allows(target):
-                lines.append(f"{target.key} → skipped: its context window is not larger than the one exceeded")
+                lines.append(
+                    f"{target.key} → skipped: its context window is not larger than the one exceeded"
+                )
             else:
                 lines.append(f"{target.key} → not tried")
         return lines, revivals
@@ -406,7 +476,9 @@ class Call:
             "x-switchyard-trail": self.record.trail(),
         }
 
-    def _finish(self, outcome: str, *, error_code: str | None = None, http_status: int = 200) -> None:
+    def _finish(
+        self, outcome: str, *, error_code: str | None = None, http_status: int = 200
+    ) -> None:
         record = self.record
         if record.elapsed_ms:  # already finished (e.g. cancelled after a reply was built)
             return
@@ -418,7 +490,9 @@ class Call:
 def _scrubbed(failure: Failure, target: TargetSpec) -> Failure:
     secret = target.provider.api_key
     if secret and secret in failure.message:
-        return Failure(failure.code, scrub(failure.message, [secret]), failure.status, failure.retry_after_s)
+        return Failure(
+            failure.code, scrub(failure.message, [secret]), failure.status, failure.retry_after_s
+        )
     return failure
 
 

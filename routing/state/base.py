@@ -50,7 +50,9 @@ class HealthStore(ABC):
         """Take the single probe lease of a probe-eligible target; False if someone else has it."""
 
     @abstractmethod
-    async def record_success(self, key: str, now: float, ttft_ms: float | None) -> list[HealthEvent]: ...
+    async def record_success(
+        self, key: str, now: float, ttft_ms: float | None
+    ) -> list[HealthEvent]: ...
 
     @abstractmethod
     async def record_failure(
@@ -64,10 +66,14 @@ class HealthStore(ABC):
     async def reset_target(self, key: str, now: float, *, by: str = "") -> list[HealthEvent]: ...
 
     @abstractmethod
-    async def disable_provider(self, provider: str, failure: Failure, now: float) -> list[HealthEvent]: ...
+    async def disable_provider(
+        self, provider: str, failure: Failure, now: float
+    ) -> list[HealthEvent]: ...
 
     @abstractmethod
-    async def enable_provider(self, provider: str, now: float, *, by: str = "") -> list[HealthEvent]: ...
+    async def enable_provider(
+        self, provider: str, now: float, *, by: str = ""
+    ) -> list[HealthEvent]: ...
 
     @abstractmethod
     async def inflight_add(self, key: str, delta: int) -> None: ...

@@ -32,12 +32,20 @@ class MemoryStore(HealthStore):
         self._affinity: dict[str, tuple[str, float]] = {}
 
     async def snapshot(self, keys: Sequence[str], providers: Sequence[str]) -> Snapshot:
-        # Shallow copies are enough: values are immutable dataclasses and numbers.
+        # Values are immutable dataclasses and numbers: picking them out is enough.
+        targets, health = self._targets, {}
+        for key in keys:
+            if (state := targets.get(key)) is not None:
+                health[key] = state
+        credentials = {}
+        for name in providers:
+            if (provider := self._providers.get(name)) is not None:
+                credentials[name] = provider
         return Snapshot(
-            targets={k: v for k in keys if (v := self._targets.get(k)) is not None},
-            providers={p: v for p in providers if (v := self._providers.get(p)) is not None},
-            inflight=dict(self._inflight),
-            latency_ms=dict(self._latency),
+            targets=health,
+            providers=credentials,
+            inflight={k: n for k in keys if (n := self._inflight.get(k))},
+            latency_ms={k: ms for k in keys if (ms := self._latency.get(k)) is not None},
         )
 
     async def next_ticket(self, group: str) -> int:
@@ -54,11 +62,15 @@ class MemoryStore(HealthStore):
             self._targets[key] = machine.begin_probe(current, now, lease_s=lease_s)
             return True
 
-    async def record_success(self, key: str, now: float, ttft_ms: float | None) -> list[HealthEvent]:
+    async def record_success(
+        self, key: str, now: float, ttft_ms: float | None
+    ) -> list[HealthEvent]:
         with self._lock:
             if ttft_ms is not None:
                 old = self._latency.get(key)
-                self._latency[key] = ttft_ms if old is None else old + LATENCY_ALPHA * (ttft_ms - old)
+                self._latency[key] = (
+                    ttft_ms if old is None else old + LATENCY_ALPHA * (ttft_ms - old)
+                )
             current = self._targets.get(key)
             if current is None:
                 return []  # healthy and never failed: nothing to change, the common case
@@ -74,7 +86,12 @@ class MemoryStore(HealthStore):
     ) -> list[HealthEvent]:
         with self._lock:
             updated, events = machine.record_failure(
-                self._targets.get(key, TargetHealth()), key, failure, policy, now, was_probe=was_probe
+                self._targets.get(key, TargetHealth()),
+                key,
+                failure,
+                policy,
+                now,
+                was_probe=was_probe,
             )
             self._targets[key] = updated
             return events
@@ -94,7 +111,9 @@ class MemoryStore(HealthStore):
             self._targets.pop(key, None)
             return events
 
-    async def disable_provider(self, provider: str, failure: Failure, now: float) -> list[HealthEvent]:
+    async def disable_provider(
+        self, provider: str, failure: Failure, now: float
+    ) -> list[HealthEvent]:
         with self._lock:
             updated, events = machine.disable_provider(
                 self._providers.get(provider, ProviderHealth()), provider, failure, now
@@ -102,7 +121,9 @@ class MemoryStore(HealthStore):
             self._providers[provider] = updated
             return events
 
-    async def enable_provider(self, provider: str, now: float, *, by: str = "") -> list[HealthEvent]:
+    async def enable_provider(
+        self, provider: str, now: float, *, by: str = ""
+    ) -> list[HealthEvent]:
         with self._lock:
             _, events = machine.enable_provider(
                 self._providers.get(provider, ProviderHealth()), provider, now, by=by
@@ -128,5 +149,12 @@ class MemoryStore(HealthStore):
 
     async def clear(self) -> None:
         with self._lock:
-            for table in (self._targets, self._providers, self._tickets, self._inflight, self._latency, self._affinity):
+            for table in (
+                self._targets,
+                self._providers,
+                self._tickets,
+                self._inflight,
+                self._latency,
+                self._affinity,
+            ):
                 table.clear()

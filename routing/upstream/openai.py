@@ -48,18 +48,26 @@ def translate_exception(exc: BaseException, *, phase: str) -> Failure:
     cause = exc.__cause__
     # httpx-aiohttp maps every aiohttp connection error, a dropped connection included,
     # to ConnectTimeout; the aiohttp cause tells a real timeout from a cut.
-    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError):
+    if isinstance(
+        cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError
+    ):
         return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return Failure(FailureCode.TIMEOUT, f"{phase} timeout")
     if isinstance(exc, httpx.ConnectError):
-        return Failure(FailureCode.TRANSPORT, f"connection failed: {exc}" if str(exc) else "connection failed")
+        return Failure(
+            FailureCode.TRANSPORT, f"connection failed: {exc}" if str(exc) else "connection failed"
+        )
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
     if isinstance(exc, httpx.TransportError):
-        return Failure(FailureCode.TRANSPORT, f"transport error during {phase}: {type(exc).__name__}")
+        return Failure(
+            FailureCode.TRANSPORT, f"transport error during {phase}: {type(exc).__name__}"
+        )
     if isinstance(exc, OSError):
-        return Failure(FailureCode.TRANSPORT, f"network error during {phase}: {exc.strerror or exc}")
+        return Failure(
+            FailureCode.TRANSPORT, f"network error during {phase}: {exc.strerror or exc}"
+        )
     return Failure(FailureCode.UNKNOWN, f"{type(exc).__name__} during {phase}")
 
 
@@ -82,11 +90,16 @@ class OpenAIClient:
         self._headers.update(headers or {})
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         self._client = httpx.AsyncClient(
             transport=AiohttpTransport(limits=limits),
             timeout=httpx.Timeout(
-                connect=timeouts.connect_s, read=None, write=timeouts.connect_s, pool=timeouts.connect_s * 2
+                connect=timeouts.connect_s,
+                read=None,
+                write=timeouts.connect_s,
+                pool=timeouts.connect_s * 2,
             ),
             headers=self._headers,
         )
@@ -118,7 +131,8 @@ class OpenAIClient:
         """A plain GET (model list, health test), with the provider's total timeout."""
         try:
             return await self._client.get(
-                self.base_url + path, timeout=httpx.Timeout(self.timeouts.total_s, connect=self.timeouts.connect_s)
+                self.base_url + path,
+                timeout=httpx.Timeout(self.timeouts.total_s, connect=self.timeouts.connect_s),
             )
         except (httpx.HTTPError, OSError) as exc:
             raise UpstreamFailure(translate_exception(exc, phase="request")) from exc
@@ -146,7 +160,9 @@ async def iter_body(response: httpx.Response) -> AsyncIterator[bytes]:
     just ahead of the cut, so a stream dropped after two chunks would reach the client
     with one. Reading the aiohttp stream directly lets us hand out that tail first.
     """
-    stream = getattr(response.stream, "_stream", response.stream)  # httpx wraps it in BoundAsyncStream
+    stream = getattr(
+        response.stream, "_stream", response.stream
+    )  # httpx wraps it in BoundAsyncStream
     native = getattr(stream, "_aiohttp_response", None)
     if native is None:  # another transport (tests with httpx.MockTransport)
         async for chunk in response.aiter_raw():

@@ -35,12 +35,18 @@ def wait_for_port(host: str, port: int, timeout: float = 15.0) -> bool:
 
 
 class Command(BaseCommand):
-    help = "Migrate, apply the configuration (or the demo), issue a demo key and serve through daphne."
+    help = (
+        "Migrate, apply the configuration (or the demo), issue a demo key and serve through daphne."
+    )
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--host", default=os.environ.get("SWITCHYARD_HOST", "127.0.0.1"))
-        parser.add_argument("--port", type=int, default=int(os.environ.get("SWITCHYARD_PORT", "8000")))
-        parser.add_argument("--demo-port", type=int, default=int(os.environ.get("SWITCHYARD_DEMO_PORT", "9100")))
+        parser.add_argument(
+            "--port", type=int, default=int(os.environ.get("SWITCHYARD_PORT", "8000"))
+        )
+        parser.add_argument(
+            "--demo-port", type=int, default=int(os.environ.get("SWITCHYARD_DEMO_PORT", "9100"))
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -60,7 +66,16 @@ class Command(BaseCommand):
             secret = self._demo_key()
             self._print_welcome(host, port, secret, demo)
             server = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "router_project.asgi:application"],
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    host,
+                    "-p",
+                    str(port),
+                    "router_project.asgi:application",
+                ],
                 cwd=settings.BASE_DIR,
             )
             children.append(server)
@@ -80,7 +95,15 @@ class Command(BaseCommand):
     def _start_demo_upstream(self, demo_port: int) -> subprocess.Popen[bytes]:
         os.environ["SWITCHYARD_DEMO_PORT"] = str(demo_port)
         child = subprocess.Popen(
-            [sys.executable, "-m", "routing.simulator", "--port", str(demo_port), "--preset", "demo"],
+            [
+                sys.executable,
+                "-m",
+                "routing.simulator",
+                "--port",
+                str(demo_port),
+                "--preset",
+                "demo",
+            ],
             cwd=settings.BASE_DIR,
         )
         if not wait_for_port("127.0.0.1", demo_port):
@@ -95,7 +118,9 @@ class Command(BaseCommand):
         from routing.models import ApiKey
 
         # A fresh key per start: secrets are stored hashed and cannot be shown twice.
-        ApiKey.objects.filter(name="demo", revoked_at__isnull=True).update(revoked_at=timezone.now())
+        ApiKey.objects.filter(name="demo", revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
         _, secret = generate_key(name="demo", kind="client")
         return secret
 
@@ -110,8 +135,8 @@ class Command(BaseCommand):
             "",
             "Try it:",
             f"  curl -sS {base}/chat/completions -H 'Authorization: Bearer {secret}' "
-            f"-H 'Content-Type: application/json' -d '{{\"model\": \"{model}\", \"messages\": "
-            f"[{{\"role\": \"user\", \"content\": \"Hello\"}}]}}' -D -",
+            f'-H \'Content-Type: application/json\' -d \'{{"model": "{model}", "messages": '
+            f'[{{"role": "user", "content": "Hello"}}]}}\' -D -',
             "",
             "  python - <<'PY'",
             "  from openai import OpenAI",
