@@ -20,7 +20,9 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "switchyard-dev-only-change-me")
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver").split(",")
+ALLOWED_HOSTS = os.environ.get(
+    "DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver"
+).split(",")
 CSRF_TRUSTED_ORIGINS = [
     origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
@@ -82,7 +84,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets readers run beside the audit writer; IMMEDIATE transactions take the write
     # lock up front instead of failing with "database is locked" on a lock upgrade.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -125,10 +131,15 @@ SWITCHYARD = {
     # Extra routing algorithms, name -> dotted path of a RoutingAlgorithm subclass
     # (env: SWITCHYARD_ALGORITHMS="cheapest-first=myrouting.CheapestFirst,other=pkg.Other").
     "ALGORITHMS": dict(
-        item.split("=", 1) for item in os.environ.get("SWITCHYARD_ALGORITHMS", "").split(",") if "=" in item
+        item.split("=", 1)
+        for item in os.environ.get("SWITCHYARD_ALGORITHMS", "").split(",")
+        if "=" in item
     ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),
+    # Audit retention (0 disables a bound); pruned automatically and by `prune_records`.
+    "AUDIT_MAX_AGE_DAYS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_AGE_DAYS", "30")),
+    "AUDIT_MAX_ROWS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_ROWS", "200000")),
 }
 
 LOGGING = {

@@ -89,8 +89,11 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
     assert server.started, "the gateway did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
     yield LiveGateway(url=f"http://127.0.0.1:{port}", server=server, thread=thread, loop=loop)
+    from routing.audit import writer
     from routing.runtime import get_runtime
 
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        writer.flush(10)  # before pytest-django drops the test database
     asyncio.run_coroutine_threadsafe(get_runtime().aclose(), loop).result(timeout=10)
     server.should_exit = True
     thread.join(timeout=10)
@@ -188,6 +191,9 @@ def harness(
     )
     _, h.key = generate_key(name="test", kind="client")
     yield h
+    from routing.audit import writer
+
+    writer.flush(10)  # this test's records land in this test's database
     runtime.sleep = asyncio.sleep
     runtime.invalidate()
 

@@ -59,3 +59,7 @@ def actor(request: HttpRequest) -> str:
 from routing.api.observability import router as observability_router  # noqa: E402
 
 api.add_router("", observability_router)
+
+from routing.api.config_api import install as install_config_api  # noqa: E402
+
+install_config_api(api)

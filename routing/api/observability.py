@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
-from pydantic import PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer
 
 from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
 from routing.audit.selectors import EventKindName, EventRow, calls_recent, events_recent
@@ -146,14 +146,22 @@ class ConfigChangeOut(Schema):
 EventOut = Annotated[FallbackOut | HealthOut | ConfigChangeOut, Field(discriminator="kind")]
 
 
+def _blank_is_none(value: object) -> object:
+    return None if value == "" else value
+
+
+# ``?group=&kind=`` (a filter left empty in a form or script) means "no filter".
+Blankable = BeforeValidator(_blank_is_none)
+
+
 class CallsQuery(Schema):
-    group: str | None = None
+    group: Annotated[str | None, Blankable] = None
     limit: int = Field(50, ge=1, le=500)
 
 
 class EventsQuery(Schema):
-    kind: EventKindName | None = None
-    since: datetime | None = None
+    kind: Annotated[EventKindName | None, Blankable] = None
+    since: Annotated[datetime | None, Blankable] = None
     limit: int = Field(100, ge=1, le=1000)
 
 
@@ -179,15 +187,24 @@ def _call_out(call: Call) -> dict[str, Any]:
         "elapsed_ms": call.elapsed_ms,
         "ttft_ms": call.ttft_ms,
         "overhead_ms": call.overhead_ms,
-        "usage": None if tokens == (None, None, None) else dict(
-            zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)
-        ),
+        "usage": None
+        if tokens == (None, None, None)
+        else dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)),
         "attempts": [
             {
-                "index": a.index, "target": a.target, "try_number": a.try_number, "ok": a.ok,
-                "code": a.code or None, "status": a.status, "message": a.message or None,
-                "reason": a.reason or None, "elapsed_ms": a.elapsed_ms, "will_retry": a.will_retry,
-                "switched": a.switched, "switched_to": a.switched_to or None, "probe": a.probe,
+                "index": a.index,
+                "target": a.target,
+                "try_number": a.try_number,
+                "ok": a.ok,
+                "code": a.code or None,
+                "status": a.status,
+                "message": a.message or None,
+                "reason": a.reason or None,
+                "elapsed_ms": a.elapsed_ms,
+                "will_retry": a.will_retry,
+                "switched": a.switched,
+                "switched_to": a.switched_to or None,
+                "probe": a.probe,
             }
             for a in call.attempts.all()
         ],
@@ -197,20 +214,44 @@ def _call_out(call: Call) -> dict[str, Any]:
 def _event_out(row: EventRow) -> dict[str, Any]:
     if isinstance(row, Fallback):
         return {
-            "kind": "fallback", "id": row.id, "at": row.at, "call_id": row.call_id, "group": row.group,
-            "from_target": row.from_target, "to_target": row.to_target or None, "reason": row.reason,
-            "code": row.code, "status": row.status, "message": row.message or None, "cooldown_s": row.cooldown_s,
+            "kind": "fallback",
+            "id": row.id,
+            "at": row.at,
+            "call_id": row.call_id,
+            "group": row.group,
+            "from_target": row.from_target,
+            "to_target": row.to_target or None,
+            "reason": row.reason,
+            "code": row.code,
+            "status": row.status,
+            "message": row.message or None,
+            "cooldown_s": row.cooldown_s,
         }
     if isinstance(row, HealthTransition):
         return {
-            "kind": "health", "id": row.id, "at": row.at, "transition": row.kind, "target": row.target or None,
-            "provider": row.provider or None, "until": row.until, "code": row.code or None, "ok": row.ok,
-            "cooldown_s": row.cooldown_s, "actor": row.actor or None, "message": row.message or None,
+            "kind": "health",
+            "id": row.id,
+            "at": row.at,
+            "transition": row.kind,
+            "target": row.target or None,
+            "provider": row.provider or None,
+            "until": row.until,
+            "code": row.code or None,
+            "ok": row.ok,
+            "cooldown_s": row.cooldown_s,
+            "actor": row.actor or None,
+            "message": row.message or None,
         }
     assert isinstance(row, ConfigChange)
     return {
-        "kind": "config", "id": row.id, "at": row.at, "actor": row.actor, "path": row.path,
-        "object_type": row.object_type, "object_name": row.object_name, "diff": row.diff,
+        "kind": "config",
+        "id": row.id,
+        "at": row.at,
+        "actor": row.actor,
+        "path": row.path,
+        "object_type": row.object_type,
+        "object_name": row.object_name,
+        "diff": row.diff,
     }
 
 
@@ -220,12 +261,20 @@ async def status(request: HttpRequest) -> dict[str, Any]:
     return _status_out(await status_read(get_runtime()))
 
 
-@router.get("/calls", response=list[CallOut], summary="Recent calls with their attempts, newest first")
+@router.get(
+    "/calls", response=list[CallOut], summary="Recent calls with their attempts, newest first"
+)
 async def calls(request: HttpRequest, filters: Query[CallsQuery]) -> list[dict[str, Any]]:
-    return [_call_out(call) for call in await calls_recent(group=filters.group, limit=filters.limit)]
+    return [
+        _call_out(call) for call in await calls_recent(group=filters.group, limit=filters.limit)
+    ]
 
 
-@router.get("/events", response=list[EventOut], summary="Fallback, health and config-change records, newest first")
+@router.get(
+    "/events",
+    response=list[EventOut],
+    summary="Fallback, health and config-change records, newest first",
+)
 async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:
     rows = await events_recent(kind=filters.kind, since=filters.since, limit=filters.limit)
     return [_event_out(row) for row in rows]

@@ -1,0 +1,188 @@
+"""Prometheus metrics for ``/metrics``, in a registry of their own.
+
+Counters and histograms move in :func:`observe`, a hub subscriber that only increments
+(no I/O, no awaits). Health is a gauge computed at scrape time from the state store, so
+it is right in every process of a Redis deployment, not just the one that saw the change.
+
+Labels are only ``group``, ``target``, ``code`` and ``outcome``: aggregate facts, never a
+credential, session key or message. Clients can address ``provider/<any model>`` directly,
+so group and target values are capped (:data:`LABEL_VALUES_MAX` distinct values per
+label, then ``other``) to keep a client from growing the series without bound.
+
+``switchyard_target_health`` encodes the state as a number so it can be alerted on
+(``> 0``) and graphed: 0 healthy, 1 probing, 2 cooling, 3 disabled.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from routing.engine.health import HealthEvent, HealthState
+from routing.events import CallRecord, Event, FallbackEvent, RetryEvent
+from routing.runtime import Runtime
+
+LABEL_VALUES_MAX = 1000
+OVERFLOW_LABEL = "other"
+STATE_VALUE = {
+    HealthState.HEALTHY: 0,
+    HealthState.PROBING: 1,
+    HealthState.COOLING: 2,
+    HealthState.DISABLED: 3,
+}
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+CALLS = Counter(
+    "switchyard_calls",
+    "Calls by group and outcome (ok, failed, aborted).",
+    ["group", "outcome"],
+    registry=REGISTRY,
+)
+ATTEMPTS = Counter(
+    "switchyard_attempts",
+    "Upstream attempts by target and failure code (OK on success).",
+    ["target", "code"],
+    registry=REGISTRY,
+)
+SWITCHES = Counter(
+    "switchyard_switches",
+    "Calls that moved off a target, by group, target left and code.",
+    ["group", "target", "code"],
+    registry=REGISTRY,
+)
+RETRIES = Counter(
+    "switchyard_retries",
+    "In-place retries by group, target and code.",
+    ["group", "target", "code"],
+    registry=REGISTRY,
+)
+HEALTH_TRANSITIONS = Counter(
+    "switchyard_health_transitions",
+    "Health events by target ('<provider>/*' for credential events) and code.",
+    ["target", "code"],
+    registry=REGISTRY,
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "switchyard_time_to_first_token_seconds",
+    "From the call's arrival to its commit point (first content), retries and switches included.",
+    ["group"],
+    registry=REGISTRY,
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0),
+)
+GATEWAY_OVERHEAD = Histogram(
+    "switchyard_gateway_overhead_seconds",
+    "Time to the commit point not spent waiting on upstreams or backoff.",
+    ["group"],
+    registry=REGISTRY,
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+)
+
+
+class _LabelGuard:
+    """Caps the distinct values one label may take; later newcomers become ``other``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        with self._lock:
+            if len(self._seen) >= self.limit:
+                return OVERFLOW_LABEL
+            self._seen.add(value)
+        return value
+
+
+_group = _LabelGuard(LABEL_VALUES_MAX)
+_target = _LabelGuard(LABEL_VALUES_MAX)
+
+
+def observe(event: Event) -> None:
+    """Hub subscriber: count one event. Cheap increments only."""
+    if isinstance(event, CallRecord):
+        group = _group(event.group)
+        CALLS.labels(group, event.outcome).inc()
+        for attempt in event.attempts:
+            ATTEMPTS.labels(
+                _target(attempt.target), "OK" if attempt.ok else attempt.code or "UNKNOWN"
+            ).inc()
+        if event.outcome == "ok" and event.ttft_ms is not None:
+            TIME_TO_FIRST_TOKEN.labels(group).observe(event.ttft_ms / 1000)
+        if event.overhead_ms is not None:
+            GATEWAY_OVERHEAD.labels(group).observe(event.overhead_ms / 1000)
+    elif isinstance(event, RetryEvent):
+        RETRIES.labels(_group(event.group), _target(event.target), event.code).inc()
+    elif isinstance(event, FallbackEvent):
+        SWITCHES.labels(_group(event.group), _target(event.from_target), event.code).inc()
+    elif isinstance(event, HealthEvent):
+        target = event.target or f"{event.provider}/*"
+        HEALTH_TRANSITIONS.labels(_target(target), event.code or "").inc()
+
+
+class _ScrapeCollector(Collector):
+    """Values read at scrape time: per-target health and the audit writer's counters."""
+
+    def __init__(self, health: dict[str, tuple[HealthState, float]]) -> None:
+        self.health = health  # target -> (state, remaining cooldown in seconds)
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        state = GaugeMetricFamily(
+            "switchyard_target_health",
+            "Health of each routed target: 0 healthy, 1 probing, 2 cooling, 3 disabled.",
+            labels=["target"],
+        )
+        cooldown = GaugeMetricFamily(
+            "switchyard_target_cooldown_remaining_seconds",
+            "Seconds until a cooling target may be probed again (0 when not cooling).",
+            labels=["target"],
+        )
+        for key, (health_state, remaining) in sorted(self.health.items()):
+            state.add_metric([key], STATE_VALUE[health_state])
+            cooldown.add_metric([key], remaining)
+        yield state
+        yield cooldown
+        yield from _writer_families()
+
+
+def _writer_families() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    from routing.audit import writer
+
+    stats = writer.get_writer().stats()
+    records = CounterMetricFamily(
+        "switchyard_audit_records",
+        "Audit records by outcome: written, failed (the database refused the batch), "
+        "dropped (the queue was full).",
+        labels=["outcome"],
+    )
+    records.add_metric(["written"], stats.written)
+    records.add_metric(["failed"], stats.failed)
+    records.add_metric(["dropped"], stats.dropped)
+    yield records
+    yield GaugeMetricFamily(
+        "switchyard_audit_queue_pending",
+        "Audit records waiting to be written.",
+        value=stats.pending,
+    )
+
+
+async def exposition(runtime: Runtime) -> bytes:
+    """The whole ``/metrics`` text: the process counters, then the scrape-time values."""
+    from routing.audit.status import status_read
+
+    status = await status_read(runtime)
+    health = {
+        t.key: (HealthState(t.state), t.remaining_cooldown_s)
+        for g in status.groups
+        for t in g.targets
+    }
+    scraped = CollectorRegistry(auto_describe=False)
+    scraped.register(_ScrapeCollector(health))
+    return generate_latest(REGISTRY) + generate_latest(scraped)

@@ -1,0 +1,188 @@
+"""Turn queued events into audit rows and write a batch of them (sync ORM, writer thread).
+
+``RetryEvent`` has no row of its own: the retried attempt is already in its call's
+attempts (``will_retry``). Any other object in a batch is ignored, so the hub can grow
+new event types without breaking the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import transaction
+
+from routing.audit.models import (
+    MESSAGE_MAX,
+    Attempt,
+    Call,
+    ConfigChange,
+    Fallback,
+    HealthTransition,
+)
+from routing.engine.failures import scrub
+from routing.engine.health import EventKind, HealthEvent
+from routing.events import CallRecord, FallbackEvent
+
+# Operator actions carry their actor in the message (``routing.engine.health.reset`` and
+# ``enable_provider`` write "reset by X" / "enabled by X"); the event has no actor field.
+_ACTOR_PREFIXES = {EventKind.RESET: "reset by ", EventKind.ENABLED: "enabled by "}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChangeNote:
+    """A config change waiting in the queue; already redacted and diffed by the service."""
+
+    at: datetime
+    actor: str
+    path: str
+    object_type: str
+    object_name: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    diff: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Rows:
+    calls: list[Call] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+    health: list[HealthTransition] = field(default_factory=list)
+    changes: list[ConfigChange] = field(default_factory=list)
+
+
+def _when(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+class _Cleaner:
+    """Scrubs every configured credential out of free text and caps its length."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = [s for s in secrets if s]
+
+    def __call__(self, text: str | None) -> str:
+        if not text:
+            return ""
+        return scrub(text, self.secrets)[:MESSAGE_MAX]
+
+
+def _tokens(usage: dict[str, Any] | None, name: str) -> int | None:
+    value = (usage or {}).get(name)
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
+    rows.calls.append(
+        Call(
+            call_id=record.call_id,
+            group=record.group,
+            session=(record.session or "")[:200],
+            stream=record.stream,
+            outcome=record.outcome,
+            served_by=record.served_by or "",
+            error_code=record.error_code or "",
+            http_status=record.http_status,
+            started_at=_when(record.started_at),
+            elapsed_ms=record.elapsed_ms,
+            ttft_ms=record.ttft_ms,
+            overhead_ms=record.overhead_ms,
+            prompt_tokens=_tokens(record.usage, "prompt_tokens"),
+            completion_tokens=_tokens(record.usage, "completion_tokens"),
+            total_tokens=_tokens(record.usage, "total_tokens"),
+            attempt_count=len(record.attempts),
+        )
+    )
+    for index, attempt in enumerate(record.attempts, start=1):
+        rows.attempts.append(
+            Attempt(
+                call_id=record.call_id,
+                index=index,
+                target=attempt.target,
+                try_number=attempt.try_number,
+                ok=attempt.ok,
+                code=attempt.code or "",
+                status=attempt.status,
+                message=clean(attempt.message),
+                reason=attempt.reason or "",
+                elapsed_ms=attempt.elapsed_ms,
+                will_retry=attempt.will_retry,
+                switched=attempt.switched,
+                switched_to=attempt.switched_to or "",
+                probe=attempt.probe,
+            )
+        )
+
+
+def _fallback_row(event: FallbackEvent, clean: _Cleaner) -> Fallback:
+    return Fallback(
+        at=_when(event.at),
+        call_id=event.call_id,
+        group=event.group,
+        from_target=event.from_target,
+        to_target=event.to_target or "",
+        reason=event.reason,
+        code=event.code,
+        status=event.status,
+        message=clean(event.message),
+        cooldown_s=event.cooldown_s,
+    )
+
+
+def _health_row(event: HealthEvent, clean: _Cleaner) -> HealthTransition:
+    message = clean(event.message)
+    prefix = _ACTOR_PREFIXES.get(event.kind)
+    actor = message[len(prefix) :] if prefix and message.startswith(prefix) else ""
+    return HealthTransition(
+        at=_when(event.at),
+        kind=event.kind.value,
+        target=event.target or "",
+        provider=event.provider or "",
+        until=_when(event.until) if event.until else None,
+        code=event.code or "",
+        ok=event.ok,
+        cooldown_s=event.cooldown_s,
+        actor=actor[:200],
+        message=message,
+    )
+
+
+def _change_row(note: ConfigChangeNote) -> ConfigChange:
+    return ConfigChange(
+        at=note.at,
+        actor=note.actor[:200],
+        path=note.path,
+        object_type=note.object_type,
+        object_name=note.object_name,
+        before=note.before,
+        after=note.after,
+        diff=note.diff,
+    )
+
+
+def rows_from(batch: Sequence[object], secrets: Iterable[str] = ()) -> Rows:
+    clean = _Cleaner(secrets)
+    rows = Rows()
+    for item in batch:
+        if isinstance(item, CallRecord):
+            _call_rows(item, clean, rows)
+        elif isinstance(item, FallbackEvent):
+            rows.fallbacks.append(_fallback_row(item, clean))
+        elif isinstance(item, HealthEvent):
+            rows.health.append(_health_row(item, clean))
+        elif isinstance(item, ConfigChangeNote):
+            rows.changes.append(_change_row(item))
+    return rows
+
+
+def rows_write(rows: Rows) -> None:
+    """Insert one batch in one transaction: all of it is written, or none."""
+    with transaction.atomic():
+        Call.objects.bulk_create(rows.calls)
+        Attempt.objects.bulk_create(rows.attempts)
+        Fallback.objects.bulk_create(rows.fallbacks)
+        HealthTransition.objects.bulk_create(rows.health)
+        ConfigChange.objects.bulk_create(rows.changes)

@@ -1,0 +1,53 @@
+"""Reads of audit records for the API (async ORM; one query per table)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from django.db.models import Prefetch
+
+from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
+
+EventKindName = Literal["fallback", "health", "config"]
+EventRow = Fallback | HealthTransition | ConfigChange
+
+_EVENT_MODELS: dict[str, type[EventRow]] = {
+    "fallback": Fallback,
+    "health": HealthTransition,
+    "config": ConfigChange,
+}
+
+
+async def calls_recent(*, group: str | None = None, limit: int = 50) -> list[Call]:
+    """Newest calls first, each with its attempts in order (``call.attempts.all()``)."""
+    calls = Call.objects.order_by("-id").prefetch_related(
+        Prefetch("attempts", queryset=Attempt.objects.order_by("index"))
+    )
+    if group:
+        calls = calls.filter(group=group)
+    return [call async for call in calls[:limit]]
+
+
+def event_kind(row: EventRow) -> EventKindName:
+    if isinstance(row, Fallback):
+        return "fallback"
+    if isinstance(row, HealthTransition):
+        return "health"
+    return "config"
+
+
+async def events_recent(
+    *, kind: EventKindName | None = None, since: datetime | None = None, limit: int = 100
+) -> list[EventRow]:
+    """Fallback, health and config-change records after ``since``, newest first."""
+    rows: list[EventRow] = []
+    for name, model in _EVENT_MODELS.items():
+        if kind is not None and kind != name:
+            continue
+        query = model._default_manager.order_by("-at", "-id")
+        if since is not None:
+            query = query.filter(at__gt=since)
+        rows.extend([row async for row in query[:limit]])
+    rows.sort(key=lambda row: row.at, reverse=True)
+    return rows[:limit]

@@ -1,0 +1,110 @@
+"""The live routing picture for ``GET /api/v1/status`` and the health gauge of ``/metrics``.
+
+Chains come from the compiled routing table (never the database) and health from one
+store snapshot, so a status read costs what a call's selection costs.
+
+A target's reported ``state`` is the health state machine's (healthy / cooling /
+probing / disabled), with a disabled *provider* overriding its targets: the credential
+is broken for all of them. ``availability`` adds time to the picture (a cooling target
+whose deadline passed is ``probe-eligible``), and ``remaining_cooldown_s`` counts down
+to the deadline, never below zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from routing.engine.health import (
+    Availability,
+    HealthState,
+    ProviderHealth,
+    TargetHealth,
+    availability,
+)
+from routing.runtime import Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class TargetStatus:
+    key: str
+    provider: str
+    model: str
+    position: int
+    weight: int
+    context_window: int | None
+    state: str
+    availability: str
+    remaining_cooldown_s: float
+    last_code: str | None
+    consecutive_failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStatus:
+    name: str
+    algorithm: str
+    version: int
+    policy: Mapping[str, Any]
+    targets: list[TargetStatus]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    now: float
+    groups: list[GroupStatus]
+    store: dict[str, object]
+
+
+def target_state(
+    health: TargetHealth | None, provider: ProviderHealth | None, now: float
+) -> tuple[HealthState, Availability, float]:
+    """``(state, availability, remaining cooldown in seconds)`` of one target."""
+    if provider is not None and provider.disabled:
+        return HealthState.DISABLED, Availability.DISABLED, 0.0
+    if health is None:
+        return HealthState.HEALTHY, Availability.AVAILABLE, 0.0
+    remaining = max(0.0, health.until - now) if health.state is HealthState.COOLING else 0.0
+    return health.state, availability(health, now), remaining
+
+
+async def status_read(runtime: Runtime) -> Status:
+    table = await runtime.current_table()
+    keys = sorted({t.key for g in table.groups.values() for t in g.targets})
+    providers = sorted({t.provider.name for g in table.groups.values() for t in g.targets})
+    snapshot = await runtime.store.snapshot(keys, providers)
+    now = runtime.clock()
+    groups: list[GroupStatus] = []
+    for group in table.groups.values():
+        targets: list[TargetStatus] = []
+        for target in group.targets:
+            health = snapshot.targets.get(target.key)
+            provider = snapshot.providers.get(target.provider.name)
+            state, avail, remaining = target_state(health, provider, now)
+            last_code = provider.code if provider is not None and provider.disabled else None
+            targets.append(
+                TargetStatus(
+                    key=target.key,
+                    provider=target.provider.name,
+                    model=target.model,
+                    position=target.candidate.position,
+                    weight=target.candidate.weight,
+                    context_window=target.context_window,
+                    state=state.value,
+                    availability=avail.value,
+                    remaining_cooldown_s=round(remaining, 3),
+                    last_code=last_code or (health.last_code if health is not None else None),
+                    consecutive_failures=health.consecutive_failures if health is not None else 0,
+                )
+            )
+        groups.append(
+            GroupStatus(
+                name=group.name,
+                algorithm=str(group.policy.get("algorithm") or group.algorithm.name),
+                version=group.version,
+                policy=dict(group.policy),
+                targets=targets,
+            )
+        )
+    return Status(now=now, groups=groups, store=await runtime.store.describe())

@@ -1,0 +1,302 @@
+"""The audit writer: a bounded in-memory queue drained by one background thread.
+
+The call path must never wait for the database (SPEC §6, §10). Hub subscribers run on
+the event loop, so :meth:`AuditWriter.offer` only appends to a bounded queue under a
+lock held for a few instructions; a daemon thread takes up to ``batch_size`` items at
+a time (or whatever is there every ``interval_s``), turns them into rows and inserts
+them with the sync ORM in one transaction.
+
+Failure policy, chosen so that a sick database can only lose records, never calls:
+
+- queue full → the new record is dropped and counted (``dropped``); the thread logs
+  one line per drain cycle in which drops happened;
+- a batch that cannot be written → logged (one line), counted (``failed``) and dropped;
+  never retried, so a broken database cannot grow memory or replay stale records.
+
+Process wiring: one writer per process (:func:`get_writer`), subscribed to the runtime's
+hub by :func:`attach`. :func:`start` attaches to ``get_runtime().hub`` and is what the
+first request of a serving process triggers (``AuditConfig.ready``); it follows the hub
+when the runtime or its hub is replaced. :func:`flush` waits until everything queued
+so far is settled (tests; process exit).
+
+``AuditWriter.before_flush`` is the seam for a slow or failing database: called in the
+writer thread with each batch before it is written; it may block or raise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import close_old_connections, connection
+
+from routing.audit import metrics
+from routing.audit.rows import rows_from, rows_write
+from routing.events import Event, EventHub
+
+log = logging.getLogger("switchyard.audit")
+
+QUEUE_CAPACITY = 20_000
+BATCH_SIZE = 500
+INTERVAL_S = 0.2
+PRUNE_EVERY_S = 600.0
+EXIT_FLUSH_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    accepted: int  # taken into the queue
+    written: int  # inserted into the database
+    failed: int  # lost with a batch the database refused
+    dropped: int  # refused because the queue was full
+    pending: int  # accepted, not yet settled
+
+
+def _configured_secrets() -> list[str]:
+    """Every credential of the current routing table, for a second scrub of messages."""
+    from routing.runtime import get_runtime
+
+    table = get_runtime().table
+    return [] if table is None else [p.api_key for p in table.providers.values() if p.api_key]
+
+
+class AuditWriter:
+    def __init__(
+        self,
+        *,
+        capacity: int = QUEUE_CAPACITY,
+        batch_size: int = BATCH_SIZE,
+        interval_s: float = INTERVAL_S,
+        prune_every_s: float | None = PRUNE_EVERY_S,
+        secrets: Callable[[], Iterable[str]] = _configured_secrets,
+    ) -> None:
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self.interval_s = interval_s
+        self.prune_every_s = prune_every_s
+        self.before_flush: Callable[[list[Any]], None] | None = None
+        self._secrets = secrets
+        self._known_secrets: list[str] = []
+        self._items: deque[Any] = deque()
+        self._cond = threading.Condition(threading.Lock())
+        self._accepted = self._settled = self._written = self._failed = self._dropped = 0
+        self._dropped_logged = 0
+        self._urgent = False
+        self._stopping = False
+        self._last_prune = time.monotonic()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ producer side
+    def offer(self, item: object) -> bool:
+        """Queue one event or note; False (and counted) when the queue is full. Never blocks."""
+        with self._cond:
+            if len(self._items) >= self.capacity:
+                self._dropped += 1
+                return False
+            self._items.append(item)
+            self._accepted += 1
+            if len(self._items) >= self.batch_size:
+                self._cond.notify()
+            return True
+
+    def receive(self, event: Event) -> None:
+        """Hub subscriber: :meth:`offer` without the result."""
+        self.offer(event)
+
+    def stats(self) -> WriterStats:
+        with self._cond:
+            return WriterStats(
+                accepted=self._accepted,
+                written=self._written,
+                failed=self._failed,
+                dropped=self._dropped,
+                pending=self._accepted - self._settled,
+            )
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every record accepted before this call is written or given up on."""
+        with self._cond:
+            goal = self._accepted
+            self._urgent = True
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._settled >= goal, timeout=timeout)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._run, name="switchyard-audit", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Write what is queued, then end the thread (writers built by tests)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ writer thread
+    def _ready(self) -> bool:
+        return len(self._items) >= self.batch_size or self._urgent or self._stopping
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(self._ready, timeout=self.interval_s)
+                if self._stopping and not self._items:
+                    return
+                batch = [
+                    self._items.popleft() for _ in range(min(len(self._items), self.batch_size))
+                ]
+                if not self._items:
+                    self._urgent = False
+            if batch:
+                self._write(batch)
+            self._report_drops()
+            self._maybe_prune()
+
+    def _write(self, batch: list[Any]) -> None:
+        written = False
+        try:
+            if self.before_flush is not None:
+                self.before_flush(batch)
+            rows = rows_from(batch, self._secrets_now())
+            close_old_connections()
+            rows_write(rows)
+            written = True
+        except Exception as exc:  # noqa: BLE001 - any failure loses this batch, never the thread
+            log.error(
+                "audit: dropped a batch of %d records: %s: %s", len(batch), type(exc).__name__, exc
+            )
+            _discard_connection()
+        finally:
+            close_old_connections()
+            with self._cond:
+                self._settled += len(batch)
+                if written:
+                    self._written += len(batch)
+                else:
+                    self._failed += len(batch)
+                self._cond.notify_all()
+
+    def _secrets_now(self) -> list[str]:
+        """The table may be mid-rebuild (None): keep the last credentials seen."""
+        try:
+            current = list(self._secrets())
+        except Exception:  # noqa: BLE001 - the second scrub is a safety net, not a gate
+            current = []
+        if current:
+            self._known_secrets = current
+        return self._known_secrets
+
+    def _report_drops(self) -> None:
+        dropped = self._dropped
+        if dropped > self._dropped_logged:
+            log.warning(
+                "audit: queue full (%d records), dropped %d records (%d in total)",
+                self.capacity,
+                dropped - self._dropped_logged,
+                dropped,
+            )
+            self._dropped_logged = dropped
+
+    def _maybe_prune(self) -> None:
+        if self.prune_every_s is None or time.monotonic() - self._last_prune < self.prune_every_s:
+            return
+        self._last_prune = time.monotonic()
+        from routing.audit.retention import records_prune, retention_from_settings
+
+        try:
+            close_old_connections()
+            deleted = records_prune(**retention_from_settings())
+        except Exception as exc:  # noqa: BLE001
+            log.error("audit: pruning failed: %s: %s", type(exc).__name__, exc)
+            _discard_connection()
+            return
+        finally:
+            close_old_connections()
+        if any(deleted.values()):
+            log.info(
+                "audit: pruned %s", ", ".join(f"{n} {kind}" for kind, n in deleted.items() if n)
+            )
+
+
+def _discard_connection() -> None:
+    try:
+        connection.close()
+    except Exception:  # noqa: BLE001 - it was already broken
+        pass
+
+
+# ---------------------------------------------------------------------- process wiring
+_writer: AuditWriter | None = None
+_hub: EventHub | None = None
+_unsubscribe: list[Callable[[], None]] = []
+_lock = threading.Lock()
+
+
+def get_writer() -> AuditWriter:
+    """The process's writer, created and started on first use."""
+    global _writer
+    writer = _writer
+    if writer is None:
+        with _lock:
+            if _writer is None:
+                _writer = AuditWriter()
+                _writer.start()
+                atexit.register(_flush_at_exit)
+            writer = _writer
+    return writer
+
+
+def attach(hub: EventHub) -> None:
+    """Record and count ``hub``'s events, detaching from the previously attached hub."""
+    global _hub
+    writer = get_writer()
+    with _lock:
+        if hub is _hub:
+            return
+        for unsubscribe in _unsubscribe:
+            try:
+                unsubscribe()
+            except ValueError:  # that hub was cleared or replaced already
+                pass
+        _unsubscribe[:] = [hub.subscribe(writer.receive), hub.subscribe(metrics.observe)]
+        _hub = hub
+
+
+def start() -> AuditWriter:
+    """Idempotent: the writer running and attached to the current runtime's hub."""
+    from routing.runtime import get_runtime
+
+    attach(get_runtime().hub)
+    return get_writer()
+
+
+def on_request_started(**_: object) -> None:
+    """``request_started`` receiver. Sync on purpose: Django's own sync receivers on this
+    signal already run in one ``sync_to_async`` hop, which this one joins for free."""
+    from routing.runtime import get_runtime
+
+    try:
+        if get_runtime().hub is not _hub:
+            start()
+    except Exception:  # noqa: BLE001 - losing the audit trail must not fail the request
+        log.exception("audit: could not start the writer")
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait until every record queued so far is settled; True unless ``timeout`` passed."""
+    return _writer.flush(timeout) if _writer is not None else True
+
+
+def _flush_at_exit() -> None:
+    flush(EXIT_FLUSH_S)

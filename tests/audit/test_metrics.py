@@ -1,0 +1,70 @@
+"""``/metrics``: Prometheus text that parses, needs no login, and moves with calls."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from routing.simulator.script import Fail
+from tests.audit.conftest import MESSAGES, RETRY_TWICE, Audit
+
+ALLOWED_LABELS = {"group", "target", "code", "outcome", "le"}  # le: histogram buckets
+
+
+def scrape(audit: Audit) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    reply = httpx.get(audit.h.gateway.url + "/metrics")  # no credentials
+    assert reply.status_code == 200
+    assert reply.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(reply.text):
+        for sample in family.samples:
+            assert set(sample.labels) <= ALLOWED_LABELS, (sample.name, sample.labels)
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def value(samples: dict, name: str, **labels: str) -> float:  # type: ignore[type-arg]
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_counters_and_histograms_move_as_calls_happen(audit: Audit) -> None:
+    audit.h.configure(RETRY_TWICE)
+    before = scrape(audit)
+    audit.h.upstream.script("a", Fail(503), Fail(503), Fail(503))
+    audit.h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    audit.h.client().chat.completions.create(model="other", messages=MESSAGES)
+    after = scrape(audit)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("switchyard_calls_total", group="auto", outcome="ok") == 1
+    assert moved("switchyard_calls_total", group="other", outcome="ok") == 1
+    assert moved("switchyard_attempts_total", target="p1/a", code="SERVER") == 3
+    assert moved("switchyard_attempts_total", target="p2/b", code="OK") == 2
+    assert moved("switchyard_retries_total", group="auto", target="p1/a", code="SERVER") == 2
+    assert moved("switchyard_switches_total", group="auto", target="p1/a", code="SERVER") == 1
+    assert moved("switchyard_time_to_first_token_seconds_count", group="auto") == 1
+    assert moved("switchyard_gateway_overhead_seconds_count", group="auto") == 1
+    assert moved("switchyard_health_transitions_total", target="p1/a", code="SERVER") == 1
+
+
+def test_health_is_a_gauge_per_target_read_at_scrape_time(audit: Audit) -> None:
+    audit.h.configure(RETRY_TWICE)
+    samples = scrape(audit)
+    assert value(samples, "switchyard_target_health", target="p1/a") == 0
+    audit.h.upstream.script("a", Fail(503), Fail(503), Fail(503))
+    audit.h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    samples = scrape(audit)
+    assert value(samples, "switchyard_target_health", target="p1/a") == 2  # cooling
+    assert value(samples, "switchyard_target_health", target="p2/b") == 0
+    assert 9 < value(samples, "switchyard_target_cooldown_remaining_seconds", target="p1/a") <= 10
+    assert ("switchyard_audit_records_total", (("outcome", "written"),)) in samples
+
+
+def test_a_disabled_provider_shows_as_disabled(audit: Audit) -> None:
+    audit.h.configure(RETRY_TWICE)
+    audit.h.upstream.script("a", Fail(401, "bad key"))
+    audit.h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    samples = scrape(audit)
+    assert value(samples, "switchyard_target_health", target="p1/a") == 3
