@@ -1,4 +1,14 @@
-"""ASGI entry point: HTTP goes to Django, websockets to the dashboard's consumers."""
+"""ASGI entry point: HTTP goes to Django, websockets to the dashboard's consumers.
+
+The websocket stack checks the ``Origin`` header against ``ALLOWED_HOSTS`` and reads the
+Django session, so only pages served by this gateway, to a logged-in user, get in (the
+consumer itself then insists on a staff user).
+
+Static files (the vendored htmx and the dashboard's script and stylesheet) are served by
+Django's ``ASGIStaticFilesHandler``: a handful of small files for one settings page, so a
+separate static server is not worth requiring for a self-hosted gateway. It only looks at
+paths under ``STATIC_URL``; every other request goes straight to Django.
+"""
 
 import os
 
@@ -11,6 +21,20 @@ from routing.sync import start_listener  # noqa: E402
 
 start_listener()  # with REDIS_URL: other processes' config changes invalidate our table
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+import dashboard.routing  # noqa: E402
+from routing.api.asgi import split_gateway_traffic  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        # /v1 goes to a handler without the page's sync middleware (see routing.api.asgi).
+        "http": split_gateway_traffic(ASGIStaticFilesHandler(django_asgi_app)),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(dashboard.routing.websocket_urlpatterns))
+        ),
+    }
+)

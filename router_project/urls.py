@@ -1,6 +1,8 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from django.views.generic.base import RedirectView
 
+from dashboard.views.auth import LoginView, LogoutView
 from routing.api.management import api as management_api
 from routing.api.openai import api as openai_api
 from routing.audit.views import metrics_view
@@ -9,5 +11,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", openai_api.urls),
     path("api/v1/", management_api.urls),
+    path("api/docs", RedirectView.as_view(url="/api/v1/docs")),
     path("metrics", metrics_view, name="metrics"),
+    path("login/", LoginView.as_view(), name="login"),
+    path("logout/", LogoutView.as_view(), name="logout"),
+    path("", include("dashboard.urls")),
 ]

@@ -9,6 +9,7 @@ import concurrent.futures
 import os
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,8 +147,16 @@ class Harness:
             base_url=self.gateway.base_url, api_key=self.key, max_retries=0, **kwargs
         )
 
-    def events(self, kind: type) -> list:  # type: ignore[type-arg]
-        return [e for e in self.runtime.hub.recent if isinstance(e, kind)]  # type: ignore[attr-defined]
+    def events(self, kind: type, *, at_least: int = 0, timeout: float = 2.0) -> list:  # type: ignore[type-arg]
+        """Events of a kind seen so far; with ``at_least``, wait (briefly) for them: a
+        stream's call record is published as its relay closes, just after the client read
+        the last byte."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.runtime.hub.recent if isinstance(e, kind)]  # type: ignore[attr-defined]
+            if len(found) >= at_least or time.monotonic() > deadline:
+                return found
+            time.sleep(0.01)
 
 
 def fresh_store():  # type: ignore[no-untyped-def]

@@ -56,10 +56,11 @@ def test_calls_reuse_the_providers_pooled_client(harness: Harness) -> None:
     harness.configure(TWO_ROUTES)
     client = harness.client()
     client.chat.completions.create(model="auto", messages=MESSAGES)
-    pooled = dict(harness.runtime._clients)  # type: ignore[attr-defined]
+    client.chat.completions.create(model="p2/b", messages=MESSAGES)
+    clients = harness.runtime._clients  # type: ignore[attr-defined]
+    pooled = {name: clients[name][1] for name in ("p1", "p2")}
     for _ in range(5):
         client.chat.completions.create(model="auto", messages=MESSAGES)
         client.chat.completions.create(model="p2/b", messages=MESSAGES)
-    after = harness.runtime._clients  # type: ignore[attr-defined]
-    assert after["p1"][1] is pooled["p1"][1]
-    assert set(after) == {"p1", "p2"}
+    assert {name: clients[name][1] for name in ("p1", "p2")} == pooled
+    assert all(clients[name][1] is pooled[name] for name in pooled)

@@ -1,0 +1,223 @@
+"""Live pushes to open dashboard pages: health changes, finished calls, config saves.
+
+Two producers feed the channel-layer group ``channel_names.GROUP``:
+
+- **The runtime's event hub.** :func:`on_event` is subscribed to ``get_runtime().hub``. It
+  runs on the call path, so it only schedules a task on the running loop (never awaits,
+  never touches the database) and drops the event when there is no running loop or too
+  many pushes are already pending. The task reads the affected targets' health in one
+  snapshot, renders the badges (or the call's chain row) and sends one message.
+- **Committed configuration writes.** ``post_save``/``post_delete`` receivers on groups,
+  targets, providers and global settings queue :func:`notify` with
+  ``transaction.on_commit``, so a rolled-back write (validation, conflict) tells nobody.
+
+When no dashboard socket is open in this process and the channel layer is the in-memory
+one, nobody could hear a push, so :func:`on_event` returns before scheduling anything.
+
+Subscription is lazy and follows replacement: :func:`follow_hub` subscribes to the
+*current* runtime hub and drops the previous subscription when the hub was replaced
+(``install_runtime``, tests). It runs when a websocket connects and with every request
+(``request_started``), so a gateway process that serves calls but no dashboard still
+publishes its calls to dashboards connected to other processes (Redis channel layer).
+
+Where a message is sent from: the loop the consumers live on, captured at connect
+(:func:`remember_loop`). Sync code (a service in a worker thread) hands the send to that
+loop with ``run_coroutine_threadsafe`` instead of spinning up a loop of its own, which an
+in-memory channel layer could not be woken from. Without a captured loop an in-memory
+layer has no listener in this process, so the message is dropped; a shared (Redis) layer
+is sent to directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.template.loader import render_to_string
+
+from dashboard import channel_names as names
+from dashboard.chain import call_from_record
+from dashboard.health import badges_read, provider_of
+from routing.engine.health import HealthEvent
+from routing.events import CallRecord, EventHub
+
+log = logging.getLogger("switchyard.dashboard")
+
+MAX_PENDING = 200  # pushes in flight; beyond this the page misses updates, calls never wait
+
+_lock = threading.Lock()
+_hub: EventHub | None = None
+_unsubscribe: Callable[[], None] | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+_pending: set[asyncio.Task[None]] = set()
+_listeners = 0  # dashboard sockets open in this process
+
+
+# ---------------------------------------------------------------------- wiring
+def follow_hub() -> None:
+    """Subscribe :func:`on_event` to the current runtime hub (idempotent, cheap)."""
+    global _hub, _unsubscribe
+    from routing.runtime import get_runtime
+
+    hub = get_runtime().hub
+    if hub is _hub:
+        return
+    with _lock:
+        if hub is _hub:
+            return
+        if _unsubscribe is not None:
+            try:
+                _unsubscribe()
+            except ValueError:  # that hub was cleared already
+                pass
+        _unsubscribe = hub.subscribe(on_event)
+        _hub = hub
+
+
+def remember_loop() -> None:
+    """Called on the consumers' loop (websocket connect): sync senders hand work to it."""
+    global _loop
+    _loop = asyncio.get_running_loop()
+
+
+def listener_joined() -> None:
+    global _listeners
+    _listeners += 1
+
+
+def listener_left() -> None:
+    global _listeners
+    _listeners = max(0, _listeners - 1)
+
+
+def _nobody_listens() -> bool:
+    """True when no page can hear a push: no socket here and a process-local layer.
+
+    With a shared (Redis) layer pages on other processes may listen, so we always send.
+    """
+    return _listeners == 0 and isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+
+def on_request_started(**_: object) -> None:
+    """``request_started`` receiver: keep following a replaced hub."""
+    follow_hub()
+
+
+# ---------------------------------------------------------------------- hub events
+def on_event(event: object) -> None:
+    """Hub subscriber: schedule a push for health changes and finished calls."""
+    if not isinstance(event, HealthEvent | CallRecord):
+        return
+    if isinstance(event, CallRecord) and "/" in event.group:
+        return  # a direct provider/model address, not a group the page shows
+    if _nobody_listens():
+        return  # no rendering for nobody: the call path's loop stays free
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if len(_pending) >= MAX_PENDING:
+        return
+    task = loop.create_task(_push_event(event))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+async def _push_event(event: HealthEvent | CallRecord) -> None:
+    try:
+        message = await (
+            _health_message(event) if isinstance(event, HealthEvent) else _call_message(event)
+        )
+        if message is not None:
+            await _send(message)
+    except Exception:  # a failed push costs one update, never a call
+        log.exception("dashboard push failed for %s", type(event).__name__)
+
+
+async def _health_message(event: HealthEvent) -> dict[str, Any] | None:
+    from routing.runtime import get_runtime
+
+    runtime = get_runtime()
+    if event.target:
+        keys = [event.target]
+    else:  # a provider-level event: every target of the provider changed
+        table = runtime.table or await runtime.current_table()
+        keys = sorted(
+            {
+                t.key
+                for g in table.groups.values()
+                for t in g.targets
+                if provider_of(t.key) == event.provider
+            }
+        )
+        if not keys:
+            return None
+    badges = await badges_read(runtime, keys)
+    html = {
+        key: render_to_string("dashboard/groups.html#badge", {"badge": b})
+        for key, b in badges.items()
+    }
+    return {"type": names.HEALTH_CHANGED, "badges": html, "now": runtime.clock()}
+
+
+async def _call_message(record: CallRecord) -> dict[str, Any]:
+    from routing.runtime import get_runtime
+
+    view = call_from_record(record)
+    html = render_to_string("dashboard/groups.html#call", {"call": view})
+    return {
+        "type": names.CALL_RECORDED,
+        "group": record.group,
+        "call_id": record.call_id,
+        "html": html,
+        "now": get_runtime().clock(),
+    }
+
+
+# ---------------------------------------------------------------------- config changes
+def notify(message: dict[str, Any]) -> None:
+    """Send ``message`` to every open page from any thread or loop; never raises."""
+    from routing import runtime
+
+    built = runtime._runtime  # never build a runtime just to timestamp a notice
+    message = {**message, "now": built.clock() if built is not None else time.time()}
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    loop = _loop
+    if loop is not None and loop.is_running() and not loop.is_closed():
+        future = asyncio.run_coroutine_threadsafe(_send(message), loop)
+        future.add_done_callback(_log_failure)
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None:
+        task = running.create_task(_send(message))
+        _pending.add(task)
+        task.add_done_callback(_pending.discard)
+        return
+    if isinstance(layer, InMemoryChannelLayer):
+        return  # nobody in this process listens, and no other process can hear it
+    try:
+        async_to_sync(_send)(message)
+    except Exception:
+        log.exception("dashboard notice %s not sent", message.get("type"))
+
+
+async def _send(message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(names.GROUP, message)
+
+
+def _log_failure(future: Any) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("dashboard notice not sent: %s", future.exception())

@@ -1,0 +1,121 @@
+"""The fallback chain panel's view of one call: its attempts folded into steps.
+
+A call's attempts are listed per try (``p1/a`` try 1, try 2, try 3, ``p2/b`` try 1). The
+panel shows one *step* per target visited, numbered in order, the way an operator reads
+it::
+
+    1. p1/a ✕ RATE_LIMIT (429) tried 3× → 2
+    2. p2/b ✓ 840 ms
+
+Consecutive attempts on the same target fold into one step whose outcome is its last
+attempt's. The same view is built from a live ``routing.events.CallRecord`` (pushed over
+the websocket as the call finishes) and from an audit ``Call`` row with its attempts
+(the page's first render), so both look alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+class AttemptLike(Protocol):
+    """What both ``routing.events.AttemptRecord`` and ``routing.audit.models.Attempt`` have."""
+
+    target: str
+    ok: bool
+    code: str | None
+    status: int | None
+    elapsed_ms: float
+    probe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    index: int  # 1-based position in the call
+    target: str
+    ok: bool
+    code: str | None
+    status: int | None
+    tries: int
+    elapsed_ms: float  # of the step's last attempt
+    next_index: int | None  # the step the call moved on to, if any
+    probe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    call_id: str
+    group: str
+    outcome: str  # ok | failed | aborted
+    served_by: str
+    started_at: float  # epoch seconds
+    elapsed_ms: float
+    http_status: int
+    error_code: str
+    steps: tuple[Step, ...]
+
+    @property
+    def started(self) -> datetime:
+        from datetime import UTC
+
+        return datetime.fromtimestamp(self.started_at, tz=UTC)
+
+
+def fold_attempts(attempts: Iterable[AttemptLike]) -> tuple[Step, ...]:
+    """Consecutive attempts on one target become one numbered step."""
+    runs: list[list[AttemptLike]] = []
+    for attempt in attempts:
+        if runs and runs[-1][0].target == attempt.target:
+            runs[-1].append(attempt)
+        else:
+            runs.append([attempt])
+    steps: list[Step] = []
+    for number, run in enumerate(runs, start=1):
+        last = run[-1]
+        steps.append(
+            Step(
+                index=number,
+                target=last.target,
+                ok=last.ok,
+                code=last.code or None,
+                status=last.status,
+                tries=len(run),
+                elapsed_ms=last.elapsed_ms,
+                next_index=number + 1 if number < len(runs) else None,
+                probe=any(a.probe for a in run),
+            )
+        )
+    return tuple(steps)
+
+
+def call_from_record(record: object) -> CallView:
+    """From a live ``routing.events.CallRecord``."""
+    return CallView(
+        call_id=record.call_id,  # type: ignore[attr-defined]
+        group=record.group,  # type: ignore[attr-defined]
+        outcome=record.outcome,  # type: ignore[attr-defined]
+        served_by=record.served_by or "",  # type: ignore[attr-defined]
+        started_at=float(record.started_at),  # type: ignore[attr-defined]
+        elapsed_ms=float(record.elapsed_ms),  # type: ignore[attr-defined]
+        http_status=int(record.http_status),  # type: ignore[attr-defined]
+        error_code=record.error_code or "",  # type: ignore[attr-defined]
+        steps=fold_attempts(record.attempts),  # type: ignore[attr-defined]
+    )
+
+
+def call_from_row(row: object) -> CallView:
+    """From an audit ``Call`` whose attempts were prefetched in order."""
+    return CallView(
+        call_id=row.call_id,  # type: ignore[attr-defined]
+        group=row.group,  # type: ignore[attr-defined]
+        outcome=row.outcome,  # type: ignore[attr-defined]
+        served_by=row.served_by or "",  # type: ignore[attr-defined]
+        started_at=row.started_at.timestamp(),  # type: ignore[attr-defined]
+        elapsed_ms=float(row.elapsed_ms),  # type: ignore[attr-defined]
+        http_status=int(row.http_status),  # type: ignore[attr-defined]
+        error_code=row.error_code or "",  # type: ignore[attr-defined]
+        steps=fold_attempts(row.attempts.all()),  # type: ignore[attr-defined]
+    )

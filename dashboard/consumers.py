@@ -1,0 +1,63 @@
+"""The dashboard's one websocket: server → browser pushes for every open page.
+
+Only staff users get in: the session is read by ``AuthMiddlewareStack`` and the origin
+checked by ``AllowedHostsOriginValidator`` (``router_project.asgi``); anyone else is
+closed with code 4403 before joining the group. Browsers send nothing meaningful: a
+message from the page is ignored.
+
+Each channel-layer message type of ``dashboard.channel_names`` has a handler here that
+forwards the message as JSON with ``kind`` = its type.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from dashboard import broadcast
+from dashboard import channel_names as names
+
+FORBIDDEN = 4403
+
+
+class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
+            await self.close(code=FORBIDDEN)
+            return
+        broadcast.remember_loop()
+        broadcast.follow_hub()
+        await self.channel_layer.group_add(names.GROUP, self.channel_name)
+        self.joined = True
+        broadcast.listener_joined()
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "joined", False):
+            self.joined = False
+            broadcast.listener_left()
+            await self.channel_layer.group_discard(names.GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        return None  # the page only listens
+
+    async def _forward(self, message: dict[str, Any]) -> None:
+        payload = {key: value for key, value in message.items() if key != "type"}
+        await self.send_json({"kind": message["type"], **payload})
+
+    async def health_changed(self, message: dict[str, Any]) -> None:
+        await self._forward(message)
+
+    async def call_recorded(self, message: dict[str, Any]) -> None:
+        await self._forward(message)
+
+    async def group_changed(self, message: dict[str, Any]) -> None:
+        await self._forward(message)
+
+    async def provider_changed(self, message: dict[str, Any]) -> None:
+        await self._forward(message)
+
+    async def global_changed(self, message: dict[str, Any]) -> None:
+        await self._forward(message)

@@ -1,0 +1,74 @@
+"""Health badges: what a target's badge says, read from one health-store snapshot.
+
+A badge is one of
+
+- ``healthy``;
+- ``cooling`` with the deadline (epoch seconds, the server's clock) that the browser
+  counts down to; a cooling target whose deadline passed is ``probe-eligible`` (the next
+  call probes it), which the page shows as the end of the countdown;
+- ``probing`` (one call is trying it);
+- ``disabled`` with the failure code: the provider's credential failed (AUTH, QUOTA,
+  FORBIDDEN); every target of that provider shows it until an operator re-enables it.
+
+State comes from ``routing.audit.status.target_state``, the same reading the status API
+uses, so the page and ``/api/v1/status`` never disagree. Badges show codes, never
+upstream messages (an upstream can echo anything back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from routing.audit.status import target_state
+from routing.engine.health import Availability
+from routing.runtime import Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class Badge:
+    key: str  # "provider/model"
+    state: str  # healthy | cooling | probe-eligible | probing | disabled
+    until: float  # cooling deadline, epoch seconds; 0 unless cooling
+    remaining_s: float
+    code: str | None  # last failure code (the disabling code when disabled)
+
+    @property
+    def provider(self) -> str:
+        return self.key.split("/", 1)[0]
+
+
+def provider_of(key: str) -> str:
+    return key.split("/", 1)[0]
+
+
+async def badges_read(runtime: Runtime, keys: Iterable[str]) -> dict[str, Badge]:
+    """One snapshot for all ``keys``; a key the store never saw is healthy."""
+    wanted = sorted(set(keys))
+    providers = sorted({provider_of(key) for key in wanted})
+    snapshot = await runtime.store.snapshot(wanted, providers)
+    now = runtime.clock()
+    badges: dict[str, Badge] = {}
+    for key in wanted:
+        health = snapshot.targets.get(key)
+        provider = snapshot.providers.get(provider_of(key))
+        state, avail, remaining = target_state(health, provider, now)
+        if provider is not None and provider.disabled:
+            code = provider.code
+        else:
+            code = health.last_code if health is not None else None
+        until = health.until if health is not None and avail is Availability.COOLING else 0.0
+        name = "healthy" if avail is Availability.AVAILABLE else avail.value
+        badges[key] = Badge(key=key, state=name, until=until, remaining_s=remaining, code=code)
+    return badges
+
+
+async def disabled_providers(runtime: Runtime, names: Iterable[str]) -> dict[str, str]:
+    """``{provider: code}`` for the providers whose credential is disabled."""
+    wanted = sorted(set(names))
+    snapshot = await runtime.store.snapshot([], wanted)
+    return {
+        name: health.code or "disabled"
+        for name, health in snapshot.providers.items()
+        if health.disabled
+    }

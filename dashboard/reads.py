@@ -1,0 +1,142 @@
+"""What the groups page shows, assembled from three reads: the configuration
+(``routing.selectors``, sync ORM), health (one state-store snapshot for every target on
+the page) and recent calls (the audit tables, async ORM).
+
+A failed read of recent calls does not hide the groups: the card says why the calls are
+missing (SPEC §7: a failed load says why).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from dashboard.chain import CallView, call_from_row
+from dashboard.health import Badge, badges_read
+from routing import selectors
+from routing.audit.selectors import calls_recent
+from routing.runtime import get_runtime
+
+log = logging.getLogger("switchyard.dashboard")
+
+CALLS_PER_GROUP = 10
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRow:
+    id: int
+    provider: str
+    model: str
+    weight: int
+    enabled: bool
+    context_window: int | None
+    badge: Badge
+    up_order: str  # the whole order after moving this target up ("" = cannot)
+    down_order: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}/{self.model}"
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderChoice:
+    name: str
+    models: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class GroupCard:
+    name: str
+    version: int
+    algorithm: str
+    targets: list[TargetRow]
+    providers: list[ProviderChoice]
+    calls: list[CallView] = field(default_factory=list)
+    calls_error: str = ""
+    conflict: bool = False
+    error: str = ""
+    notice: str = ""
+
+    @property
+    def chain(self) -> list[TargetRow]:
+        """The targets a call walks through, in order (disabled ones are skipped)."""
+        return [t for t in self.targets if t.enabled]
+
+
+def _moved(ids: list[int], index: int, delta: int) -> str:
+    other = index + delta
+    if not 0 <= other < len(ids):
+        return ""
+    order = list(ids)
+    order[index], order[other] = order[other], order[index]
+    return ",".join(map(str, order))
+
+
+def provider_choices(providers: Sequence[Mapping[str, Any]]) -> list[ProviderChoice]:
+    """Only providers with a loaded model list can be picked (honest placeholders)."""
+    return [ProviderChoice(p["name"], tuple(p["models"])) for p in providers if p.get("models")]
+
+
+def _card(
+    detail: Mapping[str, Any], badges: Mapping[str, Badge], providers: list[ProviderChoice]
+) -> GroupCard:
+    targets = sorted(detail["targets"], key=lambda t: t["position"])
+    ids = [t["id"] for t in targets]
+    rows = [
+        TargetRow(
+            id=t["id"],
+            provider=t["provider"],
+            model=t["model"],
+            weight=t["weight"],
+            enabled=t["enabled"],
+            context_window=t["context_window"],
+            badge=badges[f"{t['provider']}/{t['model']}"],
+            up_order=_moved(ids, index, -1),
+            down_order=_moved(ids, index, +1),
+        )
+        for index, t in enumerate(targets)
+    ]
+    return GroupCard(
+        name=detail["name"],
+        version=detail["version"],
+        algorithm=str(detail["fields"]["algorithm"]["value"]),
+        targets=rows,
+        providers=providers,
+    )
+
+
+async def _recent_calls(card: GroupCard) -> None:
+    try:
+        card.calls = [
+            call_from_row(row) for row in await calls_recent(group=card.name, limit=CALLS_PER_GROUP)
+        ]
+    except Exception as exc:  # shown on the card; the rest of the page still works
+        log.exception("dashboard: recent calls of %s could not be read", card.name)
+        card.calls_error = f"{type(exc).__name__}: {exc}"
+
+
+async def group_cards(details: Sequence[Mapping[str, Any]]) -> list[GroupCard]:
+    """Cards for the given ``selectors.group_detail`` dicts: one health snapshot for all."""
+    providers = provider_choices(await sync_to_async(selectors.provider_list)())
+    keys = [f"{t['provider']}/{t['model']}" for d in details for t in d["targets"]]
+    badges = await badges_read(get_runtime(), keys)
+    cards = [_card(detail, badges, providers) for detail in details]
+    for card in cards:
+        await _recent_calls(card)
+    return cards
+
+
+async def all_group_cards() -> list[GroupCard]:
+    return await group_cards(await sync_to_async(selectors.group_list)())
+
+
+async def group_card(name: str) -> GroupCard:
+    """Raises ``routing.services.NotFound``."""
+    detail = await sync_to_async(selectors.group_detail)(name=name)
+    [card] = await group_cards([detail])
+    return card

@@ -1,0 +1,53 @@
+"""Small formatting helpers for the dashboard templates."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.simple_tag
+def server_now() -> str:
+    """The gateway clock (epoch seconds): the browser corrects its countdowns by it."""
+    from routing.runtime import get_runtime
+
+    return f"{get_runtime().clock():.3f}"
+
+
+@register.filter
+def duration_ms(value: float | int | None) -> str:
+    """``840 ms`` below a second, ``1.2 s`` above."""
+    if value is None:
+        return ""
+    ms = float(value)
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
+@register.filter
+def countdown(seconds: float | int | None) -> str:
+    """Server-side first frame of the countdown the browser then ticks (same format)."""
+    if not seconds or seconds <= 0:
+        return "over, next call probes"
+    whole = int(-(-float(seconds) // 1))  # ceil
+    if whole < 60:
+        return f"{whole} s"
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
+@register.filter
+def as_json(value: Any) -> str:
+    return json.dumps(value)
+
+
+@register.filter
+def contains(container: Any, item: Any) -> bool:
+    try:
+        return item in container
+    except TypeError:
+        return False

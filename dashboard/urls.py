@@ -1,0 +1,42 @@
+"""Dashboard pages and their htmx endpoints (mounted at ``/`` by ``router_project.urls``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+from django.views.generic import RedirectView
+
+from dashboard.views import groups, policy, providers
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="dashboard:groups"), name="home"),
+    path("groups/", groups.groups_page, name="groups"),
+    path("groups/<str:name>/card/", groups.group_card, name="group-card"),
+    path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
+    path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),
+    path("groups/<str:name>/targets/reorder/", groups.targets_reorder, name="targets-reorder"),
+    path("groups/<str:name>/targets/add/", groups.target_add, name="target-add"),
+    path("groups/<str:name>/targets/models/", groups.provider_models, name="provider-models"),
+    path(
+        "groups/<str:name>/targets/<int:target_id>/remove/",
+        groups.target_remove,
+        name="target-remove",
+    ),
+    path(
+        "groups/<str:name>/targets/<int:target_id>/enabled/",
+        groups.target_enabled,
+        name="target-enabled",
+    ),
+    path(
+        "groups/<str:name>/targets/<int:target_id>/reset/", groups.target_reset, name="target-reset"
+    ),
+    path("settings/", policy.global_settings, name="global-settings"),
+    path("settings/restore/", policy.global_restore, name="global-restore"),
+    path("providers/", providers.providers_page, name="providers"),
+    path("providers/<str:name>/", providers.provider_edit, name="provider-edit"),
+    path("providers/<str:name>/refresh/", providers.provider_refresh, name="provider-refresh"),
+    path("providers/<str:name>/test/", providers.provider_test, name="provider-test"),
+    path("providers/<str:name>/enable/", providers.provider_enable, name="provider-enable"),
+    path("providers/<str:name>/delete/", providers.provider_delete, name="provider-delete"),
+]

@@ -1,0 +1,1 @@
+"""Dashboard views: thin async edges that parse, call one service or selector, render."""

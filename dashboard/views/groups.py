@@ -1,0 +1,210 @@
+"""The groups page: every group's ordered targets with live health, target actions, the
+fallback chain panel. Every action answers with the group's card re-rendered
+(``groups.html#group_card``) so the page shows the state the server now has.
+
+Outcome of an action, as the card shows it:
+
+- done → 200, the fresh card (new version) with a short notice;
+- stale (``VersionConflict``) → 409, the fresh card with a "changed in another window"
+  banner: nothing was changed, and the card now shows what the other window did;
+- rejected (``ConfigError``) → 422, the fresh card with the reason;
+- group gone (``NotFound``) → 404 and a note in place of the card.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.html import format_html
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard import reads
+from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
+from routing import selectors, services
+from routing.config.errors import ConfigError
+
+CARD = "dashboard/groups.html#group_card"
+
+
+@require_GET
+@staff_required
+async def groups_page(request: HttpRequest) -> HttpResponse:
+    load_error = ""
+    cards: list[reads.GroupCard] = []
+    try:
+        cards = await reads.all_group_cards()
+    except Exception as exc:  # the page says why instead of a bare 500
+        load_error = f"{type(exc).__name__}: {exc}"
+    context = {"cards": cards, "load_error": load_error, "nav": "groups"}
+    return render(request, "dashboard/groups.html", context, status=500 if load_error else 200)
+
+
+def _gone(name: str) -> HttpResponse:
+    html = format_html(
+        '<section class="card" data-group="{}"><p class="empty">Group {} no longer exists '
+        "(deleted in another window).</p></section>",
+        name,
+        name,
+    )
+    return HttpResponse(html, status=404)
+
+
+async def _card_response(
+    request: HttpRequest, name: str, status: int = 200, **flags: Any
+) -> HttpResponse:
+    try:
+        card = await reads.group_card(name)
+    except services.NotFound:
+        return _gone(name)
+    for key, value in flags.items():
+        setattr(card, key, value)
+    return render(request, CARD, {"card": card}, status=status)
+
+
+@require_GET
+@staff_required
+async def group_card(request: HttpRequest, name: str) -> HttpResponse:
+    return await _card_response(request, name)
+
+
+async def _act(
+    request: HttpRequest, name: str, write: Callable[[], object], notice: str
+) -> HttpResponse:
+    try:
+        await sync_to_async(write)()
+    except services.VersionConflict:
+        return await _card_response(request, name, 409, conflict=True)
+    except services.NotFound as exc:
+        if exc.kind == "group":
+            return _gone(name)
+        return await _card_response(request, name, 422, error=str(exc))
+    except ConfigError as exc:
+        return await _card_response(
+            request, name, 422, error="; ".join(e.message for e in exc.errors)
+        )
+    return await _card_response(request, name, notice=notice)
+
+
+def _based_on(request: HttpRequest) -> int:
+    return int_or_none(request.POST.get("based_on")) or 0
+
+
+@require_POST
+@staff_required
+async def targets_reorder(request: HttpRequest, name: str) -> HttpResponse:
+    parts = [int_or_none(part) for part in request.POST.get("order", "").split(",")]
+    order = [pk for pk in parts if pk is not None]
+    if len(order) != len(parts):
+        return await _card_response(request, name, 422, error="the order must list target ids")
+    return await _act(
+        request,
+        name,
+        lambda: services.targets_reorder(
+            group=name,
+            order=order,
+            based_on=_based_on(request),
+            actor=actor(request),
+            path=PAGE_PATH,
+        ),
+        "Order saved: the next call follows it.",
+    )
+
+
+@require_POST
+@staff_required
+async def target_add(request: HttpRequest, name: str) -> HttpResponse:
+    provider = request.POST.get("provider", "")
+    model = request.POST.get("model", "")
+    if not provider or not model:
+        return await _card_response(
+            request, name, 422, error="pick a provider and one of its models"
+        )
+    weight = int_or_none(request.POST.get("weight")) or 1
+    context_text = request.POST.get("context_window", "").strip()
+    context_window = int_or_none(context_text) if context_text else None
+    if context_text and context_window is None:
+        return await _card_response(
+            request, name, 422, error="context window must be a whole number"
+        )
+    return await _act(
+        request,
+        name,
+        lambda: services.target_add(
+            group=name,
+            provider=provider,
+            model=model,
+            weight=weight,
+            context_window=context_window,
+            based_on=_based_on(request),
+            actor=actor(request),
+            path=PAGE_PATH,
+        ),
+        f"Added {provider}/{model}.",
+    )
+
+
+@require_POST
+@staff_required
+async def target_remove(request: HttpRequest, name: str, target_id: int) -> HttpResponse:
+    return await _act(
+        request,
+        name,
+        lambda: services.target_remove(
+            group=name,
+            target_id=target_id,
+            based_on=_based_on(request),
+            actor=actor(request),
+            path=PAGE_PATH,
+        ),
+        "Target removed.",
+    )
+
+
+@require_POST
+@staff_required
+async def target_enabled(request: HttpRequest, name: str, target_id: int) -> HttpResponse:
+    enabled = request.POST.get("enabled") == "1"
+    return await _act(
+        request,
+        name,
+        lambda: services.target_set_enabled(
+            group=name,
+            target_id=target_id,
+            enabled=enabled,
+            based_on=_based_on(request),
+            actor=actor(request),
+            path=PAGE_PATH,
+        ),
+        "Target enabled." if enabled else "Target disabled: calls skip it.",
+    )
+
+
+@require_POST
+@staff_required
+async def target_reset(request: HttpRequest, name: str, target_id: int) -> HttpResponse:
+    return await _act(
+        request,
+        name,
+        lambda: services.target_reset(target_id=target_id, actor=actor(request)),
+        "Target reset: its cooling and counters are cleared.",
+    )
+
+
+@require_GET
+@staff_required
+async def provider_models(request: HttpRequest, name: str) -> HttpResponse:
+    """``<option>``s for the add-target form: the chosen provider's model list, nothing
+    pre-selected; models already in the group are shown but cannot be picked."""
+    provider_name = request.GET.get("provider", "")
+    try:
+        provider = await sync_to_async(selectors.provider_detail)(name=provider_name)
+        group = await sync_to_async(selectors.group_detail)(name=name)
+    except services.NotFound as exc:
+        return HttpResponse(format_html('<option value="" selected disabled>{}</option>', exc))
+    taken = {t["model"] for t in group["targets"] if t["provider"] == provider_name}
+    context = {"models": provider["models"], "taken": taken}
+    return render(request, "dashboard/groups.html#model_options", context)

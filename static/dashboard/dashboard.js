@@ -1,0 +1,198 @@
+// Switchyard dashboard: the one websocket, live health badges with countdowns, the
+// fallback chain panel, conflict banners and save-failure banners.
+// Message kinds are defined in dashboard/channel_names.py.
+(function () {
+  "use strict";
+
+  var offset = 0; // server clock minus browser clock, seconds
+  var latest = {}; // "group:auto" -> newest version announced over the websocket
+  var inflight = {}; // "group:auto" -> htmx requests under way from that element
+  var socket = null;
+  var retryMs = 500;
+
+  function setServerNow(now) {
+    if (typeof now === "number" && now > 0) offset = now - Date.now() / 1000;
+  }
+
+  function serverNow() {
+    return Date.now() / 1000 + offset;
+  }
+
+  function formatRemaining(seconds) {
+    var s = Math.ceil(seconds);
+    if (s < 60) return s + " s";
+    var m = Math.floor(s / 60);
+    var rest = s % 60;
+    return m + ":" + (rest < 10 ? "0" : "") + rest;
+  }
+
+  // ---------------------------------------------------------------- countdowns
+  function tick() {
+    var now = serverNow();
+    document.querySelectorAll("[data-until]").forEach(function (badge) {
+      var until = parseFloat(badge.dataset.until);
+      var out = badge.querySelector("[data-countdown]");
+      if (!until || !out) return;
+      var left = until - now;
+      if (left > 0) {
+        out.textContent = formatRemaining(left);
+      } else {
+        out.textContent = "over, next call probes";
+        badge.classList.add("badge-probe-eligible");
+      }
+    });
+  }
+
+  // ---------------------------------------------------------------- conflicts
+  function versionKey(el) {
+    return el.dataset.versioned;
+  }
+
+  function refreshConflicts() {
+    document.querySelectorAll("[data-versioned]").forEach(function (el) {
+      var key = versionKey(el);
+      var banner = el.querySelector("[data-conflict-banner]");
+      if (!banner || inflight[key] > 0 || !(key in latest)) return;
+      var mine = parseInt(el.dataset.version, 10);
+      var theirs = latest[key];
+      if (theirs === 0 || theirs > mine) {
+        banner.hidden = false;
+        var text = banner.querySelector("[data-conflict-text]");
+        if (text && theirs === 0) text.textContent = "Deleted in another window.";
+      }
+    });
+  }
+
+  function announce(key, version) {
+    var previous = latest[key];
+    latest[key] = version === 0 || !previous ? version : Math.max(previous, version);
+    refreshConflicts();
+  }
+
+  // ---------------------------------------------------------------- pushes
+  function replaceBadges(badges) {
+    Object.keys(badges).forEach(function (key) {
+      document.querySelectorAll('[data-badge="' + CSS.escape(key) + '"]').forEach(function (old) {
+        old.insertAdjacentHTML("beforebegin", badges[key]);
+        var fresh = old.previousElementSibling;
+        old.remove();
+        if (fresh && window.htmx) window.htmx.process(fresh); // its re-enable button posts via htmx
+      });
+    });
+    tick();
+  }
+
+  function addCall(message) {
+    document.querySelectorAll('[data-calls="' + CSS.escape(message.group) + '"]').forEach(function (list) {
+      if (list.querySelector('[data-call-id="' + CSS.escape(message.call_id) + '"]')) return;
+      list.insertAdjacentHTML("afterbegin", message.html);
+      var empty = list.parentElement.querySelector("[data-calls-empty]");
+      if (empty) empty.hidden = true;
+      var limit = parseInt(list.dataset.limit || "20", 10);
+      while (list.children.length > limit) list.lastElementChild.remove();
+    });
+  }
+
+  function onMessage(event) {
+    var message;
+    try {
+      message = JSON.parse(event.data);
+    } catch (e) {
+      return;
+    }
+    setServerNow(message.now);
+    switch (message.kind) {
+      case "health.changed":
+        replaceBadges(message.badges || {});
+        break;
+      case "call.recorded":
+        addCall(message);
+        break;
+      case "group.changed":
+        announce("group:" + message.name, message.version);
+        break;
+      case "provider.changed":
+        announce("provider:" + message.name, message.version);
+        break;
+      case "global.changed":
+        announce("global:", message.version);
+        break;
+    }
+  }
+
+  function liveState(state, text) {
+    var el = document.getElementById("live-status");
+    if (!el) return;
+    el.dataset.state = state;
+    el.textContent = text;
+  }
+
+  function connect() {
+    var path = document.body.dataset.wsPath;
+    if (!path) return;
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    socket = new WebSocket(scheme + location.host + path);
+    socket.onopen = function () {
+      retryMs = 500;
+      liveState("live", "live");
+    };
+    socket.onmessage = onMessage;
+    socket.onclose = function (event) {
+      if (event.code === 4403) {
+        liveState("down", "live updates refused: log in again");
+        return;
+      }
+      liveState("down", "live updates lost, reconnecting\u2026");
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 10000);
+    };
+  }
+
+  // ---------------------------------------------------------------- htmx hooks
+  function containerKey(elt) {
+    var box = elt && elt.closest ? elt.closest("[data-versioned]") : null;
+    return box ? versionKey(box) : null;
+  }
+
+  function showTransport(elt, text) {
+    var box = elt && elt.closest ? elt.closest("[data-versioned]") : null;
+    var banner = (box && box.querySelector("[data-transport-banner]")) || document.getElementById("global-errors");
+    if (!banner) return;
+    banner.hidden = false;
+    banner.textContent = text;
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var key = containerKey(evt.detail.elt);
+    evt.detail.xhr.switchyardKey = key;
+    if (key) inflight[key] = (inflight[key] || 0) + 1;
+    var box = evt.detail.elt.closest && evt.detail.elt.closest("[data-versioned]");
+    var banner = box && box.querySelector("[data-transport-banner]");
+    if (banner) banner.hidden = true;
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var key = evt.detail.xhr.switchyardKey;
+    if (key) inflight[key] = Math.max(0, (inflight[key] || 1) - 1);
+  });
+  document.addEventListener("htmx:sendError", function (evt) {
+    showTransport(evt.detail.elt, "Not saved: the server could not be reached (network error). Check the connection and try again.");
+  });
+  document.addEventListener("htmx:timeout", function (evt) {
+    showTransport(evt.detail.elt, "Not saved: the server did not answer in time. Reload to see whether the change was applied.");
+  });
+  document.addEventListener("htmx:responseError", function (evt) {
+    var status = evt.detail.xhr.status;
+    showTransport(evt.detail.elt, "Not saved: the server answered HTTP " + status + ". Reload to see the current state.");
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    refreshConflicts();
+    tick();
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setServerNow(parseFloat(document.body.dataset.serverNow));
+    tick();
+    setInterval(tick, 500);
+    connect();
+  });
+})();

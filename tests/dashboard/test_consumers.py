@@ -1,0 +1,181 @@
+"""The dashboard websocket through the whole ASGI stack: origin check, session, staff
+gate, and the pushes it carries (health, calls, config saves)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.health import CircuitPolicy, EventKind, HealthEvent
+from routing.events import AttemptRecord, CallRecord
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def _session_cookie(username: str, *, staff: bool) -> bytes:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    user = User.objects.create_user(username, password="pw-for-tests-only", is_staff=staff)
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+session_cookie = database_sync_to_async(_session_cookie)
+
+
+def communicator(*headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+    from router_project.asgi import application
+
+    return WebsocketCommunicator(application, "/ws/dashboard/", headers=list(headers))
+
+
+@pytest.fixture
+async def live(
+    transactional_db: None, fresh_runtime: object
+) -> AsyncIterator[WebsocketCommunicator]:
+    cookie = await session_cookie("operator", staff=True)
+    socket = communicator(ORIGIN, (b"cookie", cookie))
+    connected, _ = await socket.connect()
+    assert connected
+    yield socket
+    await socket.disconnect()
+
+
+async def test_anonymous_sockets_are_closed_with_4403(transactional_db: None) -> None:
+    socket = communicator(ORIGIN)
+    connected, code = await socket.connect()
+    assert (connected, code) == (False, 4403)
+
+
+async def test_non_staff_sessions_are_closed_with_4403(transactional_db: None) -> None:
+    socket = communicator(ORIGIN, (b"cookie", await session_cookie("visitor", staff=False)))
+    connected, code = await socket.connect()
+    assert (connected, code) == (False, 4403)
+
+
+async def test_a_foreign_origin_is_refused_even_with_a_staff_session(
+    transactional_db: None,
+) -> None:
+    cookie = await session_cookie("operator", staff=True)
+    socket = communicator((b"origin", b"http://evil.example"), (b"cookie", cookie))
+    connected, _ = await socket.connect()
+    assert connected is False
+
+
+async def test_a_committed_group_save_is_announced_with_its_version(
+    live: WebsocketCommunicator, configure: Callable[..., None]
+) -> None:
+    from routing import services
+    from routing.models import Group
+
+    await database_sync_to_async(configure)()
+    version = await database_sync_to_async(lambda: Group.objects.get(name="auto").version)()
+    await drain(live)  # the config file's own notices
+    await database_sync_to_async(services.group_update_policy)(
+        name="auto", changes={"retry.max_retries": 1}, based_on=version, actor="user:t", path="page"
+    )
+    message = await next_of_kind(live, "group.changed")
+    assert (message["name"], message["version"]) == ("auto", version + 1)
+
+
+async def test_a_refused_write_announces_nothing(
+    live: WebsocketCommunicator, configure: Callable[..., None]
+) -> None:
+    from routing import services
+
+    await database_sync_to_async(configure)()
+    await drain(live)
+    with pytest.raises(services.VersionConflict):
+        await database_sync_to_async(services.group_update_policy)(
+            name="auto", changes={"retry.max_retries": 1}, based_on=0, actor="user:t", path="page"
+        )
+    assert await live.receive_nothing(timeout=0.3)
+
+
+async def test_health_changes_push_fresh_badges(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    now = fresh_runtime.clock()
+    events = await fresh_runtime.store.record_failure(
+        "p1/a",
+        Failure(FailureCode.RATE_LIMIT, "slow down", 429, retry_after_s=30.0),
+        CircuitPolicy(),
+        now,
+        was_probe=False,
+    )
+    fresh_runtime.hub.publish_all(events)
+    message = await next_of_kind(live, "health.changed")
+    badge = message["badges"]["p1/a"]
+    assert 'data-badge="p1/a"><span class="badge badge-cooling"' in badge
+    assert f'data-until="{now + 30.0:.3f}"' in badge
+    assert message["now"] == pytest.approx(now, abs=5)
+
+
+async def test_finished_calls_are_pushed_as_chain_rows(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    record = CallRecord(
+        call_id="call-1",
+        group="auto",
+        session=None,
+        stream=False,
+        started_at=fresh_runtime.clock(),
+        served_by="p2/b",
+        elapsed_ms=900.0,
+        attempts=[
+            AttemptRecord("p1/a", 1, False, 5.0, code="RATE_LIMIT", status=429),
+            AttemptRecord("p1/a", 2, False, 5.0, code="RATE_LIMIT", status=429),
+            AttemptRecord("p2/b", 1, True, 840.0),
+        ],
+    )
+    fresh_runtime.hub.publish(record)
+    message = await next_of_kind(live, "call.recorded")
+    assert (message["group"], message["call_id"]) == ("auto", "call-1")
+    assert "<code>p1/a</code> ✕ RATE_LIMIT (429) tried 2× → 2" in message["html"]
+    assert "<code>p2/b</code> ✓ 840 ms" in message["html"]
+
+
+async def test_a_replaced_hub_is_followed_on_the_next_connect(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    from routing.events import EventHub
+
+    old = fresh_runtime.hub
+    fresh_runtime.hub = EventHub()
+    cookie = await session_cookie("second", staff=True)
+    other = communicator(ORIGIN, (b"cookie", cookie))
+    assert (await other.connect())[0]
+    assert old._subscribers == []  # the push subscription moved to the new hub
+    fresh_runtime.hub.publish(HealthEvent(EventKind.RESET, "p1/a", "p1", fresh_runtime.clock()))
+    assert (await next_of_kind(other, "health.changed"))["badges"]["p1/a"]
+    await other.disconnect()
+
+
+async def test_without_an_open_socket_nothing_is_rendered_or_sent(fresh_runtime: Any) -> None:
+    from dashboard import broadcast
+
+    broadcast.follow_hub()
+    assert broadcast._listeners == 0
+    record = CallRecord(call_id="c", group="auto", session=None, stream=False, started_at=0.0)
+    fresh_runtime.hub.publish(record)
+    assert not broadcast._pending
+
+
+async def next_of_kind(socket: WebsocketCommunicator, kind: str) -> dict[str, Any]:
+    for _ in range(20):
+        message = await socket.receive_json_from(timeout=3)
+        if message["kind"] == kind:
+            return message
+    raise AssertionError(f"no {kind} message")
+
+
+async def drain(socket: WebsocketCommunicator) -> None:
+    while not await socket.receive_nothing(timeout=0.2):
+        await socket.receive_from()
