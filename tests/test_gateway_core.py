@@ -353,3 +353,16 @@ def test_upstream_error_text_is_scrubbed_of_the_credential(h: Harness) -> None:
         h.client().chat.completions.create(model="auto", messages=MESSAGES)
     assert "upstream-key-p1" not in caught.value.message
     assert "[redacted]" in caught.value.message
+
+
+def test_the_call_deadline_bounds_retries_and_switches_together(harness: Harness) -> None:
+    harness.configure(TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    deadline_s: 1\n"))
+    harness.upstream.script("a", then=Silent())
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as caught:
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert time.monotonic() - started < 3
+    assert caught.value.status_code == 502
+    assert "p1/a → TIMEOUT" in caught.value.message
+    assert "p2/b → not tried" in caught.value.message
+    assert harness.upstream.count("b") == 0

@@ -137,6 +137,8 @@ class Call:
     # ------------------------------------------------------------------ selection
     async def _pick(self, ticket: int) -> tuple[TargetSpec, bool] | None:
         group, store = self.group, self.runtime.store
+        if self.loop.time() >= self.deadline:
+            return None  # the call's deadline: stop here rather than charge targets for it
         keys = [t.key for t in group.targets]
         snapshot = await store.snapshot(keys, list({t.provider.name for t in group.targets}))
         now = self.runtime.clock()
