@@ -1,0 +1,422 @@
+"""Driver: DIRECT vs THROUGH SWITCHYARD in the same run, alternating rounds, one table.
+
+``python -m bench.run [--quick] [--scenarios a,b,...] [--duration S] [--scale-out]
+[--server daphne|uvicorn] [--markdown] [--soak S] [--rate R] [--stub] [--json FILE]``
+(``--help`` lists the rest).
+
+Layout on the machine: the gateway is pinned to the first usable core; the driver,
+load generator, upstream and Redis share the others (with one core nothing is
+pinned). For each scenario the gateway is started fresh (so its peak RSS belongs to
+that scenario), one warm-up round per path is thrown away, then ``rounds`` rounds per
+path run in alternating ABBA order (D T T D ...) so drift hits both paths alike.
+The gateway's CPU per request is the delta of its own utime+stime over the measured
+window (read just before a round is handed to the warm load-generator worker and just
+after its result comes back) divided by responses completed.
+See bench/README.md for the columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import procs, report
+from bench.children import ChildFailed, LoadgenWorker, Upstream
+from bench.gateway import (
+    UPSTREAM_KEY,
+    Gateway,
+    GatewayUnavailable,
+    Prepared,
+    RedisServer,
+    http_status,
+    prepare,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DRAIN_S = 5.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    title: str
+    concurrency: int
+    stream: bool = False
+    chunks: int = 20
+    delay_ms: float = 0.0
+    group: str = "bench"  # what THROUGH calls ask for; DIRECT always asks the upstream for fast
+
+
+SCENARIOS = {s.key: s for s in (
+    Scenario("a", "non-streaming, c=1, upstream 0 ms: pure overhead", 1),
+    Scenario("b", "non-streaming, c=32: throughput", 32),
+    Scenario("c", "streaming 20 chunks, c=8: time-to-first-token overhead", 8, stream=True),
+    Scenario("d", "non-streaming, c=64, upstream 50 ms: concurrency", 64, delay_ms=50.0),
+    Scenario("e", "(a) with a failing first target tried on every call (group "
+             "bench-failover-hot, zero cooldown): price of a failover", 1,
+             group="bench-failover-hot"),
+    Scenario("f", "(a) with the failing first target left cooling after its first failure "
+             "(group bench-failover, default circuit): price of skipping it", 1,
+             group="bench-failover"),
+)}
+DEFAULT_SCENARIOS = "a,b,c,d,e,f"
+# Four paths per scenario double the time; these three show what a shared store costs
+# per call (a), under load (b) and when health changes on every call (e).
+SCALE_OUT_SCENARIOS = "a,b,e"
+
+
+@dataclass
+class BenchPath:
+    """One way to reach the upstream: directly, or through a gateway (maybe with Redis)."""
+
+    label: str
+    url: str
+    key: str
+    gateway: Gateway | None = None
+    store: RedisServer | None = None
+
+    def model(self, scenario: Scenario) -> str:
+        if self.gateway is None:
+            return "fast"
+        return self.gateway.prepared.group(scenario.group)
+
+
+class RoundFailed(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args = args
+        self.work = work
+        self.gateway_cpus, self.client_cpus = procs.plan_cpus()
+        if self.client_cpus:
+            procs.pin(0, self.client_cpus)  # children (loadgen, upstream, redis) inherit this
+        self.upstream = Upstream(work)
+        try:
+            self.loadgen = LoadgenWorker(work)
+        except ChildFailed:
+            self.upstream.stop()
+            raise
+        self.direct = BenchPath("direct", self.upstream.url, UPSTREAM_KEY)
+        self.prepared: Prepared | None = None
+        self.unavailable: str | None = None
+        self.redis: RedisServer | None = None
+        self.notes: list[str] = []
+        self.gateway_pinning: str = "-"
+        self.idle_cpu: list[float] = []
+        self._gateways_alive: list[Gateway] = []  # sampled during direct rounds: idle cost
+        self.started: list[Gateway] = []
+
+    # ---- set-up ---------------------------------------------------------------------
+    def setup(self) -> None:
+        try:
+            self.prepared = prepare(repo=ROOT, work=self.work, upstream_port=self.upstream.port,
+                                    stub=self.args.stub)
+        except GatewayUnavailable as exc:
+            self.unavailable = f"gateway set-up failed: {exc}"
+            return
+        self.notes += self.prepared.notes
+        if self.args.scale_out:
+            self.redis = RedisServer(self.work, self.client_cpus)
+            try:
+                self.redis.start()
+            except GatewayUnavailable as exc:
+                self.notes.append(f"scale-out skipped: {exc}")
+                self.redis = None
+
+    def start_paths(self, scenario: Scenario, *, scale_out: bool
+                    ) -> list[tuple[BenchPath | None, str, str | None]]:
+        """The THROUGH paths for one scenario: (path or None, label, why unavailable)."""
+        wanted: list[tuple[str, int, str | None]] = [("through", 1, None)]
+        if scale_out:
+            if self.redis is None:
+                wanted += [("redis x1", 1, "n/a"), ("redis x2", 2, "n/a")]
+            else:
+                wanted += [("redis x1", 1, self.redis.url(1)), ("redis x2", 2, self.redis.url(2))]
+        started: list[tuple[BenchPath | None, str, str | None]] = []
+        for label, count, redis_url in wanted:
+            if self.prepared is None or redis_url == "n/a":
+                started.append((None, label, self.unavailable or "redis-server unavailable"))
+                continue
+            gateway = Gateway(label.replace(" ", ""), self.prepared, self.args.server, count,
+                              redis_url, self.gateway_cpus, self.args.quiet_server)
+            self.started.append(gateway)  # close() stops whatever is still running
+            try:
+                gateway.start()
+            except GatewayUnavailable as exc:
+                started.append((None, label, str(exc)))
+                continue
+            path = BenchPath(label, gateway.url, self.prepared.secret, gateway,
+                             self.redis if redis_url else None)
+            problem = self.preflight(path, scenario)
+            if problem:
+                gateway.stop()
+                started.append((None, label, problem))
+            else:
+                started.append((path, label, None))
+                self.gateway_pinning = " / ".join(sorted({procs.allowed_cpus(p) for p in gateway.pids}))
+        return started
+
+    def preflight(self, path: BenchPath, scenario: Scenario) -> str | None:
+        body = json.dumps({"model": path.model(scenario),
+                           "messages": [{"role": "user", "content": "ping"}]}).encode()
+        answer = http_status("127.0.0.1", path.gateway.port if path.gateway else 0, "POST",
+                             "/v1/chat/completions", body=body, timeout=15.0,
+                             headers={"Authorization": f"Bearer {path.key}",
+                                      "Content-Type": "application/json"})
+        if answer is None:
+            return "preflight: no HTTP answer"
+        status, _, data = answer
+        if status != 200 or b'"choices"' not in data:
+            return f"preflight: HTTP {status}: {data[:200].decode('utf-8', 'replace')}"
+        return None
+
+    # ---- one round ------------------------------------------------------------------
+    def run_round(self, path: BenchPath, scenario: Scenario, duration: float) -> dict[str, Any]:
+        argv = ["--url", path.url, "--model", path.model(scenario), "--key", path.key,
+                "-c", str(scenario.concurrency), "-d", str(duration), "--drain", str(DRAIN_S)]
+        if scenario.stream:
+            argv += ["--stream", "--expect-chunks", str(scenario.chunks)]
+        if self.args.rate:
+            argv += ["--rate", str(self.args.rate)]
+        try:
+            before = self._counters(path)
+            self.loadgen.start(argv)
+            result = self.loadgen.result(timeout=duration + DRAIN_S + 30)
+            after = self._counters(path)
+        except ChildFailed as exc:
+            raise RoundFailed(str(exc)) from exc
+
+        done = max(result["completed"], 1)
+        if path.gateway is not None:
+            result["gateway_cpu_ms_per_req"] = (after["gateway"] - before["gateway"]) * 1000 / done
+            result["gateway_cpu_s_by_process"] = [
+                b - a for a, b in zip(before["split"], after["split"], strict=False)]
+            busy = after["core"][0] - before["core"][0]
+            ticks = after["core"][1] - before["core"][1]
+            if ticks > 0:
+                own = (after["gateway"] - before["gateway"]) * procs.CLOCK_TICKS / ticks
+                result["gateway_core"] = {"busy": busy / ticks, "gateway": own,
+                                          "other": max(0.0, busy / ticks - own)}
+        elif self._gateways_alive:
+            idle = after["gateway"] - before["gateway"]
+            self.idle_cpu.append(idle * 1000 / result["elapsed_s"])
+        if path.store is not None:
+            result["store_cpu_ms_per_req"] = (after["store"] - before["store"]) * 1000 / done
+        result["upstream"] = {k: after["upstream"].get(k, 0) - v
+                              for k, v in before["upstream"].items()} | {
+            k: v for k, v in after["upstream"].items() if k not in before["upstream"]}
+        result["steal"] = ((after["steal"] - before["steal"]) /
+                           max(1, after["total"] - before["total"]))
+        return result
+
+    def _counters(self, path: BenchPath) -> dict[str, Any]:
+        gateways = [path.gateway] if path.gateway else self._gateways_alive
+        jiffies = procs.cpu_jiffies()
+        return {
+            "gateway": sum(g.cpu_seconds() for g in gateways if g.alive()),
+            "split": path.gateway.cpu_by_process() if path.gateway and path.gateway.alive() else [],
+            "store": path.store.cpu_seconds() if path.store else 0.0,
+            "upstream": self.upstream.stats(),
+            "core": procs.core_jiffies(self.gateway_cpus),
+            "steal": jiffies["steal"], "total": jiffies["total"],
+        }
+
+    # ---- one scenario ---------------------------------------------------------------
+    def run_scenario(self, scenario: Scenario, duration: float, rounds: int,
+                     warmup: float) -> list[report.Row]:
+        self.upstream.configure(chunks=scenario.chunks, delay_ms=scenario.delay_ms)
+        started = self.start_paths(scenario, scale_out=self.args.scale_out)
+        paths = [self.direct] + [p for p, _, _ in started if p is not None]
+        self._gateways_alive = [p.gateway for p in paths if p.gateway is not None]
+        rows = {p.label: report.Row(scenario.key, p.label) for p in paths}
+        failed: dict[str, str] = {}
+        try:
+            for order_index in range(rounds + (1 if warmup > 0 else 0)):
+                is_warmup = warmup > 0 and order_index == 0
+                order = paths if order_index % 2 == 0 else paths[::-1]
+                for path in order:
+                    if path.label in failed:
+                        continue
+                    if path.gateway is not None and not path.gateway.alive():
+                        failed[path.label] = ("gateway process died during the run:\n"
+                                              + path.gateway.log_tail())
+                        continue
+                    try:
+                        result = self.run_round(path, scenario, warmup if is_warmup else duration)
+                    except RoundFailed as exc:
+                        failed[path.label] = str(exc)
+                        continue
+                    if not is_warmup:
+                        rows[path.label].rounds.append(result)
+                    elif result["error_count"]:
+                        self.notes.append(f"{scenario.key} {path.label} warm-up errors: "
+                                          f"{result['errors']} {result['error_samples'][:1]}")
+        finally:
+            for path in paths:
+                if path.gateway is not None:
+                    if path.gateway.alive():
+                        rows[path.label].peak_mb = path.gateway.memory_mb()["peak"]
+                    path.gateway.stop()
+            self._gateways_alive = []
+        out = [rows["direct"]]
+        for started_path, label, why in started:
+            out.append(rows[label] if started_path is not None
+                       else report.Row(scenario.key, label, unavailable=why))
+        for label, why in failed.items():
+            rows[label].unavailable = rows[label].unavailable or why
+        return out
+
+    # ---- soak -----------------------------------------------------------------------
+    def soak(self, seconds: float) -> dict[str, Any]:
+        """c=32 non-streaming for ``seconds``, RSS sampled every 5 s from the start."""
+        scenario = Scenario("soak", "soak", 32)
+        self.upstream.configure(chunks=20, delay_ms=0.0)
+        path, _, why = self.start_paths(scenario, scale_out=False)[0]
+        if path is None or path.gateway is None:
+            return {"unavailable": why}
+        gateway = path.gateway
+        samples: list[tuple[float, float]] = [(0.0, gateway.memory_mb()["rss"])]
+        cmd = [sys.executable, "-m", "bench.loadgen", "--url", path.url, "--model", "bench",
+               "--key", path.key, "-c", "32", "-d", str(seconds), "--json"]
+        t0 = time.monotonic()
+        proc = subprocess.Popen(cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            while proc.poll() is None and time.monotonic() - t0 < seconds + DRAIN_S + 30:
+                time.sleep(min(5.0, max(0.0, 5.0 * len(samples) - (time.monotonic() - t0))))
+                if gateway.alive() and proc.poll() is None:
+                    samples.append((time.monotonic() - t0, gateway.memory_mb()["rss"]))
+            out, _ = proc.communicate(timeout=DRAIN_S + 30)
+            peak = gateway.memory_mb()["peak"] if gateway.alive() else None
+        finally:
+            if proc.poll() is None:
+                procs.stop(proc)
+            gateway.stop()
+        result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
+        rss = [mb for _, mb in samples]
+        return {"samples": samples, "first": rss[0], "last": rss[-1], "max": max(rss),
+                "peak_hwm": peak, "completed": result.get("completed"),
+                "rps": result.get("rps"), "errors": result.get("errors")}
+
+    def close(self) -> None:
+        self.loadgen.stop()
+        for gateway in self.started:
+            gateway.stop()
+        if self.redis is not None:
+            self.redis.stop()
+        self.upstream.stop()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1 s rounds, 2 rounds: under a minute")
+    parser.add_argument("--scenarios", default=None,
+                        help=f"comma list from {','.join(SCENARIOS)} (default {DEFAULT_SCENARIOS}; "
+                             f"{SCALE_OUT_SCENARIOS} with --scale-out; 'none' with --soak)")
+    parser.add_argument("--duration", type=float, default=None, help="seconds per measured round")
+    parser.add_argument("--rounds", type=int, default=None, help="measured rounds per path")
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="warm-up round seconds (0: none)")
+    parser.add_argument("--scale-out", action="store_true",
+                        help="add Redis-backed rows: one process, and two behind one port")
+    parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    parser.add_argument("--soak", type=float, default=0.0, metavar="S",
+                        help="RSS growth check: c=32 for S seconds, RSS every 5 s")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="open loop at R req/s instead of closed-loop concurrency")
+    parser.add_argument("--stub", action="store_true",
+                        help="serve bench.stub_gateway instead of Switchyard (harness check)")
+    parser.add_argument("--quiet-server", action="store_true",
+                        help="run the server without its access log (daphne -v 0)")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write every round's raw numbers here")
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, DB)")
+    args = parser.parse_args(argv)
+    if args.scenarios is None:
+        args.scenarios = ("none" if args.soak
+                          else SCALE_OUT_SCENARIOS if args.scale_out else DEFAULT_SCENARIOS)
+    keys = [k.strip() for k in args.scenarios.split(",") if k.strip() and args.scenarios != "none"]
+    unknown = [k for k in keys if k not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; choose from {','.join(SCENARIOS)}")
+    args.keys = keys
+    quick = args.quick
+    args.duration = args.duration or (1.0 if quick else 5.0)
+    args.rounds = args.rounds or (2 if quick else 3)
+    args.warmup = args.warmup if args.warmup is not None else (0.5 if quick else 2.0)
+    return args
+
+
+def estimate_s(args: argparse.Namespace) -> float:
+    paths = 2 + (2 if args.scale_out else 0)
+    # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
+    rounds = args.warmup + args.rounds * args.duration + (args.rounds + 1) * 0.15
+    return len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + 10
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM (make, CI timeouts) cleans up like Ctrl-C
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    from bench import output
+
+    wall0 = time.monotonic()
+    info = procs.machine_info()
+    load_before, jiffies_before = procs.loadavg(), procs.cpu_jiffies()
+    print(f"bench: scenarios {','.join(args.keys) or '-'}, {args.rounds} x {args.duration:g} s "
+          f"rounds per path, warm-up {args.warmup:g} s, soak {args.soak:g} s; "
+          f"estimated {estimate_s(args):.0f} s", file=sys.stderr, flush=True)
+    work = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
+    try:
+        runner = Runner(args, work)
+    except ChildFailed as exc:
+        print(f"bench: cannot start: {exc}", file=sys.stderr)
+        return 2
+    rows: list[report.Row] = []
+    soak: dict[str, Any] | None = None
+    try:
+        runner.setup()
+        for key in args.keys:
+            print(f"bench: scenario {key}: {SCENARIOS[key].title}", file=sys.stderr, flush=True)
+            rows += runner.run_scenario(SCENARIOS[key], args.duration, args.rounds, args.warmup)
+        if args.soak:
+            print(f"bench: soak {args.soak:g} s", file=sys.stderr, flush=True)
+            soak = runner.soak(args.soak)
+    except KeyboardInterrupt:
+        runner.notes.append("interrupted: the table holds what was measured so far")
+    except ChildFailed as exc:
+        runner.notes.append(f"aborted: {exc}")
+    finally:
+        runner.close()
+    jiffies_after = procs.cpu_jiffies()
+    steal = ((jiffies_after["steal"] - jiffies_before["steal"]) /
+             max(1, jiffies_after["total"] - jiffies_before["total"]))
+    print(output.render(args=args, info=info, rows=rows, runner=runner, soak=soak,
+                        load=(load_before, procs.loadavg()), steal=steal,
+                        wall=time.monotonic() - wall0, work=work, scenarios=SCENARIOS))
+    if args.json:
+        args.json.write_text(json.dumps(output.raw(rows, soak, info), indent=1, default=str))
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
