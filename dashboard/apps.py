@@ -8,17 +8,11 @@ class DashboardConfig(AppConfig):
     verbose_name = "Switchyard dashboard"
 
     def ready(self) -> None:
-        """Connect receivers only: the runtime (and its hub) is built later, on first use.
+        """Turn committed configuration writes into ``*.changed`` notices for open pages.
 
-        ``request_started`` keeps :mod:`dashboard.broadcast` subscribed to the current hub
-        (one identity check per request); the model signals turn committed configuration
-        writes into ``*.changed`` notices for open pages.
+        Call events reach :mod:`dashboard.broadcast` through the runtime, which attaches it
+        to every hub it installs (``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``).
         """
-        from django.core.signals import request_started
+        from dashboard import notices
 
-        from dashboard import broadcast, notices
-
-        request_started.connect(
-            broadcast.on_request_started, dispatch_uid="switchyard-dashboard-hub"
-        )
         notices.connect()

@@ -14,11 +14,11 @@ Two producers feed the channel-layer group ``channel_names.GROUP``:
 When no dashboard socket is open in this process and the channel layer is the in-memory
 one, nobody could hear a push, so :func:`on_event` returns before scheduling anything.
 
-Subscription is lazy and follows replacement: :func:`follow_hub` subscribes to the
-*current* runtime hub and drops the previous subscription when the hub was replaced
-(``install_runtime``, tests). It runs when a websocket connects and with every request
-(``request_started``), so a gateway process that serves calls but no dashboard still
-publishes its calls to dashboards connected to other processes (Redis channel layer).
+Subscription follows the runtime: it calls :func:`attach` for every hub it installs
+(``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``), dropping the previous subscription, so a
+gateway process that serves calls but no dashboard still publishes its calls to
+dashboards connected to other processes (Redis channel layer). :func:`follow_hub` does
+the same from a websocket connect.
 
 Where a message is sent from: the loop the consumers live on, captured at connect
 (:func:`remember_loop`). Sync code (a service in a worker thread) hands the send to that
@@ -35,11 +35,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.template.loader import render_to_string
+
+if TYPE_CHECKING:
+    from routing.events import EventHub
 
 from dashboard import channel_names as names
 from dashboard.chain import call_from_record
@@ -62,10 +65,14 @@ _listeners = 0  # dashboard sockets open in this process
 # ---------------------------------------------------------------------- wiring
 def follow_hub() -> None:
     """Subscribe :func:`on_event` to the current runtime hub (idempotent, cheap)."""
-    global _hub, _unsubscribe
     from routing.runtime import get_runtime
 
-    hub = get_runtime().hub
+    attach(get_runtime().hub)
+
+
+def attach(hub: EventHub) -> None:
+    """Subscribe :func:`on_event` to ``hub``, leaving the previous one (idempotent)."""
+    global _hub, _unsubscribe
     if hub is _hub:
         return
     with _lock:
@@ -102,11 +109,6 @@ def _nobody_listens() -> bool:
     With a shared (Redis) layer pages on other processes may listen, so we always send.
     """
     return _listeners == 0 and isinstance(get_channel_layer(), InMemoryChannelLayer)
-
-
-def on_request_started(**_: object) -> None:
-    """``request_started`` receiver: keep following a replaced hub."""
-    follow_hub()
 
 
 # ---------------------------------------------------------------------- hub events

@@ -137,6 +137,9 @@ SWITCHYARD = {
     ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),
+    # attach(hub) functions called whenever the runtime installs an event hub: they
+    # subscribe cheap, non-blocking receivers to every call's events.
+    "EVENT_SUBSCRIBERS": ["routing.audit.writer.attach", "dashboard.broadcast.attach"],
     # Audit retention (0 disables a bound); pruned automatically and by `prune_records`.
     "AUDIT_MAX_AGE_DAYS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_AGE_DAYS", "30")),
     "AUDIT_MAX_ROWS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_ROWS", "200000")),

@@ -34,6 +34,7 @@ class Runtime:
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.store = store
+        self._subscribers = _load_subscribers()
         self.hub = hub or EventHub()
         self.clock = clock
         self.sleep = sleep
@@ -42,6 +43,17 @@ class Runtime:
         self._generation = 0
         self._lock = threading.Lock()
         self._clients: dict[str, tuple[tuple[object, ...], OpenAIClient]] = {}
+
+    @property
+    def hub(self) -> EventHub:
+        return self._hub
+
+    @hub.setter
+    def hub(self, hub: EventHub) -> None:
+        """Installing a hub attaches the configured subscribers (audit writer, live page)."""
+        self._hub = hub
+        for attach in self._subscribers:
+            attach(hub)
 
     async def current_table(self) -> RoutingTable:
         table = self.table
@@ -86,6 +98,13 @@ class Runtime:
         self._clients.clear()
         for client in clients:
             await client.aclose()
+
+
+def _load_subscribers() -> list[Callable[[EventHub], None]]:
+    """``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``: dotted paths of ``attach(hub)`` functions."""
+    from django.utils.module_loading import import_string
+
+    return [import_string(path) for path in settings.SWITCHYARD.get("EVENT_SUBSCRIBERS", ())]
 
 
 def _close_later(client: OpenAIClient) -> None:

@@ -366,3 +366,15 @@ def test_the_call_deadline_bounds_retries_and_switches_together(harness: Harness
     assert "p1/a → TIMEOUT" in caught.value.message
     assert "p2/b → not tried" in caught.value.message
     assert harness.upstream.count("b") == 0
+
+
+def test_overhead_header_excludes_upstream_time_and_backoff(h: Harness) -> None:
+    from routing.simulator.script import Delay
+
+    h.upstream.script("a", Fail(503), Delay(0.4, Reply()))
+    started = time.monotonic()
+    raw = h.client().chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+    elapsed_ms = (time.monotonic() - started) * 1000
+    overhead_ms = float(raw.headers["x-switchyard-overhead-ms"])
+    assert 0 < overhead_ms < 200  # the 400 ms upstream wait is not ours
+    assert elapsed_ms >= 400

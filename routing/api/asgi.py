@@ -1,18 +1,30 @@
 """A lean Django ASGI handler for the OpenAI-compatible ``/v1`` endpoints.
 
-The settings page and admin need sessions, CSRF, auth and messages middleware; the gateway
-path needs none of them, and Django's built-in middleware is sync, so each one costs a
-thread hop per request under ASGI. ``/v1`` requests are therefore served by a second handler
-whose middleware stack is ``GATEWAY_MIDDLEWARE`` (async-capable only). Same URLconf, same
-views, same error handling — only the middleware differs.
+The settings page and admin need sessions, CSRF, auth and messages middleware and the
+per-request signals that recycle database connections; the gateway path needs none of it:
+it never touches the database on a call. Under ASGI each of those costs a thread hop per
+request (Django's built-in middleware is sync, ``request_started`` / ``request_finished``
+receivers are sync, and every request gets a fresh thread-sensitive executor), which on a
+small machine is most of the gateway's CPU. ``/v1`` requests are therefore served by a
+second handler with:
+
+- ``GATEWAY_MIDDLEWARE`` (empty: authentication and errors live in the views),
+- no ``ThreadSensitiveContext`` and no request signals,
+- the response closed in place instead of through ``sync_to_async``.
+
+Same URLconf, same views, same error rendering, same cancellation on client disconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from django.conf import settings
-from django.core.handlers.asgi import ASGIHandler
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import HttpResponseBase
+from django.urls import set_script_prefix
 
 GATEWAY_MIDDLEWARE: list[str] = []
 
@@ -27,6 +39,70 @@ class GatewayASGIHandler(ASGIHandler):
             super().load_middleware(is_async=is_async)
         finally:
             settings.MIDDLEWARE = full
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Django's ``ASGIHandler.handle`` minus the request signals and thread hops."""
+        scope["switchyard.started"] = asyncio.get_running_loop().time()  # for the overhead header
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            body_file.close()
+            await self.send_response(error_response, send)
+            _close(error_response)
+            return
+
+        async def process_request() -> HttpResponseBase:
+            response = await self.run_get_response(request)
+            try:
+                await self.send_response(response, send)
+            except asyncio.CancelledError:
+                pass  # the client left while we were sending
+            return response
+
+        # Watch for a disconnect while the view runs: it cancels the call, and with it the
+        # upstream request and any backoff sleep.
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(process_request()),
+        ]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in tasks:
+            if task.done():
+                try:
+                    task.result()
+                except RequestAborted:
+                    pass
+            else:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        try:
+            response = tasks[1].result()
+        except asyncio.CancelledError:
+            pass
+        else:
+            _close(response)
+        body_file.close()
+
+
+def _close(response: HttpResponseBase) -> None:
+    """``HttpResponse.close`` without its ``request_finished`` signal (nothing to recycle)."""
+    for closer in response._resource_closers:
+        try:
+            closer()
+        except Exception:  # noqa: BLE001 - as Django does: closing must not fail a response
+            pass
+    response._resource_closers.clear()
+    response.closed = True
 
 
 def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:

@@ -123,7 +123,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
             )
         )
     call = Call(
-        runtime, group, body, stream=bool(body.get("stream")), session=session_key(request, body)
+        runtime,
+        group,
+        body,
+        stream=bool(body.get("stream")),
+        session=session_key(request, body),
+        started=getattr(request, "scope", {}).get("switchyard.started"),
     )
     return render(await call.run())
 

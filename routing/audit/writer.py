@@ -274,23 +274,14 @@ def attach(hub: EventHub) -> None:
 
 
 def start() -> AuditWriter:
-    """Idempotent: the writer running and attached to the current runtime's hub."""
+    """Idempotent: the writer running and attached to the current runtime's hub.
+
+    The runtime calls :func:`attach` itself for every hub it installs (it is listed in
+    ``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``); this is for callers without a runtime yet."""
     from routing.runtime import get_runtime
 
     attach(get_runtime().hub)
     return get_writer()
-
-
-def on_request_started(**_: object) -> None:
-    """``request_started`` receiver. Sync on purpose: Django's own sync receivers on this
-    signal already run in one ``sync_to_async`` hop, which this one joins for free."""
-    from routing.runtime import get_runtime
-
-    try:
-        if get_runtime().hub is not _hub:
-            start()
-    except Exception:  # noqa: BLE001 - losing the audit trail must not fail the request
-        log.exception("audit: could not start the writer")
 
 
 def flush(timeout: float = 5.0) -> bool:

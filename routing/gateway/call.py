@@ -74,7 +74,10 @@ class Call:
         stream: bool,
         session: str | None = None,
         call_id: str | None = None,
+        started: float | None = None,
     ) -> None:
+        """``started`` is the loop time the request reached the gateway (the ASGI entry), so
+        ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us."""
         self.runtime = runtime
         self.group = group
         self.body = body
@@ -82,7 +85,7 @@ class Call:
         self.session = session
         self.call_id = call_id or uuid.uuid4().hex
         self.loop = asyncio.get_running_loop()
-        self.started = self.loop.time()
+        self.started = started if started is not None else self.loop.time()
         self.deadline = self.started + group.deadline_s
         self.upstream_s = 0.0  # time spent waiting on upstreams and backoff: not overhead
         self.record = CallRecord(
