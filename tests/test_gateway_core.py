@@ -371,6 +371,7 @@ def test_the_call_deadline_bounds_retries_and_switches_together(harness: Harness
 def test_overhead_header_excludes_upstream_time_and_backoff(h: Harness) -> None:
     from routing.simulator.script import Delay
 
+    h.client().chat.completions.create(model="auto", messages=MESSAGES)  # compiles the table
     h.upstream.script("a", Fail(503), Delay(0.4, Reply()))
     started = time.monotonic()
     raw = h.client().chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
