@@ -1,5 +1,6 @@
-"""Process wiring: the first request of a serving process starts the writer and attaches
-it to the runtime's current hub, following a replaced hub; a normal success logs nothing."""
+"""Process wiring: every hub the runtime installs gets the writer attached (settings
+SWITCHYARD["EVENT_SUBSCRIBERS"]), so records follow a replaced hub; a normal success logs
+nothing."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from tests.audit.conftest import MESSAGES, RETRY_TWICE, clear_audit_tables
 from tests.conftest import Harness
 
 
-def test_a_request_attaches_the_writer_to_a_replaced_hub(harness: Harness) -> None:
+def test_installing_a_hub_attaches_the_writer(harness: Harness) -> None:
     writer.flush(10)
     clear_audit_tables()
-    writer.attach(EventHub())  # attached somewhere else: the harness hub is not heard yet
+    writer.attach(EventHub())  # attached somewhere else: a new runtime hub must take it over
+    harness.runtime.hub = EventHub()
     harness.configure(RETRY_TWICE)
     harness.client().chat.completions.create(model="auto", messages=MESSAGES)
     assert writer.flush(10)
