@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthorizationError
@@ -28,12 +29,21 @@ class AdminKeyAuth(HttpBearer):
         if key is None:
             return None
         if key.kind != "admin":
-            raise AuthorizationError(message="This is a client key; the management API needs an admin key.")
+            raise AuthorizationError(
+                message="This is a client key; the management API needs an admin key."
+            )
         request.switchyard_actor = f"key:{key.name}"  # type: ignore[attr-defined]
         return key.name
 
 
 class StaffSessionAuth(SessionAuthIsStaff):
+    def _get_key(self, request: HttpRequest) -> str | None:
+        # No session cookie means this is not a session request: skip ninja's CSRF check
+        # so a wrong or revoked bearer key gets its 401, not a "CSRF check failed" 403.
+        if settings.SESSION_COOKIE_NAME not in request.COOKIES:
+            return None
+        return super()._get_key(request)
+
     def authenticate(self, request: HttpRequest, key: str | None) -> object | None:
         user = super().authenticate(request, key)
         if user:

@@ -1,0 +1,205 @@
+"""Request bodies that are not configuration documents, and every response schema.
+
+Configuration bodies (providers, groups, targets, policy) are the shared
+``routing.config.schema`` models; the ones here are small envelopes around them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Path, Schema
+from pydantic import BaseModel, ConfigDict, Field
+
+from routing.config.policy import POLICY_FIELDS
+from routing.engine.failures import FailureCode
+
+MAX_ID = 2**63 - 1  # a 64-bit primary key; larger ids are a 422, not a database error
+
+TargetId = Annotated[int, Path(ge=1, le=MAX_ID)]
+KeyId = Annotated[int, Path(ge=1, le=MAX_ID)]
+GroupPath = Annotated[str, Path(description="group name")]
+ProviderPath = Annotated[str, Path(description="provider name")]
+
+
+# --- bodies ----------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, hide_input_in_errors=True)
+
+
+class RestoreIn(_Body):
+    fields: list[str] | None = Field(
+        None,
+        description="dotted policy fields to restore; null or absent = every field. Known: "
+        + ", ".join(POLICY_FIELDS),
+    )
+
+
+class OrderIn(_Body):
+    order: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(
+        description="every target id of the group, once, in the new order"
+    )
+
+
+class SwitchCodesIn(_Body):
+    codes: list[FailureCode]
+
+
+TARGET_PATCH_DOC: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "enabled": {"type": "boolean"},
+        "context_window": {
+            "anyOf": [{"type": "integer", "minimum": 1, "maximum": 10_000_000}, {"type": "null"}]
+        },
+    },
+}
+
+
+class KeyIn(_Body):
+    name: str = Field(min_length=1, max_length=100)
+    kind: Literal["client", "admin"] = "client"
+    groups: list[str] = Field(
+        default_factory=list, description="client keys only: the groups it may use (empty = all)"
+    )
+
+
+class ExplainIn(_Body):
+    model: str = Field(min_length=1, max_length=300, description="group or provider/model")
+    session: str | None = Field(None, max_length=200, description="as x-session-id would send it")
+
+
+# --- responses -------------------------------------------------------------------------
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class VersionErrorOut(Schema):
+    detail: str
+    current_version: int
+
+
+class FieldErrorOut(Schema):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class InvalidOut(Schema):
+    detail: list[FieldErrorOut]
+
+
+class FieldOut(Schema):
+    value: Any
+    source: Literal["default", "file", "global", "group"]
+    overridden: bool
+
+
+class TargetOut(Schema):
+    id: int
+    provider: str
+    model: str
+    position: int
+    weight: int
+    enabled: bool
+    context_window: int | None
+
+
+class GroupOut(Schema):
+    name: str
+    version: int
+    targets: list[TargetOut]
+    fields: dict[str, FieldOut]
+    updated_at: datetime
+
+
+class GlobalOut(Schema):
+    version: int
+    fields: dict[str, FieldOut]
+    config_source: str
+
+
+class TimeoutsOut(Schema):
+    connect_s: float
+    first_token_s: float
+    idle_s: float
+    total_s: float
+
+
+class ProviderOut(Schema):
+    name: str
+    kind: str
+    base_url: str
+    api_key_set: bool
+    api_key_hint: str
+    headers: dict[str, str]
+    models: list[str]
+    models_loaded_at: datetime | None
+    timeouts: TimeoutsOut
+    used_by: list[str]
+    version: int
+    updated_at: datetime
+
+
+class ProviderTestOut(Schema):
+    ok: bool
+    latency_ms: float
+    status: int | None
+    message: str
+
+
+class ActionOut(Schema):
+    detail: str
+
+
+class KeyOut(Schema):
+    id: int
+    name: str
+    kind: str
+    prefix: str
+    groups: list[str]
+    created_at: datetime
+    revoked_at: datetime | None
+    active: bool
+
+
+class KeyCreatedOut(KeyOut):
+    secret: str = Field(description="shown in this response only; store it now")
+
+
+class KeysQuery(Schema):
+    prefix: str | None = Field(None, max_length=16, pattern=r"^[A-Za-z0-9_-]*$")
+
+
+class CandidateOut(Schema):
+    target: str
+    provider: str
+    model: str
+    eligible: bool
+    state: str
+    reason: str
+    remaining_s: float | None
+
+
+class ExplainOut(Schema):
+    model: str
+    group: str
+    algorithm: str
+    rotates: bool
+    session: str | None
+    sticky: str | None
+    next_target: str | None
+    force_revive: bool
+    candidates: list[CandidateOut]
+
+
+READ: dict[int, Any] = {404: ErrorOut}
+WRITE: dict[int, Any] = {404: ErrorOut, 412: VersionErrorOut, 422: InvalidOut, 428: VersionErrorOut}
+CREATE: dict[int, Any] = {422: InvalidOut}

@@ -1,0 +1,181 @@
+"""Provider writes: create, update (credential write-only), delete."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from routing.config.errors import ConfigError
+from routing.config.schema import parse_provider
+from routing.crypto import CredentialDecryptError
+from routing.models import Provider
+from routing.services.base import (
+    NotFound,
+    Unchanged,
+    as_mapping,
+    record,
+    versioned_write,
+)
+from routing.services.health import enable_in_store
+
+TIMEOUT_COLUMNS: dict[str, str] = {
+    "connect_s": "connect_timeout_s",
+    "first_token_s": "first_token_timeout_s",
+    "idle_s": "idle_timeout_s",
+    "total_s": "total_timeout_s",
+}
+
+
+def provider_snapshot(provider: Provider) -> dict[str, Any]:
+    """What a config-change record shows of a provider. ``api_key`` is a fingerprint of the
+    encrypted token, which changes whenever a credential is set; the audit redacts it too."""
+    token = provider.api_key_encrypted
+    return {
+        "kind": provider.kind,
+        "base_url": provider.base_url,
+        "api_key": hashlib.sha256(token.encode()).hexdigest()[:16] if token else "",
+        "headers": dict(provider.headers or {}),
+        "models": list(provider.models or []),
+        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+    }
+
+
+def get_provider(name: str) -> Provider:
+    provider = Provider.objects.filter(name=name).first()
+    if provider is None:
+        raise NotFound("provider", name)
+    return provider
+
+
+def _stored(provider: Provider) -> dict[str, Any]:
+    """The stored provider in ``ProviderIn`` shape, without the credential."""
+    return {
+        "name": provider.name,
+        "kind": provider.kind,
+        "base_url": provider.base_url,
+        "headers": dict(provider.headers or {}),
+        "models": list(provider.models or []),
+        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+    }
+
+
+def _apply_fields(provider: Provider, raw: Mapping[str, Any]) -> None:
+    """Validate ``raw`` through the shared schema and copy it onto ``provider``."""
+    item = parse_provider(raw)
+    provider.kind = item.kind
+    provider.base_url = item.base_url
+    provider.headers = dict(item.headers)
+    if item.models is not None:
+        provider.models = list(item.models)
+    timeouts = item.timeouts.model_dump() if item.timeouts else {}
+    for key, column in TIMEOUT_COLUMNS.items():
+        value = timeouts.get(key)
+        if value is None:
+            value = float(Provider._meta.get_field(column).default)
+        setattr(provider, column, value)
+
+
+def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
+    """Create a provider from a ``ProviderIn``-shaped dict (``api_key`` optional)."""
+    raw = as_mapping(data, "a provider")
+    item = parse_provider(raw)
+    provider = Provider(name=item.name)
+    _apply_fields(provider, raw)
+    if item.api_key is not None:
+        provider.set_api_key(item.api_key.get_secret_value())
+    try:
+        with transaction.atomic():
+            provider.save()
+            record(actor=actor, path=path, object_type="provider", object_name=provider.name,
+                   before=None, after=provider_snapshot(provider))
+    except IntegrityError:
+        raise ConfigError.single("name", f"a provider named {item.name!r} already exists") from None
+    return provider
+
+
+def _new_credential(provider: Provider, data: Mapping[str, Any]) -> str | None:
+    """The credential to store (``""`` = clear), or None to keep the stored one."""
+    if "api_key" not in data:
+        return None
+    value = data["api_key"]
+    if value is None:
+        return "" if provider.has_api_key else None
+    plain = str(value).strip()  # the schema already checked that it is a string
+    if not plain:
+        return None
+    try:
+        if provider.get_api_key() == plain:
+            return None
+    except CredentialDecryptError:
+        pass  # unreadable under the current secret: the new value wins
+    return plain
+
+
+def _merged(provider: Provider, data: Mapping[str, Any]) -> dict[str, Any]:
+    raw = _stored(provider)
+    for key, value in data.items():
+        if key == "timeouts" and isinstance(value, Mapping):
+            raw["timeouts"] = {**raw["timeouts"], **value}
+        elif key != "api_key":
+            raw[key] = value
+    if data.get("api_key") is not None:
+        raw["api_key"] = data["api_key"]  # so the schema checks its type
+    return raw
+
+
+def provider_update(
+    *, name: str, data: dict[str, Any], based_on: int, actor: str, path: str
+) -> Provider:
+    """Change a provider. ``data`` is merged onto the stored provider: keys left out keep
+    their value, ``timeouts`` merges per key (``null`` = the built-in default). ``api_key``:
+    absent or ``""`` keeps, a string replaces, ``null`` clears. ``name`` cannot change."""
+    credential_set: list[bool] = []
+
+    def change(provider: Provider) -> None:
+        as_mapping(data, "a provider")
+        if "name" in data and data["name"] != name:
+            raise ConfigError.single("name", "a provider cannot be renamed: create a new one")
+        before = provider_snapshot(provider)
+        _apply_fields(provider, _merged(provider, data))
+        credential = _new_credential(provider, data)
+        if credential is not None:
+            provider.set_api_key(credential)
+            credential_set.append(bool(credential))
+        after = provider_snapshot(provider)
+        if after == before:
+            raise Unchanged
+        provider.save()
+        record(actor=actor, path=path, object_type="provider", object_name=name,
+               before=before, after=after)
+
+    provider = versioned_write(
+        Provider, kind="provider", name=name, based_on=based_on, change=change, name__exact=name
+    )
+    if any(credential_set):
+        # SPEC §4: a changed credential lifts a credential-disabled provider.
+        enable_in_store(name, by=f"{actor} (credential changed)")
+    return provider
+
+
+def provider_delete(*, name: str, based_on: int, actor: str, path: str) -> None:
+    """Delete a provider no group uses (remove its targets first)."""
+
+    def change(provider: Provider) -> None:
+        groups = sorted(set(provider.targets.values_list("group__name", flat=True)))
+        if groups:
+            raise ConfigError.single(
+                "name",
+                f"provider {name!r} is used by group(s) {', '.join(groups)}: "
+                "remove those targets first",
+            )
+        before = provider_snapshot(provider)
+        provider.delete()
+        record(actor=actor, path=path, object_type="provider", object_name=name,
+               before=before, after=None)
+
+    versioned_write(
+        Provider, kind="provider", name=name, based_on=based_on, change=change, name__exact=name
+    )

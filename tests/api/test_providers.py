@@ -1,0 +1,208 @@
+"""Providers through the API: CRUD with a write-only credential, refresh-models and test
+against a real loopback upstream, and re-enabling a credential-disabled provider."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.health import EventKind, HealthEvent
+from routing.models import Provider
+from routing.simulator.script import Reply
+from routing.simulator.server import FakeUpstream
+from tests.api.conftest import Api
+
+KEY = "sk-upstream-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[FakeUpstream]:
+    """An upstream that demands ``KEY`` and lists three models."""
+    with FakeUpstream(api_key=KEY, models=["m-large", "m-small", "m-small"]) as server:
+        yield server
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again: connecting is refused
+
+
+def test_create_read_and_list_never_show_the_credential(api: Api) -> None:
+    created = api.provider(
+        "p1", api_key=KEY, headers={"x-team": "ops"}, models=["a"], timeouts={"connect_s": 2}
+    )
+    assert created["api_key_set"] is True and created["api_key_hint"] == "…cdef"
+    assert "api_key" not in created
+    assert created["timeouts"] == {
+        "connect_s": 2.0,
+        "first_token_s": 60.0,
+        "idle_s": 60.0,
+        "total_s": 600.0,
+    }
+    assert api.get("/providers/p1").json() == created
+    assert api.get("/providers").json() == [created]
+    assert Provider.objects.get().get_api_key() == KEY
+
+
+def test_invalid_providers_are_field_level_422s(api: Api) -> None:
+    api.provider("p1")
+    cases: list[tuple[dict[str, Any], list[Any]]] = [
+        ({"name": "p1", "base_url": "http://x.test/v1"}, ["body", "name"]),
+        ({"name": "bad name", "base_url": "http://x.test/v1"}, ["body", "name"]),
+        ({"name": "p2", "base_url": "ftp://x.test"}, ["body", "base_url"]),
+        (
+            {"name": "p2", "base_url": "http://x.test", "headers": {"Authorization": "k"}},
+            ["body", "headers"],
+        ),
+        (
+            {"name": "p2", "base_url": "http://x.test", "timeouts": {"idle_s": 0}},
+            ["body", "timeouts", "idle_s"],
+        ),
+        ({"name": "p2", "base_url": "http://x.test", "models": ["a", "a"]}, ["body", "models"]),
+        ({"name": "p2", "base_url": "http://x.test", "apikey": "k"}, ["body", "apikey"]),
+    ]
+    for body, loc in cases:
+        response = api.post("/providers", body)
+        assert response.status_code == 422, body
+        assert [e["loc"] for e in response.json()["detail"]] == [loc], response.json()
+    assert Provider.objects.count() == 1
+
+
+def test_update_merges_and_the_credential_is_write_only(api: Api) -> None:
+    api.provider("p1", api_key=KEY, timeouts={"connect_s": 2, "total_s": 30})
+    kept = api.patch(
+        "/providers/p1",
+        {"base_url": "http://127.0.0.1:10/v1", "api_key": "", "timeouts": {"idle_s": 9}},
+        if_match='W/"1"',
+    )
+    assert kept.status_code == 200 and kept["ETag"] == 'W/"2"'
+    assert kept.json()["timeouts"] == {
+        "connect_s": 2.0,
+        "first_token_s": 60.0,
+        "idle_s": 9.0,
+        "total_s": 30.0,
+    }
+    assert Provider.objects.get().get_api_key() == KEY
+
+    replaced = api.patch("/providers/p1", {"api_key": "sk-new-key-000000000000"}, if_match='W/"2"')
+    assert replaced.json()["api_key_hint"] == "…0000" and replaced.json()["version"] == 3
+    assert Provider.objects.get().get_api_key() == "sk-new-key-000000000000"
+
+    cleared = api.patch("/providers/p1", {"api_key": None}, if_match='W/"3"')
+    assert cleared.json()["api_key_set"] is False and cleared.json()["api_key_hint"] == ""
+
+    unchanged = api.patch("/providers/p1", {"api_key": None}, if_match='W/"4"')
+    assert unchanged.json()["version"] == 4
+
+    renamed = api.patch("/providers/p1", {"name": "p9"}, if_match='W/"4"')
+    assert renamed.status_code == 422 and renamed.json()["detail"][0]["loc"] == ["body", "name"]
+    wrong_type = api.patch("/providers/p1", {"api_key": 12345}, if_match='W/"4"')
+    assert wrong_type.status_code == 422 and wrong_type.json()["detail"][0]["loc"] == [
+        "body",
+        "api_key",
+    ]
+
+
+def test_a_provider_in_use_cannot_be_deleted(api: Api) -> None:
+    api.provider("p1")
+    api.group("auto")
+    refused = api.delete("/providers/p1", if_match='W/"1"')
+    assert refused.status_code == 422
+    assert "used by group(s) auto" in refused.json()["detail"][0]["msg"]
+    assert api.delete("/groups/auto", if_match='W/"1"').status_code == 204
+    assert api.delete("/providers/p1", if_match='W/"1"').status_code == 204
+    assert not Provider.objects.exists()
+    assert api.get("/providers/p1").status_code == 404
+
+
+def test_refresh_models_loads_the_upstream_list(api: Api, guarded: FakeUpstream) -> None:
+    api.provider("p1", base_url=guarded.base_url, api_key=KEY)
+    refreshed = api.post("/providers/p1/refresh-models")
+    assert refreshed.status_code == 200, refreshed.content
+    assert refreshed.json()["models"] == ["m-large", "m-small"]  # deduplicated, in order
+    assert refreshed.json()["models_loaded_at"] is not None
+    assert refreshed["ETag"] == 'W/"2"'
+    again = api.post("/providers/p1/refresh-models")
+    assert again.json()["version"] == 2  # same list: no new version
+
+
+def test_refresh_models_errors_are_424_and_never_echo_the_credential(
+    api: Api, guarded: FakeUpstream, closed_port: int
+) -> None:
+    wrong = "sk-wrong-key-9999999999"
+    api.provider("p1", base_url=guarded.base_url, api_key=wrong)
+    refused = api.post("/providers/p1/refresh-models")
+    assert refused.status_code == 424
+    detail = refused.json()["detail"]
+    assert detail.startswith("HTTP 401 from ") and "[redacted]" in detail
+    assert wrong not in refused.content.decode()
+
+    api.provider("p2", base_url=f"http://127.0.0.1:{closed_port}/v1")
+    unreachable = api.post("/providers/p2/refresh-models")
+    assert unreachable.status_code == 424
+    assert unreachable.json()["detail"].startswith("could not reach ")
+    assert Provider.objects.get(name="p2").models == []
+
+
+def test_test_sends_one_cheap_completion(api: Api, guarded: FakeUpstream, closed_port: int) -> None:
+    guarded.reset()
+    guarded.script("m-large", Reply("pong"))
+    api.provider("p1", base_url=guarded.base_url, api_key=KEY, models=["m-large"])
+    result = api.post("/providers/p1/test").json()
+    assert result["ok"] is True and result["status"] == 200 and result["latency_ms"] > 0
+    [request] = guarded.requests
+    assert request.body["max_tokens"] == 1 and request.body["stream"] is False
+    assert request.body["model"] == "m-large"
+
+    api.provider(
+        "p2", base_url=guarded.base_url, api_key="sk-wrong-key-8888888888", models=["m-large"]
+    )
+    failed = api.post("/providers/p2/test")
+    assert failed.status_code == 200
+    assert failed.json()["ok"] is False and failed.json()["status"] == 401
+    assert "sk-wrong-key-8888888888" not in failed.content.decode()
+
+    api.provider("p3", base_url=f"http://127.0.0.1:{closed_port}/v1", models=["x"])
+    down = api.post("/providers/p3/test").json()
+    assert down["ok"] is False and down["status"] is None and "ConnectError" in down["message"]
+    api.provider("p4")
+    assert api.post("/providers/p4/test").json()["message"].startswith("no models known")
+
+
+def _disable(runtime: Any, provider: str) -> None:
+    failure = Failure(FailureCode.AUTH, "invalid key", 401)
+    async_to_sync(runtime.store.disable_provider)(provider, failure, runtime.clock())
+
+
+def _disabled(runtime: Any, provider: str) -> bool:
+    snapshot = async_to_sync(runtime.store.snapshot)([], [provider])
+    health = snapshot.providers.get(provider)
+    return bool(health and health.disabled)
+
+
+def test_enable_lifts_a_disabled_credential_and_names_who(api: Api, runtime_state: Any) -> None:
+    api.provider("p1")
+    _disable(runtime_state, "p1")
+    assert _disabled(runtime_state, "p1")
+    response = api.post("/providers/p1/enable")
+    assert response.status_code == 200
+    assert not _disabled(runtime_state, "p1")
+    [event] = [e for e in runtime_state.hub.recent if isinstance(e, HealthEvent)]
+    assert event.kind is EventKind.ENABLED and event.message == "enabled by key:ops"
+    assert api.post("/providers/ghost/enable").status_code == 404
+
+
+def test_a_new_credential_also_lifts_a_disabled_provider(api: Api, runtime_state: Any) -> None:
+    api.provider("p1", api_key=KEY)
+    _disable(runtime_state, "p1")
+    api.patch("/providers/p1", {"base_url": "http://127.0.0.1:11/v1"}, if_match='W/"1"')
+    assert _disabled(runtime_state, "p1")  # not a credential change
+    api.patch("/providers/p1", {"api_key": "sk-rotated-key-0000000"}, if_match='W/"2"')
+    assert not _disabled(runtime_state, "p1")
