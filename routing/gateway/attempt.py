@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from routing.upstream.openai import (
     iter_body,
     translate_exception,
 )
-from routing.upstream.sse import DONE, iter_data
+from routing.upstream.sse import DONE, SSEParser
 
 log = logging.getLogger("switchyard.gateway")
 
@@ -54,14 +55,23 @@ def has_content(chunk: Mapping[str, Any]) -> bool:
     return False
 
 
+Chunk = tuple[bytes, dict[str, Any]]  # the raw ``data`` payload and its parsed JSON
+
+
 class EventReader:
-    """Parsed ``data:`` payloads of one upstream stream, each read bounded by its deadline."""
+    """Parsed ``data:`` payloads of one upstream stream, each network read bounded by its
+    deadline. ``next_batch`` returns every chunk one read completed, so the relay can send
+    them on in one write; ``next`` hands them out one at a time (before the commit point)."""
 
     def __init__(
         self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float
     ) -> None:
         self._response = response
-        self._events = iter_data(iter_body(response))
+        self._body = iter_body(response)
+        self._parser = SSEParser()
+        self._ready: deque[Chunk] = deque()
+        self._finished = False
+        self._failure: Failure | None = None  # raised once the chunks before it are handed out
         self._total_deadline = min(started + timeouts.total_s, deadline)
         self._first_token_deadline = started + timeouts.first_token_s
         self._idle_s = timeouts.idle_s
@@ -75,27 +85,57 @@ class EventReader:
     def ttft_s(self) -> float | None:
         return None if self.first_content_at is None else self.first_content_at - self.started
 
-    async def next(self) -> tuple[bytes, dict[str, Any]] | None:
+    async def next(self) -> Chunk | None:
         """The next JSON chunk, or None at ``[DONE]`` or a clean end of the body."""
-        while True:
-            loop_now = asyncio.get_running_loop().time()
-            deadline = min(self._total_deadline, loop_now + self._idle_s)
-            phase = "idle"
-            if not self.got_content and self._first_token_deadline < deadline:
-                deadline, phase = self._first_token_deadline, "first-token"
-            if deadline == self._total_deadline:
-                phase = "total"
-            try:
-                async with asyncio.timeout_at(deadline):
-                    payload = await anext(self._events)
-            except StopAsyncIteration:
+        while not self._ready:
+            if self._failure is not None:
+                raise UpstreamFailure(self._failure)
+            if self._finished:
                 return None
-            except TimeoutError as exc:
-                raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
-            except (httpx.HTTPError, OSError) as exc:
-                raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+            await self._read()
+        return self._ready.popleft()
+
+    async def next_batch(self) -> list[Chunk] | None:
+        """Every chunk available now (at least one), or None at the end."""
+        while not self._ready:
+            if self._failure is not None:
+                raise UpstreamFailure(self._failure)
+            if self._finished:
+                return None
+            await self._read()
+        batch = list(self._ready)
+        self._ready.clear()
+        return batch
+
+    async def _read(self) -> None:
+        """One network read, parsed. Raises ``UpstreamFailure`` on timeout, cut or an
+        in-stream error event (after queueing the chunks that came before it)."""
+        loop_now = asyncio.get_running_loop().time()
+        deadline = min(self._total_deadline, loop_now + self._idle_s)
+        phase = "idle"
+        if not self.got_content and self._first_token_deadline < deadline:
+            deadline, phase = self._first_token_deadline, "first-token"
+        if deadline == self._total_deadline:
+            phase = "total"
+        try:
+            async with asyncio.timeout_at(deadline):
+                data = await anext(self._body)
+        except StopAsyncIteration:
+            self._finished = True
+            payloads = self._parser.close()
+        except TimeoutError as exc:
+            raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
+        except (httpx.HTTPError, OSError) as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+        else:
+            payloads = self._parser.feed(data)
+        self._accept(payloads)
+
+    def _accept(self, payloads: list[bytes]) -> None:
+        for payload in payloads:
             if payload == DONE:
-                return None
+                self._finished = True
+                break
             try:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
@@ -107,13 +147,15 @@ class EventReader:
                 continue
             error = chunk.get("error")
             if error:
-                raise UpstreamFailure(classify_error_object(error, None))
+                self._finished = True
+                self._failure = classify_error_object(error, None)
+                break
             if chunk.get("usage"):
                 self.usage = chunk["usage"]
             if not self.got_content and has_content(chunk):
                 self.got_content = True
                 self.first_content_at = asyncio.get_running_loop().time()
-            return payload, chunk
+            self._ready.append((payload, chunk))
 
     async def aclose(self) -> None:
         await self._response.aclose()

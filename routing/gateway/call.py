@@ -379,20 +379,23 @@ class Call:
             if reader is not None:
                 while True:
                     try:
-                        item = await reader.next()
+                        batch = await reader.next_batch()
                     except UpstreamFailure as exc:
                         failure = _scrubbed(exc.failure, target)
                         outcome, error_code = "failed", failure.code.value
                         yield sse_error(failure.message, code=failure.code.value)
                         return
-                    if item is None:
+                    if batch is None:
                         break
-                    payload, chunk = item
-                    if chunk.get("usage") and not chunk.get("choices"):
-                        if usage_sent:
-                            continue
-                        usage_sent = True
-                    yield sse(payload)
+                    out: list[bytes] = []
+                    for payload, chunk in batch:
+                        if chunk.get("usage") and not chunk.get("choices"):
+                            if usage_sent:
+                                continue
+                            usage_sent = True
+                        out.append(sse(payload))
+                    if out:  # everything one network read brought, in one write
+                        yield b"".join(out)
             yield SSE_DONE
         except (asyncio.CancelledError, GeneratorExit):
             outcome, error_code = "aborted", FailureCode.ABORTED.value
