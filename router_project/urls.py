@@ -1,15 +1,17 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
 from dashboard.views.auth import LoginView, LogoutView
 from routing.api.management import api as management_api
 from routing.api.openai import api as openai_api
+from routing.api.openai import unknown_endpoint
 from routing.audit.views import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", openai_api.urls),
+    re_path(r"^v1/(?P<rest>.*)$", unknown_endpoint),
     path("api/v1/", management_api.urls),
     path("api/docs", RedirectView.as_view(url="/api/v1/docs")),
     path("metrics", metrics_view, name="metrics"),

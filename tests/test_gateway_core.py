@@ -379,3 +379,22 @@ def test_overhead_header_excludes_upstream_time_and_backoff(h: Harness) -> None:
     overhead_ms = float(raw.headers["x-switchyard-overhead-ms"])
     assert 0 < overhead_ms < 200  # the 400 ms upstream wait is not ours
     assert elapsed_ms >= 400
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/chat/completions", 405),
+        ("DELETE", "/chat/completions", 405),
+        ("POST", "/completions", 404),
+        ("GET", "/nope/deeper", 404),
+    ],
+)
+def test_wrong_method_or_unknown_v1_path_is_openai_shaped(
+    h: Harness, method: str, path: str, status: int
+) -> None:
+    response = httpx.request(
+        method, h.gateway.base_url + path, headers={"authorization": f"Bearer {h.key}"}, timeout=10
+    )
+    assert response.status_code == status
+    assert set(response.json()["error"]) == {"message", "type", "code", "param"}

@@ -133,6 +133,25 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     return render(await call.run())
 
 
+@api.api_operation(
+    ["GET", "PUT", "PATCH", "DELETE"], "/chat/completions", auth=None, include_in_schema=False
+)
+async def chat_completions_wrong_method(request: HttpRequest) -> HttpResponse:
+    reply = ErrorReply(
+        405, f"{request.method} is not supported here; use POST.", "method_not_allowed"
+    )
+    response = render(reply)
+    response["allow"] = "POST"
+    return response
+
+
+async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Anything else under /v1: an OpenAI-shaped 404, not Django's HTML page."""
+    return render(
+        ErrorReply(404, f"Unknown endpoint: {request.method} {request.path}", "unknown_url")
+    )
+
+
 @api.get("/models", auth=None, include_in_schema=False)
 async def list_models(request: HttpRequest) -> HttpResponse:
     runtime = get_runtime()

@@ -102,6 +102,8 @@ class Call:
             None,
         )  # (hit, declared window of the target)
         self.track_inflight = group.algorithm.name == "least-busy"
+        self.track_latency = group.algorithm.name == "latency"
+        self.clean: set[str] = set()  # targets picked with no health state at all
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
@@ -164,6 +166,8 @@ class Call:
             health = snapshot.targets.get(target.key)
             state = availability(health, now) if health is not None else Availability.AVAILABLE
             if state is Availability.AVAILABLE:
+                if health is None:
+                    self.clean.add(target.key)
                 return target, False
             if state is Availability.PROBE_ELIGIBLE:
                 lease = min(target.provider.timeouts.total_s, PROBE_LEASE_CAP_S)
@@ -340,9 +344,12 @@ class Call:
         store = self.runtime.store
         ttft_ms = answer.ttft_s * 1000 if answer.ttft_s is not None else None
         self.group.algorithm.on_success(target.candidate, ttft_ms)
-        events = await store.record_success(target.key, self.runtime.clock(), ttft_ms)
-        if events:
-            self.runtime.hub.publish_all(events)
+        # A target that had no health state needs no success recorded, unless its latency
+        # feeds the algorithm: with a shared store that saves a round trip per call.
+        if target.key not in self.clean or self.track_latency:
+            events = await store.record_success(target.key, self.runtime.clock(), ttft_ms)
+            if events:
+                self.runtime.hub.publish_all(events)
         if self.session:
             await store.affinity_set(self.session, target.key, AFFINITY_TTL_S)
         self.record.served_by = target.key
