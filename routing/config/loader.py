@@ -287,15 +287,7 @@ def _apply_providers(cfg: ConfigFileIn, result: ApplyResult) -> None:
     for item in cfg.providers:
         provider = existing.get(item.name) or Provider(name=item.name)
         before = _provider_state(provider) if provider.pk else None
-        provider.kind = item.kind
-        provider.base_url = item.base_url
-        provider.headers = dict(item.headers)
-        if item.models is not None:
-            provider.models = list(item.models)
-        timeouts = item.timeouts.model_dump() if item.timeouts else {}
-        for key, column in TIMEOUT_FIELDS.items():
-            value = timeouts.get(key)
-            setattr(provider, column, value if value is not None else _default(Provider, column))
+        copy_provider_fields(provider, item)
         key_changed = _set_api_key(provider, item)
         if before is None:
             provider.save()
@@ -304,6 +296,21 @@ def _apply_providers(cfg: ConfigFileIn, result: ApplyResult) -> None:
             provider.version += 1
             provider.save()
             result.providers_updated.append(item.name)
+
+
+def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
+    """Copy a validated provider onto its row (all but the credential), the same for every
+    write path: a timeout left out goes back to its default, absent ``models`` keeps the
+    list refreshed from the upstream."""
+    provider.kind = item.kind
+    provider.base_url = item.base_url
+    provider.headers = dict(item.headers)
+    if item.models is not None:
+        provider.models = list(item.models)
+    timeouts = item.timeouts.model_dump() if item.timeouts else {}
+    for key, column in TIMEOUT_FIELDS.items():
+        value = timeouts.get(key)
+        setattr(provider, column, value if value is not None else _default(Provider, column))
 
 
 def _default(model: type[Any], column: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from routing.config.errors import ConfigError
+from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields
 from routing.config.schema import parse_provider
 from routing.crypto import CredentialDecryptError
 from routing.models import Provider
@@ -21,12 +22,7 @@ from routing.services.base import (
 )
 from routing.services.health import enable_in_store
 
-TIMEOUT_COLUMNS: dict[str, str] = {
-    "connect_s": "connect_timeout_s",
-    "first_token_s": "first_token_timeout_s",
-    "idle_s": "idle_timeout_s",
-    "total_s": "total_timeout_s",
-}
+TIMEOUT_COLUMNS = TIMEOUT_FIELDS
 
 
 def provider_snapshot(provider: Provider) -> dict[str, Any]:
@@ -64,18 +60,7 @@ def _stored(provider: Provider) -> dict[str, Any]:
 
 def _apply_fields(provider: Provider, raw: Mapping[str, Any]) -> None:
     """Validate ``raw`` through the shared schema and copy it onto ``provider``."""
-    item = parse_provider(raw)
-    provider.kind = item.kind
-    provider.base_url = item.base_url
-    provider.headers = dict(item.headers)
-    if item.models is not None:
-        provider.models = list(item.models)
-    timeouts = item.timeouts.model_dump() if item.timeouts else {}
-    for key, column in TIMEOUT_COLUMNS.items():
-        value = timeouts.get(key)
-        if value is None:
-            value = float(Provider._meta.get_field(column).default)
-        setattr(provider, column, value)
+    copy_provider_fields(provider, parse_provider(raw))
 
 
 def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
