@@ -67,6 +67,8 @@ bench: install-dev
 
 lint: install-dev
 	$(BIN)/ruff check router_project routing dashboard tests bench
+	$(BIN)/ruff format --check router_project routing dashboard tests bench
+	$(BIN)/mypy router_project routing dashboard bench
 
 clean:
 	rm -rf $(VENV) var

@@ -39,8 +39,13 @@ class Upstream:
     def __init__(self, log_dir: Path) -> None:
         self.log = log_dir / "upstream.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.upstream", "--port", "0"], cwd=ROOT, text=True,
-            stdout=subprocess.PIPE, stderr=self.log.open("ab"), start_new_session=True)
+            [sys.executable, "-m", "bench.upstream", "--port", "0"],
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=self.log.open("ab"),
+            start_new_session=True,
+        )
         line = readline(self.proc, 15.0)
         if not line.startswith("listening "):
             procs.stop(self.proc)
@@ -78,9 +83,14 @@ class LoadgenWorker:
             if self.proc is not None:
                 self.stop()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.loadgen", "--serve"], cwd=ROOT, text=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log.open("ab"),
-                start_new_session=True)
+                [sys.executable, "-m", "bench.loadgen", "--serve"],
+                cwd=ROOT,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log.open("ab"),
+                start_new_session=True,
+            )
             if readline(self.proc, 30.0) != "ready":
                 self.stop()
                 raise ChildFailed(f"load generator did not start:\n{procs.tail(self.log)}")
@@ -102,8 +112,9 @@ class LoadgenWorker:
         line = readline(self.proc, timeout)
         if not line:
             self.stop()
-            raise ChildFailed(f"load generator gave no result in {timeout:.0f} s:\n"
-                              f"{procs.tail(self.log)}")
+            raise ChildFailed(
+                f"load generator gave no result in {timeout:.0f} s:\n{procs.tail(self.log)}"
+            )
         result: dict[str, Any] = json.loads(line)
         if "failed" in result:
             raise ChildFailed(f"load generator refused the round: {result['failed']}")

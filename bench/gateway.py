@@ -95,12 +95,17 @@ def prepare(*, repo: Path, work: Path, upstream_port: int, stub: bool) -> Prepar
     """Fresh var dir + config + key. Raises GatewayUnavailable naming the failed step."""
     var_dir = work / "var"
     var_dir.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "SWITCHYARD_CONFIG")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "SWITCHYARD_CONFIG")
+    }
     env.update(SWITCHYARD_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")
     if stub:
-        env.update(BENCH_STUB_UPSTREAM=f"http://127.0.0.1:{upstream_port}/v1",
-                   PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        env.update(
+            BENCH_STUB_UPSTREAM=f"http://127.0.0.1:{upstream_port}/v1",
+            PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+        )
         return Prepared(repo, env, "stub-key", STUB_APP, work)
     base = CONFIG.format(port=upstream_port, key=UPSTREAM_KEY)
     config = work / "bench-config.yaml"
@@ -114,13 +119,16 @@ def prepare(*, repo: Path, work: Path, upstream_port: int, stub: bool) -> Prepar
         config.write_text(base)
         _manage(python, repo, env, "loadconfig", str(config))
         prepared.aliases["bench-failover-hot"] = "bench-failover"
-        prepared.notes.append(f"the gateway rejected group bench-failover-hot ({exc}); "
-                              "scenario e used bench-failover, whose failing target cools")
+        prepared.notes.append(
+            f"the gateway rejected group bench-failover-hot ({exc}); "
+            "scenario e used bench-failover, whose failing target cools"
+        )
     lines = _manage(python, repo, env, "createkey", "bench").strip().splitlines()
     prepared.secret = lines[-1].strip() if lines else ""
     if not prepared.secret or " " in prepared.secret:
         raise GatewayUnavailable(
-            f"createkey printed no secret on its last line: {prepared.secret!r}")
+            f"createkey printed no secret on its last line: {prepared.secret!r}"
+        )
     return prepared
 
 
@@ -133,7 +141,8 @@ def _manage(python: str, repo: Path, env: dict[str, str], *args: str) -> str:
     if done.returncode != 0:
         output = (done.stdout + done.stderr).strip().splitlines()[-12:]
         raise GatewayUnavailable(
-            f"manage.py {args[0]} exited {done.returncode}:\n    " + "\n    ".join(output))
+            f"manage.py {args[0]} exited {done.returncode}:\n    " + "\n    ".join(output)
+        )
     return done.stdout
 
 
@@ -173,8 +182,9 @@ class Gateway:
     def start(self, timeout: float = 60.0) -> None:
         if self.server == "uvicorn":
             python = venv_tool(self.prepared.repo, "python")
-            check = procs.run_checked([python, "-c", "import uvicorn"],
-                                      cwd=self.prepared.repo, env=self.prepared.env)
+            check = procs.run_checked(
+                [python, "-c", "import uvicorn"], cwd=self.prepared.repo, env=self.prepared.env
+            )
             if check.returncode != 0:
                 raise GatewayUnavailable("uvicorn is not installed in the venv (a dev extra)")
         env = dict(self.prepared.env)
@@ -191,8 +201,11 @@ class Gateway:
         try:
             for index, (cmd, fds) in enumerate(commands):
                 log = self.prepared.log_dir / f"gateway-{self.name}-{index}.log"
-                self.processes.append(procs.spawn(
-                    cmd, log=log, cpus=self.cpus, cwd=self.prepared.repo, env=env, pass_fds=fds))
+                self.processes.append(
+                    procs.spawn(
+                        cmd, log=log, cpus=self.cpus, cwd=self.prepared.repo, env=env, pass_fds=fds
+                    )
+                )
         finally:
             for sock in sockets:  # the children hold their own copies now
                 sock.close()
@@ -206,6 +219,7 @@ class Gateway:
         With SO_REUSEPORT a probe that lands on a process still booting waits in that
         socket's backlog, so 16 answered probes mean every process is serving.
         """
+
         def dead() -> str | None:
             for index, proc in enumerate(self.processes):
                 if proc.poll() is not None:
@@ -227,11 +241,14 @@ class Gateway:
         if problem or not ok:
             self.stop()
             raise GatewayUnavailable(
-                f"{self.server} ({self.name}) {problem or f'not answering after {timeout:.0f} s'}")
+                f"{self.server} ({self.name}) {problem or f'not answering after {timeout:.0f} s'}"
+            )
 
     def log_tail(self) -> str:
-        return "\n".join(procs.tail(self.prepared.log_dir / f"gateway-{self.name}-{i}.log", 8)
-                         for i in range(len(self.processes)))
+        return "\n".join(
+            procs.tail(self.prepared.log_dir / f"gateway-{self.name}-{i}.log", 8)
+            for i in range(len(self.processes))
+        )
 
     def alive(self) -> bool:
         return bool(self.processes) and all(p.poll() is None for p in self.processes)
@@ -245,17 +262,26 @@ class Gateway:
     def memory_mb(self) -> dict[str, float]:
         """Peak RSS of the largest process and current RSS summed, in MB."""
         values = [procs.memory_kb(pid) for pid in self.pids]
-        return {"peak": max(v.get("VmHWM", 0) for v in values) / 1024,
-                "rss": sum(v.get("VmRSS", 0) for v in values) / 1024}
+        return {
+            "peak": max(v.get("VmHWM", 0) for v in values) / 1024,
+            "rss": sum(v.get("VmRSS", 0) for v in values) / 1024,
+        }
 
     def stop(self) -> None:
         for proc in self.processes:
             procs.stop(proc)
 
 
-def http_status(host: str, port: int, method: str, path: str, *, body: bytes | None = None,
-                headers: dict[str, str] | None = None, timeout: float = 5.0
-                ) -> tuple[int, dict[str, str], bytes] | None:
+def http_status(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    *,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 5.0,
+) -> tuple[int, dict[str, str], bytes] | None:
     """One request with http.client; None when the connection fails."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
@@ -283,9 +309,22 @@ class RedisServer:
             raise GatewayUnavailable("redis-server not found on PATH (needed for --scale-out)")
         self.port = procs.free_port()
         self.process = procs.spawn(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--protected-mode", "no"],
-            log=self.log_dir / "redis.log", cpus=self.cpus)
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--protected-mode",
+                "no",
+            ],
+            log=self.log_dir / "redis.log",
+            cpus=self.cpus,
+        )
 
         def pong() -> bool:
             try:

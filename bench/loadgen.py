@@ -87,8 +87,10 @@ class Recorder:
         headers = answer.headers
         if "x-switchyard-target" in headers:
             self.targets[headers["x-switchyard-target"]] += 1
-        for name, sink in (("x-switchyard-overhead-ms", self.overhead),
-                           ("x-switchyard-attempts", self.attempts)):
+        for name, sink in (
+            ("x-switchyard-overhead-ms", self.overhead),
+            ("x-switchyard-attempts", self.attempts),
+        ):
             if name in headers:
                 try:
                     sink.append(float(headers[name]))
@@ -128,22 +130,35 @@ class Recorder:
         lat, svc, ttft = sorted(self.latencies), sorted(self.service), sorted(self.ttfts)
 
         def stats(values: list[float]) -> dict[str, float | None]:
-            return {"p50": percentile(values, 50), "p90": percentile(values, 90),
-                    "p99": percentile(values, 99), "max": values[-1] if values else None,
-                    "mean": sum(values) / len(values) if values else None}
+            return {
+                "p50": percentile(values, 50),
+                "p90": percentile(values, 90),
+                "p99": percentile(values, 99),
+                "max": values[-1] if values else None,
+                "mean": sum(values) / len(values) if values else None,
+            }
 
         def mean(values: list[float]) -> float | None:
             return sum(values) / len(values) if values else None
 
         return {
-            "elapsed_s": elapsed, "completed": self.completed, "ok": len(lat),
-            "errors": dict(self.errors), "error_count": sum(self.errors.values()),
-            "error_samples": self.samples, "rps": self.completed / elapsed if elapsed else 0.0,
+            "elapsed_s": elapsed,
+            "completed": self.completed,
+            "ok": len(lat),
+            "errors": dict(self.errors),
+            "error_count": sum(self.errors.values()),
+            "error_samples": self.samples,
+            "rps": self.completed / elapsed if elapsed else 0.0,
             "ok_rps": len(lat) / elapsed if elapsed else 0.0,
-            "latency_ms": stats(lat), "service_ms": stats(svc), "ttft_ms": stats(ttft),
-            "overhead_ms_mean": mean(self.overhead), "attempts_mean": mean(self.attempts),
-            "targets": dict(self.targets), "late": self.late,
-            "client_cpu_ms": cpu_s * 1000, "client_cpu_util": cpu_s / elapsed if elapsed else 0.0,
+            "latency_ms": stats(lat),
+            "service_ms": stats(svc),
+            "ttft_ms": stats(ttft),
+            "overhead_ms_mean": mean(self.overhead),
+            "attempts_mean": mean(self.attempts),
+            "targets": dict(self.targets),
+            "late": self.late,
+            "client_cpu_ms": cpu_s * 1000,
+            "client_cpu_util": cpu_s / elapsed if elapsed else 0.0,
         }
 
 
@@ -187,12 +202,14 @@ async def closed_loop(rec: Recorder, *, concurrency: int, deadline: float, drain
             if conn is not None:
                 conn.close()
 
-    await _finish([asyncio.create_task(worker()) for _ in range(concurrency)], rec,
-                  deadline + drain)
+    await _finish(
+        [asyncio.create_task(worker()) for _ in range(concurrency)], rec, deadline + drain
+    )
 
 
-async def open_loop(rec: Recorder, *, rate: float, start: float, deadline: float,
-                    max_conns: int, drain: float) -> None:
+async def open_loop(
+    rec: Recorder, *, rate: float, start: float, deadline: float, max_conns: int, drain: float
+) -> None:
     idle: list[Connection] = []
     slots = asyncio.Semaphore(max_conns)
 
@@ -240,8 +257,12 @@ def make_target(args: argparse.Namespace) -> Target:
     url = urlsplit(args.url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
     path = (url.path.rstrip("/") or "/v1") + "/chat/completions"
-    body = {"model": args.model, "messages": [{"role": "user", "content": "ping"}],
-            "max_tokens": 32, "stream": bool(args.stream)}
+    body = {
+        "model": args.model,
+        "messages": [{"role": "user", "content": "ping"}],
+        "max_tokens": 32,
+        "stream": bool(args.stream),
+    }
     request = build_request(host=host, port=port, path=path, body=orjson.dumps(body), key=args.key)
     return Target(host, port, request, bool(args.stream), args.expect_chunks if args.stream else 0)
 
@@ -252,13 +273,24 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
     start = time.perf_counter()
     deadline = start + args.duration
     if args.rate:
-        await open_loop(rec, rate=args.rate, start=start, deadline=deadline,
-                        max_conns=args.max_conns, drain=args.drain)
+        await open_loop(
+            rec,
+            rate=args.rate,
+            start=start,
+            deadline=deadline,
+            max_conns=args.max_conns,
+            drain=args.drain,
+        )
     else:
         await closed_loop(rec, concurrency=args.concurrency, deadline=deadline, drain=args.drain)
     result = rec.summary(start, deadline, sum(os.times()[:2]) - cpu0)
-    result.update(mode="open" if args.rate else "closed", model=args.model,
-                  stream=bool(args.stream), concurrency=args.concurrency, rate=args.rate)
+    result.update(
+        mode="open" if args.rate else "closed",
+        model=args.model,
+        stream=bool(args.stream),
+        concurrency=args.concurrency,
+        rate=args.rate,
+    )
     return result
 
 
@@ -268,8 +300,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="required")
     parser.add_argument("--key", default="", help="sent as Authorization: Bearer")
     parser.add_argument("--stream", action="store_true")
-    parser.add_argument("--expect-chunks", type=int, default=0,
-                        help="streams with another number of content events count as errors")
+    parser.add_argument(
+        "--expect-chunks",
+        type=int,
+        default=0,
+        help="streams with another number of content events count as errors",
+    )
     parser.add_argument("--concurrency", "-c", type=int, default=1)
     parser.add_argument("--duration", "-d", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=0.0, help="open loop: requests per second")
@@ -304,9 +340,11 @@ def human(result: dict[str, object]) -> str:
     def ms(value: object) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    return (f"{result['completed']} done, {result['rps']:.0f} req/s, p50 {ms(lat['p50'])} ms, "
-            f"p99 {ms(lat['p99'])} ms, ttft p50 {ms(ttft['p50'])} ms, "
-            f"errors {result['errors'] or 0}, client cpu {result['client_cpu_util']:.0%}")
+    return (
+        f"{result['completed']} done, {result['rps']:.0f} req/s, p50 {ms(lat['p50'])} ms, "
+        f"p99 {ms(lat['p99'])} ms, ttft p50 {ms(ttft['p50'])} ms, "
+        f"errors {result['errors'] or 0}, client cpu {result['client_cpu_util']:.0%}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

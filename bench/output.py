@@ -25,42 +25,65 @@ def _checks(rows: list[report.Row]) -> list[str]:
         if not direct.rounds or not measured:
             continue
         d_rps = direct.med(lambda r: r["rps"]) or 0.0
-        ratios = ", ".join(f"{d_rps / (r.med(lambda x: x['rps']) or float('nan')):.1f}x {r.path}"
-                           for r in measured)
+        ratios = ", ".join(
+            f"{d_rps / (r.med(lambda x: x['rps']) or float('nan')):.1f}x {r.path}" for r in measured
+        )
         client = max(x["client_cpu_util"] for r in measured for x in r.rounds)
         verdict = "ok" if client < 0.8 else "THE CLIENT MAY BE THE LIMIT"
-        notes.append(f"{key}: direct/gateway req/s {ratios}; load generator CPU <= {client:.0%} "
-                     f"in gateway rounds ({verdict})")
+        notes.append(
+            f"{key}: direct/gateway req/s {ratios}; load generator CPU <= {client:.0%} "
+            f"in gateway rounds ({verdict})"
+        )
         cores = [x["gateway_core"] for r in measured for x in r.rounds if "gateway_core" in x]
         if cores:
-            share = {k: statistics.median(c[k] for c in cores)
-                     for k in ("busy", "gateway", "other")}
-            crowded = (" -- CROWDED: other work competed for the gateway's core"
-                       if share["other"] > 0.1 else "")
-            notes.append(f"{key}: gateway core busy {share['busy']:.0%} in gateway rounds "
-                         f"(gateway {share['gateway']:.0%}, other processes "
-                         f"{share['other']:.0%}){crowded}")
+            share = {
+                k: statistics.median(c[k] for c in cores) for k in ("busy", "gateway", "other")
+            }
+            crowded = (
+                " -- CROWDED: other work competed for the gateway's core"
+                if share["other"] > 0.1
+                else ""
+            )
+            notes.append(
+                f"{key}: gateway core busy {share['busy']:.0%} in gateway rounds "
+                f"(gateway {share['gateway']:.0%}, other processes "
+                f"{share['other']:.0%}){crowded}"
+            )
         for row in measured:
             split = [x.get("gateway_cpu_s_by_process") or [] for x in row.rounds]
             if any(len(s) > 1 for s in split):
                 totals = [sum(v) for v in zip(*split, strict=False)]
                 shares = "/".join(f"{t / max(sum(totals), 1e-9):.0%}" for t in totals)
-                notes.append(f"{key} {row.path}: gateway CPU split across processes {shares} "
-                             "(the kernel hashes each connection to one process)")
+                notes.append(
+                    f"{key} {row.path}: gateway CPU split across processes {shares} "
+                    "(the kernel hashes each connection to one process)"
+                )
             calls = sum(x["completed"] for x in row.rounds)
             failed = sum(x["upstream"].get("fail503 503", 0) for x in row.rounds)
             if failed or key in ("e", "f"):
-                notes.append(f"{key} {row.path}: the failing first target was tried on {failed} "
-                             f"of {calls} calls ({failed / max(calls, 1):.1%})")
+                notes.append(
+                    f"{key} {row.path}: the failing first target was tried on {failed} "
+                    f"of {calls} calls ({failed / max(calls, 1):.1%})"
+                )
     return notes
 
 
-def render(*, args: argparse.Namespace, info: Mapping[str, str], rows: list[report.Row],
-           runner: Runner, soak: dict[str, Any] | None, load: tuple[str, str], steal: float,
-           wall: float, work: Path, scenarios: Mapping[str, Scenario]) -> str:
+def render(
+    *,
+    args: argparse.Namespace,
+    info: Mapping[str, str],
+    rows: list[report.Row],
+    runner: Runner,
+    soak: dict[str, Any] | None,
+    load: tuple[str, str],
+    steal: float,
+    wall: float,
+    work: Path,
+    scenarios: Mapping[str, Scenario],
+) -> str:
     base: dict[str, report.Row] = {r.scenario: r for r in rows if r.path == "direct"}
     values = [r.values(base.get(r.scenario)) for r in rows]
-    mode = (f"open loop at {args.rate:g} req/s" if args.rate else "closed loop")
+    mode = f"open loop at {args.rate:g} req/s" if args.rate else "closed loop"
     server = args.server + (" -v 0 (no access log)" if args.quiet_server else " (default logging)")
     if args.stub:
         server += " serving bench.stub_gateway (NOT Switchyard)"
@@ -73,10 +96,14 @@ def render(*, args: argparse.Namespace, info: Mapping[str, str], rows: list[repo
         f"pinning: gateway -> cpu {gw} (verified Cpus_allowed_list: {runner.gateway_pinning}); "
         f"driver, load generator, upstream, redis -> cpu {client}",
         f"load: loadavg {load[0]} before, {load[1]} after; CPU steal {steal:.1%} during the run",
-        f"method: {mode}; {server}; " + (
+        f"method: {mode}; {server}; "
+        + (
             f"per path {args.rounds} x {args.duration:g} s rounds, alternating ABBA, after a "
             f"{args.warmup:g} s warm-up; medians; '+' columns = median paired difference vs "
-            "direct" if args.keys else "soak only"),
+            "direct"
+            if args.keys
+            else "soak only"
+        ),
         "",
     ]
     if values:
@@ -85,8 +112,10 @@ def render(*, args: argparse.Namespace, info: Mapping[str, str], rows: list[repo
         out += [f"  {k}  {s.title}" for k, s in scenarios.items() if k in args.keys]
     notes = _checks(rows) + runner.notes
     if runner.idle_cpu:
-        notes.append(f"gateway CPU while idle (during direct rounds): "
-                     f"{statistics.median(runner.idle_cpu):.1f} ms/s")
+        notes.append(
+            f"gateway CPU while idle (during direct rounds): "
+            f"{statistics.median(runner.idle_cpu):.1f} ms/s"
+        )
     if runner.unavailable:
         notes.append(runner.unavailable)
     for row in rows:
@@ -104,7 +133,8 @@ def render(*, args: argparse.Namespace, info: Mapping[str, str], rows: list[repo
                 f"(growth {soak['last'] - soak['first']:+.1f}, "
                 f"{soak['last'] - settled:+.1f} after the first 10 s); "
                 f"peak {soak['peak_hwm'] or 0:.1f}; {soak['completed']} calls, "
-                f"{soak['rps'] or 0:.0f} req/s, errors {soak['errors'] or 0}; samples: {series}")
+                f"{soak['rps'] or 0:.0f} req/s, errors {soak['errors'] or 0}; samples: {series}"
+            )
     if notes:
         out += ["", "notes:"] + [f"  - {n}" for n in notes]
     if args.markdown and values:
@@ -113,8 +143,20 @@ def render(*, args: argparse.Namespace, info: Mapping[str, str], rows: list[repo
     return "\n".join(out)
 
 
-def raw(rows: list[report.Row], soak: dict[str, Any] | None,
-        info: Mapping[str, str]) -> dict[str, Any]:
-    return {"machine": dict(info), "soak": soak,
-            "rows": [{"scenario": r.scenario, "path": r.path, "unavailable": r.unavailable,
-                      "peak_rss_mb": r.peak_mb, "rounds": r.rounds} for r in rows]}
+def raw(
+    rows: list[report.Row], soak: dict[str, Any] | None, info: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "machine": dict(info),
+        "soak": soak,
+        "rows": [
+            {
+                "scenario": r.scenario,
+                "path": r.path,
+                "unavailable": r.unavailable,
+                "peak_rss_mb": r.peak_mb,
+                "rounds": r.rounds,
+            }
+            for r in rows
+        ],
+    }

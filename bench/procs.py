@@ -25,7 +25,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds the process has used so far (all its threads)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
@@ -97,15 +97,28 @@ def reuseport_sockets(count: int) -> tuple[int, list[socket.socket]]:
     return port, sockets
 
 
-def spawn(cmd: Sequence[str], *, log: Path, cpus: set[int] | None, cwd: Path | None = None,
-          env: Mapping[str, str] | None = None, pass_fds: Iterable[int] = (),
-          stdout_pipe: bool = False) -> subprocess.Popen[str]:
+def spawn(
+    cmd: Sequence[str],
+    *,
+    log: Path,
+    cpus: set[int] | None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    pass_fds: Iterable[int] = (),
+    stdout_pipe: bool = False,
+) -> subprocess.Popen[str]:
     """Start ``cmd`` in its own process group, output to ``log``, pinned to ``cpus``."""
     out = log.open("ab")
     proc = subprocess.Popen(
-        list(cmd), cwd=cwd, env=dict(env) if env is not None else None, text=True,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if stdout_pipe else out, stderr=out,
-        pass_fds=tuple(pass_fds), start_new_session=True,
+        list(cmd),
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if stdout_pipe else out,
+        stderr=out,
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
     )
     out.close()
     pin(proc.pid, cpus)
@@ -126,10 +139,18 @@ def stop(proc: subprocess.Popen[str], timeout: float = 5.0) -> None:
         pass
 
 
-def run_checked(cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-                timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(cmd), cwd=cwd, env=dict(env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+def run_checked(
+    cmd: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(cmd),
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def tail(path: Path, lines: int = 15) -> str:

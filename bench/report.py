@@ -39,8 +39,11 @@ class Row:
         if base is None or base is self or not base.rounds:
             return None
         pairs = zip(self.rounds, base.rounds, strict=False)
-        return _median((a - b) for a, b in ((get(x), get(y)) for x, y in pairs)
-                       if a is not None and b is not None)
+        return _median(
+            (a - b)
+            for a, b in ((get(x), get(y)) for x, y in pairs)
+            if a is not None and b is not None
+        )
 
     def values(self, base: Row | None) -> dict[str, float | int | str | None]:
         if self.unavailable:
@@ -48,11 +51,15 @@ class Row:
         p50, p99 = _lat("latency_ms", "p50"), _lat("latency_ms", "p99")
         ttft = _lat("ttft_ms", "p50")
         return {
-            "scenario": self.scenario, "path": self.path,
+            "scenario": self.scenario,
+            "path": self.path,
             "rps": self.med(lambda r: r["rps"]),
-            "p50": self.med(p50), "p99": self.med(p99),
-            "add_p50": self.added(base, p50), "add_p99": self.added(base, p99),
-            "ttft_p50": self.med(ttft), "add_ttft_p50": self.added(base, ttft),
+            "p50": self.med(p50),
+            "p99": self.med(p99),
+            "add_p50": self.added(base, p50),
+            "add_p99": self.added(base, p99),
+            "ttft_p50": self.med(ttft),
+            "add_ttft_p50": self.added(base, ttft),
             "cpu_ms_per_req": self.med(lambda r: r.get("gateway_cpu_ms_per_req")),
             "store_ms_per_req": self.med(lambda r: r.get("store_cpu_ms_per_req")),
             "peak_rss_mb": self.peak_mb,
@@ -64,13 +71,21 @@ class Row:
 
 COLUMNS: list[tuple[str, str, str]] = [
     # key, header, format
-    ("scenario", "scen", "s"), ("path", "path", "s"), ("rps", "req/s", ".0f"),
-    ("p50", "p50 ms", ".2f"), ("p99", "p99 ms", ".2f"),
-    ("add_p50", "+p50 ms", "+.2f"), ("add_p99", "+p99 ms", "+.2f"),
-    ("ttft_p50", "TTFT p50", ".2f"), ("add_ttft_p50", "+TTFT p50", "+.2f"),
-    ("cpu_ms_per_req", "CPU ms/req", ".2f"), ("store_ms_per_req", "redis ms/req", ".3f"),
-    ("peak_rss_mb", "peak RSS MB", ".0f"), ("errors", "errors", "d"),
-    ("overhead_ms", "ovh hdr ms", ".2f"), ("attempts", "attempts", ".2f"),
+    ("scenario", "scen", "s"),
+    ("path", "path", "s"),
+    ("rps", "req/s", ".0f"),
+    ("p50", "p50 ms", ".2f"),
+    ("p99", "p99 ms", ".2f"),
+    ("add_p50", "+p50 ms", "+.2f"),
+    ("add_p99", "+p99 ms", "+.2f"),
+    ("ttft_p50", "TTFT p50", ".2f"),
+    ("add_ttft_p50", "+TTFT p50", "+.2f"),
+    ("cpu_ms_per_req", "CPU ms/req", ".2f"),
+    ("store_ms_per_req", "redis ms/req", ".3f"),
+    ("peak_rss_mb", "peak RSS MB", ".0f"),
+    ("errors", "errors", "d"),
+    ("overhead_ms", "ovh hdr ms", ".2f"),
+    ("attempts", "attempts", ".2f"),
 ]
 
 
@@ -84,8 +99,11 @@ def _cell(value: object, fmt: str) -> str:
 
 def _columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str, str]]:
     """Drop the Redis column when no row has a value for it."""
-    keep = [c for c in COLUMNS if c[0] != "store_ms_per_req"
-            or any(r.get("store_ms_per_req") is not None for r in rows)]
+    keep = [
+        c
+        for c in COLUMNS
+        if c[0] != "store_ms_per_req" or any(r.get("store_ms_per_req") is not None for r in rows)
+    ]
     return keep
 
 
@@ -112,8 +130,10 @@ def aligned(rows: Sequence[dict[str, Any]]) -> str:
         if len(line) != len(headers):  # an n/a row spans the numeric columns
             first = "  ".join(c.ljust(w) for c, w in zip(line[:2], widths, strict=False))
             return first + "  " + line[2]
-        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        )
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([fmt(headers), rule, *(fmt(line) for line in body)])
@@ -121,8 +141,10 @@ def aligned(rows: Sequence[dict[str, Any]]) -> str:
 
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     headers, body = _cells(rows)
-    out = ["| " + " | ".join(headers) + " |",
-           "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
+    out = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|",
+    ]
     for line in body:
         cells = line if len(line) == len(headers) else line + [""] * (len(headers) - len(line))
         out.append("| " + " | ".join(cells) + " |")

@@ -55,18 +55,29 @@ class Scenario:
     group: str = "bench"  # what THROUGH calls ask for; DIRECT always asks the upstream for fast
 
 
-SCENARIOS = {s.key: s for s in (
-    Scenario("a", "non-streaming, c=1, upstream 0 ms: pure overhead", 1),
-    Scenario("b", "non-streaming, c=32: throughput", 32),
-    Scenario("c", "streaming 20 chunks, c=8: time-to-first-token overhead", 8, stream=True),
-    Scenario("d", "non-streaming, c=64, upstream 50 ms: concurrency", 64, delay_ms=50.0),
-    Scenario("e", "(a) with a failing first target tried on every call (group "
-             "bench-failover-hot, zero cooldown): price of a failover", 1,
-             group="bench-failover-hot"),
-    Scenario("f", "(a) with the failing first target left cooling after its first failure "
-             "(group bench-failover, default circuit): price of skipping it", 1,
-             group="bench-failover"),
-)}
+SCENARIOS = {
+    s.key: s
+    for s in (
+        Scenario("a", "non-streaming, c=1, upstream 0 ms: pure overhead", 1),
+        Scenario("b", "non-streaming, c=32: throughput", 32),
+        Scenario("c", "streaming 20 chunks, c=8: time-to-first-token overhead", 8, stream=True),
+        Scenario("d", "non-streaming, c=64, upstream 50 ms: concurrency", 64, delay_ms=50.0),
+        Scenario(
+            "e",
+            "(a) with a failing first target tried on every call (group "
+            "bench-failover-hot, zero cooldown): price of a failover",
+            1,
+            group="bench-failover-hot",
+        ),
+        Scenario(
+            "f",
+            "(a) with the failing first target left cooling after its first failure "
+            "(group bench-failover, default circuit): price of skipping it",
+            1,
+            group="bench-failover",
+        ),
+    )
+}
 DEFAULT_SCENARIOS = "a,b,c,d,e,f"
 # Four paths per scenario double the time; these three show what a shared store costs
 # per call (a), under load (b) and when health changes on every call (e).
@@ -119,8 +130,9 @@ class Runner:
     # ---- set-up ---------------------------------------------------------------------
     def setup(self) -> None:
         try:
-            self.prepared = prepare(repo=ROOT, work=self.work, upstream_port=self.upstream.port,
-                                    stub=self.args.stub)
+            self.prepared = prepare(
+                repo=ROOT, work=self.work, upstream_port=self.upstream.port, stub=self.args.stub
+            )
         except GatewayUnavailable as exc:
             self.unavailable = f"gateway set-up failed: {exc}"
             return
@@ -133,8 +145,9 @@ class Runner:
                 self.notes.append(f"scale-out skipped: {exc}")
                 self.redis = None
 
-    def start_paths(self, scenario: Scenario, *, scale_out: bool
-                    ) -> list[tuple[BenchPath | None, str, str | None]]:
+    def start_paths(
+        self, scenario: Scenario, *, scale_out: bool
+    ) -> list[tuple[BenchPath | None, str, str | None]]:
         """The THROUGH paths for one scenario: (path or None, label, why unavailable)."""
         wanted: list[tuple[str, int, str | None]] = [("through", 1, None)]
         if scale_out:
@@ -147,32 +160,48 @@ class Runner:
             if self.prepared is None or redis_url == "n/a":
                 started.append((None, label, self.unavailable or "redis-server unavailable"))
                 continue
-            gateway = Gateway(label.replace(" ", ""), self.prepared, self.args.server, count,
-                              redis_url, self.gateway_cpus, self.args.quiet_server)
+            gateway = Gateway(
+                label.replace(" ", ""),
+                self.prepared,
+                self.args.server,
+                count,
+                redis_url,
+                self.gateway_cpus,
+                self.args.quiet_server,
+            )
             self.started.append(gateway)  # close() stops whatever is still running
             try:
                 gateway.start()
             except GatewayUnavailable as exc:
                 started.append((None, label, str(exc)))
                 continue
-            path = BenchPath(label, gateway.url, self.prepared.secret, gateway,
-                             self.redis if redis_url else None)
+            path = BenchPath(
+                label, gateway.url, self.prepared.secret, gateway, self.redis if redis_url else None
+            )
             problem = self.preflight(path, scenario)
             if problem:
                 gateway.stop()
                 started.append((None, label, problem))
             else:
                 started.append((path, label, None))
-                self.gateway_pinning = " / ".join(sorted({procs.allowed_cpus(p) for p in gateway.pids}))
+                self.gateway_pinning = " / ".join(
+                    sorted({procs.allowed_cpus(p) for p in gateway.pids})
+                )
         return started
 
     def preflight(self, path: BenchPath, scenario: Scenario) -> str | None:
-        body = json.dumps({"model": path.model(scenario),
-                           "messages": [{"role": "user", "content": "ping"}]}).encode()
-        answer = http_status("127.0.0.1", path.gateway.port if path.gateway else 0, "POST",
-                             "/v1/chat/completions", body=body, timeout=15.0,
-                             headers={"Authorization": f"Bearer {path.key}",
-                                      "Content-Type": "application/json"})
+        body = json.dumps(
+            {"model": path.model(scenario), "messages": [{"role": "user", "content": "ping"}]}
+        ).encode()
+        answer = http_status(
+            "127.0.0.1",
+            path.gateway.port if path.gateway else 0,
+            "POST",
+            "/v1/chat/completions",
+            body=body,
+            timeout=15.0,
+            headers={"Authorization": f"Bearer {path.key}", "Content-Type": "application/json"},
+        )
         if answer is None:
             return "preflight: no HTTP answer"
         status, _, data = answer
@@ -182,8 +211,20 @@ class Runner:
 
     # ---- one round ------------------------------------------------------------------
     def run_round(self, path: BenchPath, scenario: Scenario, duration: float) -> dict[str, Any]:
-        argv = ["--url", path.url, "--model", path.model(scenario), "--key", path.key,
-                "-c", str(scenario.concurrency), "-d", str(duration), "--drain", str(DRAIN_S)]
+        argv = [
+            "--url",
+            path.url,
+            "--model",
+            path.model(scenario),
+            "--key",
+            path.key,
+            "-c",
+            str(scenario.concurrency),
+            "-d",
+            str(duration),
+            "--drain",
+            str(DRAIN_S),
+        ]
         if scenario.stream:
             argv += ["--stream", "--expect-chunks", str(scenario.chunks)]
         if self.args.rate:
@@ -200,23 +241,28 @@ class Runner:
         if path.gateway is not None:
             result["gateway_cpu_ms_per_req"] = (after["gateway"] - before["gateway"]) * 1000 / done
             result["gateway_cpu_s_by_process"] = [
-                b - a for a, b in zip(before["split"], after["split"], strict=False)]
+                b - a for a, b in zip(before["split"], after["split"], strict=False)
+            ]
             busy = after["core"][0] - before["core"][0]
             ticks = after["core"][1] - before["core"][1]
             if ticks > 0:
                 own = (after["gateway"] - before["gateway"]) * procs.CLOCK_TICKS / ticks
-                result["gateway_core"] = {"busy": busy / ticks, "gateway": own,
-                                          "other": max(0.0, busy / ticks - own)}
+                result["gateway_core"] = {
+                    "busy": busy / ticks,
+                    "gateway": own,
+                    "other": max(0.0, busy / ticks - own),
+                }
         elif self._gateways_alive:
             idle = after["gateway"] - before["gateway"]
             self.idle_cpu.append(idle * 1000 / result["elapsed_s"])
         if path.store is not None:
             result["store_cpu_ms_per_req"] = (after["store"] - before["store"]) * 1000 / done
-        result["upstream"] = {k: after["upstream"].get(k, 0) - v
-                              for k, v in before["upstream"].items()} | {
-            k: v for k, v in after["upstream"].items() if k not in before["upstream"]}
-        result["steal"] = ((after["steal"] - before["steal"]) /
-                           max(1, after["total"] - before["total"]))
+        result["upstream"] = {
+            k: after["upstream"].get(k, 0) - v for k, v in before["upstream"].items()
+        } | {k: v for k, v in after["upstream"].items() if k not in before["upstream"]}
+        result["steal"] = (after["steal"] - before["steal"]) / max(
+            1, after["total"] - before["total"]
+        )
         return result
 
     def _counters(self, path: BenchPath) -> dict[str, Any]:
@@ -228,12 +274,14 @@ class Runner:
             "store": path.store.cpu_seconds() if path.store else 0.0,
             "upstream": self.upstream.stats(),
             "core": procs.core_jiffies(self.gateway_cpus),
-            "steal": jiffies["steal"], "total": jiffies["total"],
+            "steal": jiffies["steal"],
+            "total": jiffies["total"],
         }
 
     # ---- one scenario ---------------------------------------------------------------
-    def run_scenario(self, scenario: Scenario, duration: float, rounds: int,
-                     warmup: float) -> list[report.Row]:
+    def run_scenario(
+        self, scenario: Scenario, duration: float, rounds: int, warmup: float
+    ) -> list[report.Row]:
         self.upstream.configure(chunks=scenario.chunks, delay_ms=scenario.delay_ms)
         started = self.start_paths(scenario, scale_out=self.args.scale_out)
         paths = [self.direct] + [p for p, _, _ in started if p is not None]
@@ -248,8 +296,9 @@ class Runner:
                     if path.label in failed:
                         continue
                     if path.gateway is not None and not path.gateway.alive():
-                        failed[path.label] = ("gateway process died during the run:\n"
-                                              + path.gateway.log_tail())
+                        failed[path.label] = (
+                            "gateway process died during the run:\n" + path.gateway.log_tail()
+                        )
                         continue
                     try:
                         result = self.run_round(path, scenario, warmup if is_warmup else duration)
@@ -259,8 +308,10 @@ class Runner:
                     if not is_warmup:
                         rows[path.label].rounds.append(result)
                     elif result["error_count"]:
-                        self.notes.append(f"{scenario.key} {path.label} warm-up errors: "
-                                          f"{result['errors']} {result['error_samples'][:1]}")
+                        self.notes.append(
+                            f"{scenario.key} {path.label} warm-up errors: "
+                            f"{result['errors']} {result['error_samples'][:1]}"
+                        )
         finally:
             for path in paths:
                 if path.gateway is not None:
@@ -270,8 +321,11 @@ class Runner:
             self._gateways_alive = []
         out = [rows["direct"]]
         for started_path, label, why in started:
-            out.append(rows[label] if started_path is not None
-                       else report.Row(scenario.key, label, unavailable=why))
+            out.append(
+                rows[label]
+                if started_path is not None
+                else report.Row(scenario.key, label, unavailable=why)
+            )
         for label, why in failed.items():
             rows[label].unavailable = rows[label].unavailable or why
         return out
@@ -286,11 +340,26 @@ class Runner:
             return {"unavailable": why}
         gateway = path.gateway
         samples: list[tuple[float, float]] = [(0.0, gateway.memory_mb()["rss"])]
-        cmd = [sys.executable, "-m", "bench.loadgen", "--url", path.url, "--model", "bench",
-               "--key", path.key, "-c", "32", "-d", str(seconds), "--json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.loadgen",
+            "--url",
+            path.url,
+            "--model",
+            "bench",
+            "--key",
+            path.key,
+            "-c",
+            "32",
+            "-d",
+            str(seconds),
+            "--json",
+        ]
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         try:
             while proc.poll() is None and time.monotonic() - t0 < seconds + DRAIN_S + 30:
                 time.sleep(min(5.0, max(0.0, 5.0 * len(samples) - (time.monotonic() - t0))))
@@ -304,9 +373,16 @@ class Runner:
             gateway.stop()
         result = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
         rss = [mb for _, mb in samples]
-        return {"samples": samples, "first": rss[0], "last": rss[-1], "max": max(rss),
-                "peak_hwm": peak, "completed": result.get("completed"),
-                "rps": result.get("rps"), "errors": result.get("errors")}
+        return {
+            "samples": samples,
+            "first": rss[0],
+            "last": rss[-1],
+            "max": max(rss),
+            "peak_hwm": peak,
+            "completed": result.get("completed"),
+            "rps": result.get("rps"),
+            "errors": result.get("errors"),
+        }
 
     def close(self) -> None:
         self.loadgen.stop()
@@ -318,35 +394,60 @@ class Runner:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.run",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--quick", action="store_true", help="1 s rounds, 2 rounds: under a minute")
-    parser.add_argument("--scenarios", default=None,
-                        help=f"comma list from {','.join(SCENARIOS)} (default {DEFAULT_SCENARIOS}; "
-                             f"{SCALE_OUT_SCENARIOS} with --scale-out; 'none' with --soak)")
+    parser.add_argument(
+        "--scenarios",
+        default=None,
+        help=f"comma list from {','.join(SCENARIOS)} (default {DEFAULT_SCENARIOS}; "
+        f"{SCALE_OUT_SCENARIOS} with --scale-out; 'none' with --soak)",
+    )
     parser.add_argument("--duration", type=float, default=None, help="seconds per measured round")
     parser.add_argument("--rounds", type=int, default=None, help="measured rounds per path")
-    parser.add_argument("--warmup", type=float, default=None,
-                        help="warm-up round seconds (0: none)")
-    parser.add_argument("--scale-out", action="store_true",
-                        help="add Redis-backed rows: one process, and two behind one port")
+    parser.add_argument(
+        "--warmup", type=float, default=None, help="warm-up round seconds (0: none)"
+    )
+    parser.add_argument(
+        "--scale-out",
+        action="store_true",
+        help="add Redis-backed rows: one process, and two behind one port",
+    )
     parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
-    parser.add_argument("--soak", type=float, default=0.0, metavar="S",
-                        help="RSS growth check: c=32 for S seconds, RSS every 5 s")
-    parser.add_argument("--rate", type=float, default=0.0,
-                        help="open loop at R req/s instead of closed-loop concurrency")
-    parser.add_argument("--stub", action="store_true",
-                        help="serve bench.stub_gateway instead of Switchyard (harness check)")
-    parser.add_argument("--quiet-server", action="store_true",
-                        help="run the server without its access log (daphne -v 0)")
-    parser.add_argument("--json", type=Path, default=None,
-                        help="write every round's raw numbers here")
+    parser.add_argument(
+        "--soak",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="RSS growth check: c=32 for S seconds, RSS every 5 s",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop at R req/s instead of closed-loop concurrency",
+    )
+    parser.add_argument(
+        "--stub",
+        action="store_true",
+        help="serve bench.stub_gateway instead of Switchyard (harness check)",
+    )
+    parser.add_argument(
+        "--quiet-server",
+        action="store_true",
+        help="run the server without its access log (daphne -v 0)",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="write every round's raw numbers here"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, DB)")
     args = parser.parse_args(argv)
     if args.scenarios is None:
-        args.scenarios = ("none" if args.soak
-                          else SCALE_OUT_SCENARIOS if args.scale_out else DEFAULT_SCENARIOS)
+        args.scenarios = (
+            "none" if args.soak else SCALE_OUT_SCENARIOS if args.scale_out else DEFAULT_SCENARIOS
+        )
     keys = [k.strip() for k in args.scenarios.split(",") if k.strip() and args.scenarios != "none"]
     unknown = [k for k in keys if k not in SCENARIOS]
     if unknown:
@@ -378,9 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     wall0 = time.monotonic()
     info = procs.machine_info()
     load_before, jiffies_before = procs.loadavg(), procs.cpu_jiffies()
-    print(f"bench: scenarios {','.join(args.keys) or '-'}, {args.rounds} x {args.duration:g} s "
-          f"rounds per path, warm-up {args.warmup:g} s, soak {args.soak:g} s; "
-          f"estimated {estimate_s(args):.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"bench: scenarios {','.join(args.keys) or '-'}, {args.rounds} x {args.duration:g} s "
+        f"rounds per path, warm-up {args.warmup:g} s, soak {args.soak:g} s; "
+        f"estimated {estimate_s(args):.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     work = Path(tempfile.mkdtemp(prefix="switchyard-bench-"))
     try:
         runner = Runner(args, work)
@@ -404,11 +509,23 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runner.close()
     jiffies_after = procs.cpu_jiffies()
-    steal = ((jiffies_after["steal"] - jiffies_before["steal"]) /
-             max(1, jiffies_after["total"] - jiffies_before["total"]))
-    print(output.render(args=args, info=info, rows=rows, runner=runner, soak=soak,
-                        load=(load_before, procs.loadavg()), steal=steal,
-                        wall=time.monotonic() - wall0, work=work, scenarios=SCENARIOS))
+    steal = (jiffies_after["steal"] - jiffies_before["steal"]) / max(
+        1, jiffies_after["total"] - jiffies_before["total"]
+    )
+    print(
+        output.render(
+            args=args,
+            info=info,
+            rows=rows,
+            runner=runner,
+            soak=soak,
+            load=(load_before, procs.loadavg()),
+            steal=steal,
+            wall=time.monotonic() - wall0,
+            work=work,
+            scenarios=SCENARIOS,
+        )
+    )
     if args.json:
         args.json.write_text(json.dumps(output.raw(rows, soak, info), indent=1, default=str))
     if not args.keep:

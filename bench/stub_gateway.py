@@ -25,8 +25,11 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-CHAINS = {"bench": ["fast"], "bench-failover": ["fail503", "fast"],
-          "bench-failover-hot": ["fail503", "fast"]}
+CHAINS = {
+    "bench": ["fast"],
+    "bench-failover": ["fail503", "fast"],
+    "bench-failover-hot": ["fail503", "fast"],
+}
 UPSTREAM_KEY = os.environ.get("BENCH_UPSTREAM_KEY", "bench-upstream-key")
 
 
@@ -50,8 +53,13 @@ async def _session() -> aiohttp.ClientSession:
 
 async def _json(send: Send, status: int, body: object, headers: list[tuple[bytes, bytes]]) -> None:
     data = orjson.dumps(body)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -72,8 +80,19 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     request = orjson.loads(body or b"{}")
     chain = CHAINS.get(request.get("model", ""))
     if scope["path"] != "/v1/chat/completions" or chain is None:
-        await _json(send, 404, {"error": {"message": "unknown", "type": "invalid_request_error",
-                                          "code": "model_not_found", "param": None}}, [])
+        await _json(
+            send,
+            404,
+            {
+                "error": {
+                    "message": "unknown",
+                    "type": "invalid_request_error",
+                    "code": "model_not_found",
+                    "param": None,
+                }
+            },
+            [],
+        )
         return
     session = await _session()
     if _Shared.redis is not None:
@@ -81,14 +100,19 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     upstream = os.environ["BENCH_STUB_UPSTREAM"].rstrip("/") + "/chat/completions"
     for attempt, model in enumerate(chain, start=1):
         request["model"] = model
-        response = await session.post(upstream, data=orjson.dumps(request), headers={
-            "authorization": f"Bearer {UPSTREAM_KEY}", "content-type": "application/json"})
+        response = await session.post(
+            upstream,
+            data=orjson.dumps(request),
+            headers={"authorization": f"Bearer {UPSTREAM_KEY}", "content-type": "application/json"},
+        )
         if response.status >= 500 and attempt < len(chain):
             await response.read()
             continue
-        headers = [(b"content-type", response.headers.get("content-type", "").encode()),
-                   (b"x-switchyard-target", f"up/{model}".encode()),
-                   (b"x-switchyard-attempts", str(attempt).encode())]
+        headers = [
+            (b"content-type", response.headers.get("content-type", "").encode()),
+            (b"x-switchyard-target", f"up/{model}".encode()),
+            (b"x-switchyard-attempts", str(attempt).encode()),
+        ]
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         async for chunk in response.content.iter_any():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -73,8 +73,14 @@ class Settings:
 
 def _response(status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
     return (
-        b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: " + content_type
-        + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        b"HTTP/1.1 "
+        + status.encode()
+        + b"\r\nContent-Type: "
+        + content_type
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
     )
 
 
@@ -94,21 +100,35 @@ STREAM_HEAD = (
 )
 MODELS = _response(
     "200 OK",
-    orjson.dumps({"object": "list", "data": [
-        {"id": "fast", "object": "model", "owned_by": "bench"},
-        {"id": "fail503", "object": "model", "owned_by": "bench"},
-    ]}),
+    orjson.dumps(
+        {
+            "object": "list",
+            "data": [
+                {"id": "fast", "object": "model", "owned_by": "bench"},
+                {"id": "fail503", "object": "model", "owned_by": "bench"},
+            ],
+        }
+    ),
 )
 
 
 def completion_body(model: str) -> bytes:
-    return orjson.dumps({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1700000000,
-        "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": "pong from the bench upstream"}}],
-        "usage": {"prompt_tokens": 8, "completion_tokens": 5, "total_tokens": 13},
-    })
+    return orjson.dumps(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "pong from the bench upstream"},
+                }
+            ],
+            "usage": {"prompt_tokens": 8, "completion_tokens": 5, "total_tokens": 13},
+        }
+    )
 
 
 def _sse_chunk(payload: dict[str, object] | None) -> bytes:
@@ -120,18 +140,34 @@ def stream_events(model: str, chunks: int, usage: bool) -> list[bytes]:
     """Transfer-encoded SSE pieces: role chunk, ``chunks`` content chunks, finish, [DONE]."""
 
     def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
-        return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-                "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     events = [_sse_chunk(chunk({"role": "assistant", "content": ""}))]
     events += [_sse_chunk(chunk({"content": f"tok{i} "})) for i in range(chunks)]
     events.append(_sse_chunk(chunk({}, "stop")))
     if usage:
-        events.append(_sse_chunk({
-            "id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-            "model": model, "choices": [],
-            "usage": {"prompt_tokens": 8, "completion_tokens": chunks, "total_tokens": 8 + chunks},
-        }))
+        events.append(
+            _sse_chunk(
+                {
+                    "id": "chatcmpl-bench",
+                    "object": "chat.completion.chunk",
+                    "created": 1700000000,
+                    "model": model,
+                    "choices": [],
+                    "usage": {
+                        "prompt_tokens": 8,
+                        "completion_tokens": chunks,
+                        "total_tokens": 8 + chunks,
+                    },
+                }
+            )
+        )
     events.append(_sse_chunk(None))
     events.append(b"0\r\n\r\n")
     return events
@@ -187,7 +223,7 @@ class UpstreamProtocol(asyncio.Protocol):
             length = int(headers.get(b"content-length", b"0") or 0)
             if len(self.buf) < start + length:
                 return None
-            body, consumed = bytes(self.buf[start:start + length]), start + length
+            body, consumed = bytes(self.buf[start : start + length]), start + length
         del self.buf[:consumed]
         connection = headers.get(b"connection", b"").lower()
         http10 = version == b"HTTP/1.0" and connection != b"keep-alive"
@@ -208,7 +244,7 @@ class UpstreamProtocol(asyncio.Protocol):
                 return b"".join(parts), tail + 4
             if len(self.buf) < eol + 2 + size + 2:
                 return None
-            parts.append(bytes(self.buf[eol + 2:eol + 2 + size]))
+            parts.append(bytes(self.buf[eol + 2 : eol + 2 + size]))
             pos = eol + 2 + size + 2
 
     def _handle(self, method: bytes, path: bytes, headers: dict[bytes, bytes], body: bytes) -> None:
@@ -254,8 +290,14 @@ class UpstreamProtocol(asyncio.Protocol):
             return
         if model != "fast":
             settings.stats[f"{model[:40]} 404"] += 1
-            self._finish(_error("404 Not Found", f"model {model[:40]!r} does not exist",
-                                INVALID, "model_not_found"))
+            self._finish(
+                _error(
+                    "404 Not Found",
+                    f"model {model[:40]!r} does not exist",
+                    INVALID,
+                    "model_not_found",
+                )
+            )
             return
         settings.stats["fast 200"] += 1
         if request.get("stream"):
@@ -312,13 +354,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=int(env("BENCH_UPSTREAM_PORT", "0")))
     parser.add_argument("--chunks", type=int, default=int(env("BENCH_UPSTREAM_CHUNKS", "20")))
-    parser.add_argument("--delay-ms", type=float,
-                        default=float(env("BENCH_UPSTREAM_DELAY_MS", "0")))
+    parser.add_argument(
+        "--delay-ms", type=float, default=float(env("BENCH_UPSTREAM_DELAY_MS", "0"))
+    )
     parser.add_argument("--gap-ms", type=float, default=float(env("BENCH_UPSTREAM_GAP_MS", "0")))
     parser.add_argument("--api-key", default=env("BENCH_UPSTREAM_KEY", "bench-upstream-key"))
     args = parser.parse_args(argv)
-    settings = Settings(chunks=args.chunks, delay_ms=args.delay_ms, gap_ms=args.gap_ms,
-                        api_key=args.api_key)
+    settings = Settings(
+        chunks=args.chunks, delay_ms=args.delay_ms, gap_ms=args.gap_ms, api_key=args.api_key
+    )
     try:
         import uvloop
     except ImportError:  # still correct on plain asyncio, just slower

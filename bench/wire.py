@@ -47,7 +47,7 @@ class SseWatch:
             end = self.buf.find(b"\n\n")
             if end < 0:
                 return
-            event, self.buf = self.buf[:end], self.buf[end + 2:]
+            event, self.buf = self.buf[:end], self.buf[end + 2 :]
             payload = b"\n".join(
                 line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
             )

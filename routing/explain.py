@@ -60,15 +60,21 @@ def _seconds(value: float) -> float:
 
 
 def _judge(target: TargetSpec, snapshot: Snapshot, now: float) -> CandidateExplanation:
-    def says(eligible: bool, state: str, reason: str, remaining: float | None = None
-             ) -> CandidateExplanation:
-        return CandidateExplanation(target.key, target.provider.name, target.model, eligible,
-                                    state, reason, remaining)
+    def says(
+        eligible: bool, state: str, reason: str, remaining: float | None = None
+    ) -> CandidateExplanation:
+        return CandidateExplanation(
+            target.key, target.provider.name, target.model, eligible, state, reason, remaining
+        )
 
     provider = snapshot.providers.get(target.provider.name)
     if provider is not None and provider.disabled:
-        return says(False, "disabled", f"provider {target.provider.name!r} is disabled after "
-                                       f"{provider.code}: re-enable it (or change its credential)")
+        return says(
+            False,
+            "disabled",
+            f"provider {target.provider.name!r} is disabled after "
+            f"{provider.code}: re-enable it (or change its credential)",
+        )
     health = snapshot.targets.get(target.key)
     if health is None:
         return says(True, "healthy", "healthy")
@@ -76,16 +82,23 @@ def _judge(target: TargetSpec, snapshot: Snapshot, now: float) -> CandidateExpla
     if state is Availability.AVAILABLE:
         return says(True, "healthy", "healthy")
     if state is Availability.PROBE_ELIGIBLE:
-        return says(True, "probe-eligible",
-                    "its cooldown is over: the call would probe it (one attempt, no retries)")
+        return says(
+            True,
+            "probe-eligible",
+            "its cooldown is over: the call would probe it (one attempt, no retries)",
+        )
     if state is Availability.PROBING:
-        return says(False, "probing", "another call is probing it",
-                    _seconds(health.probe_lease_until - now))
+        return says(
+            False, "probing", "another call is probing it", _seconds(health.probe_lease_until - now)
+        )
     if state is Availability.COOLING:
         remaining = _seconds(health.until - now)
-        return says(False, "cooling",
-                    f"cooling after {health.last_code or 'failures'} for {math.ceil(remaining)} s",
-                    remaining)
+        return says(
+            False,
+            "cooling",
+            f"cooling after {health.last_code or 'failures'} for {math.ceil(remaining)} s",
+            remaining,
+        )
     return says(False, "disabled", f"disabled after {health.last_code}")
 
 
@@ -96,8 +109,9 @@ def _configured_off(group: str) -> list[tuple[str, str]]:
     return list(rows.values_list("provider__name", "model"))
 
 
-async def route_explain(runtime: Runtime, *, model: str, session: str | None = None
-                        ) -> Explanation | None:
+async def route_explain(
+    runtime: Runtime, *, model: str, session: str | None = None
+) -> Explanation | None:
     """Explain how the next call for ``model`` would be routed; None if nothing answers to
     that name (the gateway would say 404)."""
     table = await runtime.current_table()
@@ -122,8 +136,13 @@ async def route_explain(runtime: Runtime, *, model: str, session: str | None = N
     if sticky is not None and candidates[0].eligible:
         first = candidates[0]
         candidates[0] = CandidateExplanation(
-            first.target, first.provider, first.model, True, first.state,
-            f"{first.reason}; served this session last (affinity)", first.remaining_s,
+            first.target,
+            first.provider,
+            first.model,
+            True,
+            first.state,
+            f"{first.reason}; served this session last (affinity)",
+            first.remaining_s,
         )
     next_target = next((c.target for c in candidates if c.eligible), None)
     force_revive = False
@@ -134,10 +153,16 @@ async def route_explain(runtime: Runtime, *, model: str, session: str | None = N
             next_target, force_revive = revive.target, True
     if group.version:  # a real group (not a direct provider/model address)
         for provider, target_model in await sync_to_async(_configured_off)(group.name):
-            candidates.append(CandidateExplanation(
-                f"{provider}/{target_model}", provider, target_model, False,
-                "disabled-in-config", "disabled in the group's configuration",
-            ))
+            candidates.append(
+                CandidateExplanation(
+                    f"{provider}/{target_model}",
+                    provider,
+                    target_model,
+                    False,
+                    "disabled-in-config",
+                    "disabled in the group's configuration",
+                )
+            )
     return Explanation(
         model=model,
         group=group.name,

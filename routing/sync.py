@@ -64,8 +64,9 @@ def broadcast_change() -> None:
     try:
         publish_change(_publisher(url))
     except REDIS_DOWN as exc:
-        log.warning("config change not broadcast: Redis at %s unreachable (%s)",
-                    redact_url(url), exc)
+        log.warning(
+            "config change not broadcast: Redis at %s unreachable (%s)", redact_url(url), exc
+        )
 
 
 def start_listener() -> ConfigListener | None:
@@ -155,15 +156,19 @@ class ConfigListener:
             except REDIS_DOWN as exc:
                 self.subscribed.clear()
                 if not self._lost:
-                    log.warning("config listener: Redis at %s unreachable (%s); reconnecting",
-                                redact_url(self.url), exc)
+                    log.warning(
+                        "config listener: Redis at %s unreachable (%s); reconnecting",
+                        redact_url(self.url),
+                        exc,
+                    )
                 self._lost = True
                 self._stop.wait(self._delay)
                 self._delay = min(self._delay * 2, self._backoff_s[1])
 
     def _listen(self) -> None:
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=1.0, socket_keepalive=True,
-                                      health_check_interval=15)
+        client = redis.Redis.from_url(
+            self.url, socket_connect_timeout=1.0, socket_keepalive=True, health_check_interval=15
+        )
         pubsub = client.pubsub()
         try:
             pubsub.subscribe(self.channel)

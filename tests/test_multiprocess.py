@@ -121,8 +121,12 @@ class Cluster:
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env,
-            capture_output=True, text=True, timeout=120,
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         command = " ".join(args)
         assert result.returncode == 0, f"manage.py {command}:\n{result.stdout}\n{result.stderr}"
@@ -156,8 +160,11 @@ class Cluster:
         return httpx.post(
             f"{self.gateways[gateway]}/v1/chat/completions",
             headers={"Authorization": f"Bearer {self.key}"},
-            json={"model": "auto", "stream": stream,
-                  "messages": [{"role": "user", "content": "hi"}]},
+            json={
+                "model": "auto",
+                "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}],
+            },
             timeout=30,
         )
 
@@ -167,7 +174,10 @@ def start_gateway(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[byte
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), asgi_app_path()],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:

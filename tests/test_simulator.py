@@ -66,8 +66,9 @@ def client(upstream: FakeUpstream) -> Iterator[httpx.Client]:
 
 
 def sdk(upstream: FakeUpstream, api_key: str = "any", timeout: float = 5) -> openai.OpenAI:
-    return openai.OpenAI(base_url=upstream.base_url, api_key=api_key, max_retries=0,
-                         timeout=timeout)
+    return openai.OpenAI(
+        base_url=upstream.base_url, api_key=api_key, max_retries=0, timeout=timeout
+    )
 
 
 def body(model: str = "m", *, stream: bool = False, usage: bool = False) -> dict[str, Any]:
@@ -85,8 +86,11 @@ def sse(client: httpx.Client, payload: dict[str, Any], **kw: Any) -> list[str]:
         return [line.removeprefix("data: ") for line in response.iter_lines() if line]
 
 
-def partial_sse(client: httpx.Client, payload: dict[str, Any], **kw: Any,
-                ) -> tuple[list[str], Exception | None]:
+def partial_sse(
+    client: httpx.Client,
+    payload: dict[str, Any],
+    **kw: Any,
+) -> tuple[list[str], Exception | None]:
     """Data lines received before the stream ended or failed, and the failure."""
     lines: list[str] = []
     try:
@@ -100,8 +104,11 @@ def partial_sse(client: httpx.Client, payload: dict[str, Any], **kw: Any,
 
 
 def content_of(events: list[dict[str, Any]]) -> list[str]:
-    return [e["choices"][0]["delta"]["content"] for e in events
-            if e.get("choices") and e["choices"][0]["delta"].get("content")]
+    return [
+        e["choices"][0]["delta"]["content"]
+        for e in events
+        if e.get("choices") and e["choices"][0]["delta"].get("content")
+    ]
 
 
 # -- good answers ------------------------------------------------------------------------
@@ -139,9 +146,11 @@ def test_stream_without_include_usage_has_no_usage(client: httpx.Client) -> None
 
 def test_reply_with_openai_sdk_stream_and_reasoning(upstream: FakeUpstream) -> None:
     upstream.script("m", Reply(reasoning="thinking", tool_call=True, finish_reason="tool_calls"))
-    chunks = list(sdk(upstream).chat.completions.create(
-        model="m", messages=MESSAGES, stream=True,
-        stream_options={"include_usage": True}))
+    chunks = list(
+        sdk(upstream).chat.completions.create(
+            model="m", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "Hello from m."
     deltas = [c.choices[0].delta for c in chunks if c.choices]
@@ -159,8 +168,9 @@ def test_reply_with_openai_sdk_non_stream(upstream: FakeUpstream) -> None:
     assert completion.usage is None
 
 
-def test_chunk_delay_spaces_the_content_chunks(upstream: FakeUpstream,
-                                               client: httpx.Client) -> None:
+def test_chunk_delay_spaces_the_content_chunks(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", Reply(content="a b c d", chunks=4, chunk_delay_s=0.02))
     arrivals = []
     with client.stream("POST", "/chat/completions", json=body(stream=True)) as response:
@@ -192,20 +202,37 @@ def test_no_done_ends_cleanly_after_usage(upstream: FakeUpstream, client: httpx.
 
 
 # -- errors --------------------------------------------------------------------------------
-def test_fail_passes_status_headers_and_error_shape(upstream: FakeUpstream,
-                                                    client: httpx.Client) -> None:
-    upstream.script("m", Fail(429, "slow down, {model}", code="rate_limit_exceeded",
-                              headers={"Retry-After": "7", "retry-after-ms": "7000"}))
+def test_fail_passes_status_headers_and_error_shape(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
+    upstream.script(
+        "m",
+        Fail(
+            429,
+            "slow down, {model}",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": "7", "retry-after-ms": "7000"},
+        ),
+    )
     response = client.post("/chat/completions", json=body())
     assert response.status_code == 429
     assert response.headers["retry-after"] == "7" and response.headers["retry-after-ms"] == "7000"
-    assert response.json() == {"error": {"message": "slow down, m", "type": "rate_limit_error",
-                                         "code": "rate_limit_exceeded", "param": None}}
+    assert response.json() == {
+        "error": {
+            "message": "slow down, m",
+            "type": "rate_limit_error",
+            "code": "rate_limit_exceeded",
+            "param": None,
+        }
+    }
 
 
 def test_fail_with_raw_body_and_sdk_error(upstream: FakeUpstream) -> None:
-    upstream.script("m", Fail(503, body="<html>overloaded</html>"),
-                    Fail(429, "later", headers={"Retry-After": "3"}))
+    upstream.script(
+        "m",
+        Fail(503, body="<html>overloaded</html>"),
+        Fail(429, "later", headers={"Retry-After": "3"}),
+    )
     with pytest.raises(openai.InternalServerError) as server_error:
         sdk(upstream).chat.completions.create(model="m", messages=MESSAGES)
     assert server_error.value.response.text == "<html>overloaded</html>"
@@ -214,12 +241,16 @@ def test_fail_with_raw_body_and_sdk_error(upstream: FakeUpstream) -> None:
     assert rate_limit.value.response.headers["retry-after"] == "3"
 
 
-@pytest.mark.parametrize(("behaviour", "code"), [
-    (ContextLength(), "context_length_exceeded"),
-    (ContentFilter(), "content_filter"),
-])
-def test_refusals_are_400_with_their_code(upstream: FakeUpstream, client: httpx.Client,
-                                          behaviour: Behaviour, code: str) -> None:
+@pytest.mark.parametrize(
+    ("behaviour", "code"),
+    [
+        (ContextLength(), "context_length_exceeded"),
+        (ContentFilter(), "content_filter"),
+    ],
+)
+def test_refusals_are_400_with_their_code(
+    upstream: FakeUpstream, client: httpx.Client, behaviour: Behaviour, code: str
+) -> None:
     upstream.script("m", behaviour)
     response = client.post("/chat/completions", json=body())
     assert response.status_code == 400
@@ -250,12 +281,12 @@ def test_drop_after_cuts_the_stream(upstream: FakeUpstream, client: httpx.Client
     assert upstream.requests[0].disconnected is False  # the server cut it, not the client
 
 
-def test_drop_after_raises_in_the_sdk_and_non_stream(upstream: FakeUpstream,
-                                                     client: httpx.Client) -> None:
+def test_drop_after_raises_in_the_sdk_and_non_stream(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", DropAfter(1), DropAfter(1))
     with pytest.raises(openai.APIConnectionError):
-        for _ in sdk(upstream).chat.completions.create(
-                model="m", messages=MESSAGES, stream=True):
+        for _ in sdk(upstream).chat.completions.create(model="m", messages=MESSAGES, stream=True):
             pass
     with pytest.raises(httpx.RemoteProtocolError):
         client.post("/chat/completions", json=body())
@@ -289,8 +320,9 @@ def test_malformed_json_body_and_stream(upstream: FakeUpstream, client: httpx.Cl
             json.loads(line)
 
 
-def test_malformed_sse_line_breaks_exactly_one_line(upstream: FakeUpstream,
-                                                    client: httpx.Client) -> None:
+def test_malformed_sse_line_breaks_exactly_one_line(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     behaviour = Malformed("sse-line")
     upstream.script("m", behaviour)
     lines = sse(client, body(stream=True))
@@ -308,8 +340,9 @@ def test_malformed_sse_line_breaks_exactly_one_line(upstream: FakeUpstream,
 
 
 # -- silence and client disconnects --------------------------------------------------------
-def test_silent_client_timeout_is_recorded_as_disconnect(upstream: FakeUpstream,
-                                                         client: httpx.Client) -> None:
+def test_silent_client_timeout_is_recorded_as_disconnect(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", Silent())
     with pytest.raises(httpx.ReadTimeout):
         client.post("/chat/completions", json=body(), timeout=0.1)
@@ -324,8 +357,10 @@ def test_open_requests_counts_handlers_in_flight(upstream: FakeUpstream) -> None
     upstream.script("m", Silent())
     payload = json.dumps(body()).encode()
     with socket.create_connection(("127.0.0.1", upstream.port)) as raw:
-        raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: "
-                    b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+        raw.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Type: "
+            b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
+        )
         deadline = time.monotonic() + 2
         while upstream.open_requests() == 0 and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -335,8 +370,9 @@ def test_open_requests_counts_handlers_in_flight(upstream: FakeUpstream) -> None
     assert upstream.open_requests() == 0 and upstream.requests[0].disconnected
 
 
-def test_stall_after_sends_chunks_then_stays_silent(upstream: FakeUpstream,
-                                                    client: httpx.Client) -> None:
+def test_stall_after_sends_chunks_then_stays_silent(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", StallAfter(2))
     lines, error = partial_sse(client, body(stream=True), timeout=0.2)
     assert isinstance(error, httpx.ReadTimeout)
@@ -344,8 +380,9 @@ def test_stall_after_sends_chunks_then_stays_silent(upstream: FakeUpstream,
     assert upstream.wait_disconnected(1.0) and upstream.requests[0].disconnected
 
 
-def test_delay_waits_before_headers_and_notices_disconnects(upstream: FakeUpstream,
-                                                            client: httpx.Client) -> None:
+def test_delay_waits_before_headers_and_notices_disconnects(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", Delay(0.05, Fail(502)), Delay(30, Reply()))
     started = time.monotonic()
     assert client.post("/chat/completions", json=body()).status_code == 502
@@ -384,8 +421,10 @@ def test_script_queue_then_default(upstream: FakeUpstream, client: httpx.Client)
     upstream.script("n", Fail(501))
     statuses = [client.post("/chat/completions", json=body()).status_code for _ in range(4)]
     assert statuses == [500, 502, 418, 418]
-    assert [client.post("/chat/completions", json=body("n")).status_code
-            for _ in range(2)] == [501, 200]
+    assert [client.post("/chat/completions", json=body("n")).status_code for _ in range(2)] == [
+        501,
+        200,
+    ]
     upstream.set_default(Fail(404, code="model_not_found"))
     assert client.post("/chat/completions", json=body("other")).status_code == 404
     assert upstream.count("m") == 4 and upstream.count("n") == 2 and upstream.count() == 7
@@ -393,8 +432,9 @@ def test_script_queue_then_default(upstream: FakeUpstream, client: httpx.Client)
     assert client.post("/chat/completions", json=body("other")).status_code == 200
 
 
-def test_requests_are_recorded_and_reset_clears_them(upstream: FakeUpstream,
-                                                     client: httpx.Client) -> None:
+def test_requests_are_recorded_and_reset_clears_them(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("m", Fail(500))
     client.post("/chat/completions", json=body(), headers={"X-Trace": "abc"})
     (record,) = upstream.requests
@@ -407,8 +447,9 @@ def test_requests_are_recorded_and_reset_clears_them(upstream: FakeUpstream,
     assert client.post("/chat/completions", json=body()).status_code == 200  # script gone
 
 
-def test_models_lists_configured_or_scripted_models(upstream: FakeUpstream,
-                                                    client: httpx.Client) -> None:
+def test_models_lists_configured_or_scripted_models(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     upstream.script("b", Reply())
     upstream.script("a", Reply())
     listing = client.get("/models").json()
@@ -419,8 +460,9 @@ def test_models_lists_configured_or_scripted_models(upstream: FakeUpstream,
 
 
 def test_bad_request_body_is_400(client: httpx.Client) -> None:
-    response = client.post("/chat/completions", content=b"not json",
-                           headers={"Content-Type": "application/json"})
+    response = client.post(
+        "/chat/completions", content=b"not json", headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 400 and "error" in response.json()
 
 
@@ -428,28 +470,33 @@ def test_api_key_is_required_and_echoed_on_failure() -> None:
     with FakeUpstream(api_key="right-key", models=["m"]) as up:
         with pytest.raises(openai.AuthenticationError) as denied:
             sdk(up, api_key="sk-leaked-secret").chat.completions.create(
-                model="m", messages=MESSAGES)
+                model="m", messages=MESSAGES
+            )
         assert denied.value.code == "invalid_api_key"
         assert "sk-leaked-secret" in denied.value.message
         assert httpx.post(f"{up.base_url}/chat/completions", json=body()).status_code == 401
         assert httpx.get(f"{up.base_url}/models").status_code == 401
-        answer = sdk(up, api_key="right-key").chat.completions.create(
-            model="m", messages=MESSAGES)
+        answer = sdk(up, api_key="right-key").chat.completions.create(model="m", messages=MESSAGES)
         assert answer.choices[0].message.content == "Hello from m."
         assert up.count("m") == 3  # refused requests count too
 
 
-def test_control_api_scripts_resets_and_reports(upstream: FakeUpstream,
-                                                client: httpx.Client) -> None:
+def test_control_api_scripts_resets_and_reports(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
     control = httpx.Client(base_url=upstream.root_url)
-    script = {"model": "m", "behaviours": [{"kind": "fail", "status": 503,
-                                            "headers": {"Retry-After": "2"}}],
-              "then": {"kind": "delay", "seconds": 0, "then": {"kind": "empty"}}}
+    script = {
+        "model": "m",
+        "behaviours": [{"kind": "fail", "status": 503, "headers": {"Retry-After": "2"}}],
+        "then": {"kind": "delay", "seconds": 0, "then": {"kind": "empty"}},
+    }
     assert control.post("/_control/script", json=script).json()["queued"] == 1
     first = client.post("/chat/completions", json=body())
     assert first.status_code == 503 and first.headers["retry-after"] == "2"
-    assert client.post("/chat/completions", json=body()).json()["choices"][0]["message"][
-        "content"] == ""
+    assert (
+        client.post("/chat/completions", json=body()).json()["choices"][0]["message"]["content"]
+        == ""
+    )
     stats = control.get("/_control/stats").json()
     assert stats == {"total": 2, "by_model": {"m": 2}, "open": 0, "disconnected": 0}
     recorded = control.get("/_control/requests").json()["requests"]
@@ -465,12 +512,25 @@ def test_control_api_scripts_resets_and_reports(upstream: FakeUpstream,
 
 
 ALL_BEHAVIOURS: list[Behaviour] = [
-    Reply(content="c", chunks=2, chunk_delay_s=0.5, reasoning="r", tool_call=True,
-          usage=False, finish_reason="length"),
+    Reply(
+        content="c",
+        chunks=2,
+        chunk_delay_s=0.5,
+        reasoning="r",
+        tool_call=True,
+        usage=False,
+        finish_reason="length",
+    ),
     Fail(429, "m", code="c", type="t", headers={"Retry-After": "1"}, body="b"),
     Delay(1.5, Flaky(2, fail=Reset(), ok=Empty())),
-    Silent(), DropAfter(2, "x", usage_first=True), UsageThenError(False), StallAfter(1),
-    Malformed("sse-line", chunks=5, bad_chunk=2), NoDone(4), ContextLength(), ContentFilter(),
+    Silent(),
+    DropAfter(2, "x", usage_first=True),
+    UsageThenError(False),
+    StallAfter(1),
+    Malformed("sse-line", chunks=5, bad_chunk=2),
+    NoDone(4),
+    ContextLength(),
+    ContentFilter(),
 ]
 
 
@@ -481,12 +541,20 @@ def test_behaviours_round_trip_through_dicts(behaviour: Behaviour) -> None:
 
 
 def test_behaviour_dict_shape_and_errors() -> None:
-    assert to_dict(DropAfter(2)) == {"kind": "drop_after", "chunks": 2,
-                                     "content": DropAfter(2).content, "usage_first": False}
+    assert to_dict(DropAfter(2)) == {
+        "kind": "drop_after",
+        "chunks": 2,
+        "content": DropAfter(2).content,
+        "usage_first": False,
+    }
     assert to_dict(Malformed("sse-line"))["variant"] == "sse-line"
     assert to_dict(UsageThenError())["kind"] == "usage_then_error"
-    for bad in ({"kind": "nope"}, {"kind": "fail", "colour": 1}, {"status": 500},
-                {"kind": "malformed", "variant": "xml"}):
+    for bad in (
+        {"kind": "nope"},
+        {"kind": "fail", "colour": 1},
+        {"status": 500},
+        {"kind": "malformed", "variant": "xml"},
+    ):
         with pytest.raises(ValueError):
             behaviour_from_dict(bad)
 
@@ -500,10 +568,18 @@ def test_split_pieces_joins_back() -> None:
 
 
 # -- the demo: preset, CLI, Django command, config file ------------------------------------
-def _run_foreground(args: list[str], env: dict[str, str] | None = None,
-                    ) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+def _run_foreground(
+    args: list[str],
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"listening on (http://127\.0\.0\.1:\d+/v1)", line)
@@ -529,20 +605,26 @@ def _check_demo_models(base_url: str) -> None:
     headers = {"Authorization": f"Bearer {DEMO_API_KEY}"}
     with httpx.Client(base_url=base_url, headers=headers, timeout=5) as c:
         assert [m["id"] for m in c.get("/models").json()["data"]] == DEMO_MODELS
-        flaky = [c.post("/chat/completions", json=body("flaky-model")).status_code
-                 for _ in range(3)]
+        flaky = [
+            c.post("/chat/completions", json=body("flaky-model")).status_code for _ in range(3)
+        ]
         assert flaky == [503, 503, 200]
         assert c.post("/chat/completions", json=body("broken-model")).status_code == 503
         lines = sse(c, body("steady-model", stream=True))
         assert len(content_of([json.loads(x) for x in lines[:-1]])) == 8
         assert c.post("/chat/completions", json=body("nope")).status_code == 404
-        assert c.post("/chat/completions", json=body("steady-model"),
-                      headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert (
+            c.post(
+                "/chat/completions",
+                json=body("steady-model"),
+                headers={"Authorization": "Bearer wrong"},
+            ).status_code
+            == 401
+        )
 
 
 def test_cli_runs_the_demo_preset() -> None:
-    proc, base_url = _run_foreground(["-m", "routing.simulator", "--port", "0",
-                                      "--preset", "demo"])
+    proc, base_url = _run_foreground(["-m", "routing.simulator", "--port", "0", "--preset", "demo"])
     try:
         _check_demo_models(base_url)
     finally:
@@ -550,9 +632,12 @@ def test_cli_runs_the_demo_preset() -> None:
 
 
 def test_manage_py_demo_needs_no_database(tmp_path: Path) -> None:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "router_project.settings",
-           # A database that cannot even be opened: the command must not touch it.
-           "DATABASE_URL": f"sqlite:///{tmp_path}/missing-dir/db.sqlite3"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "router_project.settings",
+        # A database that cannot even be opened: the command must not touch it.
+        "DATABASE_URL": f"sqlite:///{tmp_path}/missing-dir/db.sqlite3",
+    }
     proc, base_url = _run_foreground(["manage.py", "demo", "--port", "0"], env=env)
     try:
         _check_demo_models(base_url)
@@ -570,6 +655,5 @@ def test_demo_config_matches_the_preset() -> None:
     groups = {g["name"]: g for g in config["groups"]}
     assert [t["model"] for t in groups["auto"]["targets"]] == ["flaky-model", "steady-model"]
     assert groups["auto"]["retry"] == {"initial_delay_ms": 200, "max_retries": 2}
-    assert [t["model"] for t in groups["failover"]["targets"]] == ["broken-model",
-                                                                    "steady-model"]
+    assert [t["model"] for t in groups["failover"]["targets"]] == ["broken-model", "steady-model"]
     assert all(t["provider"] == "sim" for g in groups.values() for t in g["targets"])

@@ -278,6 +278,8 @@ async def calls(request: HttpRequest, filters: Query[CallsQuery]) -> list[dict[s
 async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:
     since = filters.since
     if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)  # a naive timestamp is read as UTC, like every `at` we return
+        since = since.replace(
+            tzinfo=UTC
+        )  # a naive timestamp is read as UTC, like every `at` we return
     rows = await events_recent(kind=filters.kind, since=since, limit=filters.limit)
     return [_event_out(row) for row in rows]

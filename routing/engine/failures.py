@@ -183,8 +183,14 @@ def _read_body(body: bytes | str | Mapping[str, Any] | None) -> _Fields:
 _CONTEXT_TOKENS = frozenset({"context_length_exceeded"})
 _FILTER_TOKENS = frozenset({"content_filter", "content_policy_violation"})
 _QUOTA_TOKENS = frozenset(
-    {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "billing_error",
-     "insufficient_balance", "payment_required"}
+    {
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "billing_error",
+        "insufficient_balance",
+        "payment_required",
+    }
 )
 _AUTH_TOKENS = frozenset({"invalid_api_key", "authentication_error", "unauthorized"})
 _FORBIDDEN_TOKENS = frozenset({"permission_error", "permission_denied", "forbidden"})
@@ -193,8 +199,15 @@ _RATE_TOKENS = frozenset(
     {"rate_limit_exceeded", "rate_limit_error", "rate_limited", "too_many_requests"}
 )
 _SERVER_TOKENS = frozenset(
-    {"server_error", "overloaded_error", "api_error", "internal_error", "internal_server_error",
-     "service_unavailable", "bad_gateway"}
+    {
+        "server_error",
+        "overloaded_error",
+        "api_error",
+        "internal_error",
+        "internal_server_error",
+        "service_unavailable",
+        "bad_gateway",
+    }
 )
 _BAD_REQUEST_TOKENS = frozenset({"invalid_request_error", "invalid_request", "bad_request"})
 
@@ -236,7 +249,11 @@ def _by_text(message: str) -> FailureCode | None:
 
 
 _BY_STATUS: dict[int, FailureCode] = {
-    401: F.AUTH, 402: F.QUOTA, 403: F.FORBIDDEN, 404: F.UNKNOWN_MODEL, 429: F.RATE_LIMIT
+    401: F.AUTH,
+    402: F.QUOTA,
+    403: F.FORBIDDEN,
+    404: F.UNKNOWN_MODEL,
+    429: F.RATE_LIMIT,
 }
 
 
@@ -293,8 +310,9 @@ def classify_http(
     fields = _read_body(body)
     code = _classify(status, fields)
     retry_after = parse_retry_after(headers, now) if status == 429 or 500 <= status <= 599 else None
-    return Failure(code=code, message=_message(fields, status), status=status,
-                   retry_after_s=retry_after)
+    return Failure(
+        code=code, message=_message(fields, status), status=status, retry_after_s=retry_after
+    )
 
 
 def classify_error_object(error: Mapping[str, Any] | str, status: int | None = None) -> Failure:
@@ -304,8 +322,10 @@ def classify_error_object(error: Mapping[str, Any] | str, status: int | None = N
     ``status`` is given, a numeric ``code`` field in the HTTP range stands in for it
     (OpenRouter sends ``{"code": 502, ...}``); otherwise ``code``/``type`` decide.
     """
-    fields = _fields_from_mapping(error) if isinstance(error, Mapping) else _Fields(
-        error.strip(), frozenset()
+    fields = (
+        _fields_from_mapping(error)
+        if isinstance(error, Mapping)
+        else _Fields(error.strip(), frozenset())
     )
     if status is None and fields.numeric_code is not None and 400 <= fields.numeric_code <= 599:
         status = fields.numeric_code

@@ -176,8 +176,9 @@ def record_success(h: TargetHealth, key: str, now: float) -> tuple[TargetHealth,
     return fresh, events
 
 
-def _cool(h: TargetHealth, key: str, failure: Failure, now: float, seconds: float,
-          consecutive: int) -> tuple[TargetHealth, HealthEvent]:
+def _cool(
+    h: TargetHealth, key: str, failure: Failure, now: float, seconds: float, consecutive: int
+) -> tuple[TargetHealth, HealthEvent]:
     # A new deadline never shortens one in force (e.g. a long Retry-After), not even after
     # a force-revived probe fails. A deadline already past is below ``now + seconds``.
     until = max(h.until, now + seconds)
@@ -189,8 +190,16 @@ def _cool(h: TargetHealth, key: str, failure: Failure, now: float, seconds: floa
         last_code=failure.code.value,
         last_message=failure.message,
     )
-    event = HealthEvent(EventKind.COOLING, key, _provider_of(key), now, until=until,
-                        code=failure.code.value, cooldown_s=until - now, message=failure.message)
+    event = HealthEvent(
+        EventKind.COOLING,
+        key,
+        _provider_of(key),
+        now,
+        until=until,
+        code=failure.code.value,
+        cooldown_s=until - now,
+        message=failure.message,
+    )
     return new, event
 
 
@@ -224,8 +233,15 @@ def record_failure(
         if is_rate_limit and failure.retry_after_s is not None:
             seconds = max(seconds, failure.retry_after_s)
         new, cooling = _cool(h, key, failure, now, seconds, consecutive)
-        probe = HealthEvent(EventKind.PROBE, key, provider, now, code=failure.code.value,
-                            ok=False, message=failure.message)
+        probe = HealthEvent(
+            EventKind.PROBE,
+            key,
+            provider,
+            now,
+            code=failure.code.value,
+            ok=False,
+            message=failure.message,
+        )
         return new, [probe, cooling]
     if h.state is HealthState.COOLING and h.until > now:
         return _note_straggler(h, key, failure, now, consecutive)
@@ -236,57 +252,97 @@ def record_failure(
     if consecutive >= policy.failure_threshold:
         new, event = _cool(h, key, failure, now, next_duration, consecutive)
         return new, [event]
-    counted = replace(h, consecutive_failures=consecutive, last_code=failure.code.value,
-                      last_message=failure.message)
+    counted = replace(
+        h,
+        consecutive_failures=consecutive,
+        last_code=failure.code.value,
+        last_message=failure.message,
+    )
     return counted, []
 
 
-def _note_straggler(h: TargetHealth, key: str, failure: Failure, now: float, consecutive: int
-                    ) -> tuple[TargetHealth, list[HealthEvent]]:
-    noted = replace(h, consecutive_failures=consecutive, last_code=failure.code.value,
-                    last_message=failure.message)
+def _note_straggler(
+    h: TargetHealth, key: str, failure: Failure, now: float, consecutive: int
+) -> tuple[TargetHealth, list[HealthEvent]]:
+    noted = replace(
+        h,
+        consecutive_failures=consecutive,
+        last_code=failure.code.value,
+        last_message=failure.message,
+    )
     wait = failure.retry_after_s if failure.code is FailureCode.RATE_LIMIT else None
     if wait is None or now + wait <= h.until:
         return noted, []
     noted = replace(noted, until=now + wait)
-    return noted, [HealthEvent(EventKind.COOLING, key, _provider_of(key), now, until=noted.until,
-                               code=failure.code.value, cooldown_s=wait, message=failure.message)]
+    return noted, [
+        HealthEvent(
+            EventKind.COOLING,
+            key,
+            _provider_of(key),
+            now,
+            until=noted.until,
+            code=failure.code.value,
+            cooldown_s=wait,
+            message=failure.message,
+        )
+    ]
 
 
-def force_revive(h: TargetHealth, key: str, now: float, *, lease_s: float = FORCE_REVIVE_LEASE_S
-                 ) -> tuple[TargetHealth, list[HealthEvent]]:
+def force_revive(
+    h: TargetHealth, key: str, now: float, *, lease_s: float = FORCE_REVIVE_LEASE_S
+) -> tuple[TargetHealth, list[HealthEvent]]:
     """Nothing else is eligible: probe this cooling target now instead of failing the call."""
     if h.state is not HealthState.COOLING:
         raise HealthTransitionError(f"only a cooling target can be force-revived, not {h.state}")
     new = replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
-    event = HealthEvent(EventKind.FORCE_REVIVED, key, _provider_of(key), now, until=h.until,
-                        code=h.last_code, message=f"cooling until {h.until:.3f} cut short")
+    event = HealthEvent(
+        EventKind.FORCE_REVIVED,
+        key,
+        _provider_of(key),
+        now,
+        until=h.until,
+        code=h.last_code,
+        message=f"cooling until {h.until:.3f} cut short",
+    )
     return new, [event]
 
 
-def reset(h: TargetHealth, key: str, now: float, *, by: str = ""
-          ) -> tuple[TargetHealth, list[HealthEvent]]:
+def reset(
+    h: TargetHealth, key: str, now: float, *, by: str = ""
+) -> tuple[TargetHealth, list[HealthEvent]]:
     """Operator action: a fresh healthy target. Always recorded, even if already healthy."""
     message = f"reset by {by}" if by else "reset"
-    return TargetHealth(), [HealthEvent(EventKind.RESET, key, _provider_of(key), now,
-                                        code=h.last_code, message=message)]
+    return TargetHealth(), [
+        HealthEvent(EventKind.RESET, key, _provider_of(key), now, code=h.last_code, message=message)
+    ]
 
 
-def disable_provider(p: ProviderHealth, provider: str, failure: Failure, now: float
-                     ) -> tuple[ProviderHealth, list[HealthEvent]]:
+def disable_provider(
+    p: ProviderHealth, provider: str, failure: Failure, now: float
+) -> tuple[ProviderHealth, list[HealthEvent]]:
     """Disable every target of ``provider``. Idempotent: the first failure's code is kept."""
     if p.disabled:
         return p, []
     new = ProviderHealth(disabled=True, code=failure.code.value, since=now)
-    return new, [HealthEvent(EventKind.DISABLED, None, provider, now, code=failure.code.value,
-                             message=failure.message)]
+    return new, [
+        HealthEvent(
+            EventKind.DISABLED,
+            None,
+            provider,
+            now,
+            code=failure.code.value,
+            message=failure.message,
+        )
+    ]
 
 
-def enable_provider(p: ProviderHealth, provider: str, now: float, *, by: str = ""
-                    ) -> tuple[ProviderHealth, list[HealthEvent]]:
+def enable_provider(
+    p: ProviderHealth, provider: str, now: float, *, by: str = ""
+) -> tuple[ProviderHealth, list[HealthEvent]]:
     """Operator action (or a changed credential). No event if it was not disabled."""
     if not p.disabled:
         return p, []
     message = f"enabled by {by}" if by else "enabled"
-    return ProviderHealth(), [HealthEvent(EventKind.ENABLED, None, provider, now, code=p.code,
-                                          message=message)]
+    return ProviderHealth(), [
+        HealthEvent(EventKind.ENABLED, None, provider, now, code=p.code, message=message)
+    ]

@@ -51,8 +51,9 @@ class Decision:
 SURFACE = Decision(Action.SURFACE)
 
 
-def _move_on(code: FailureCode, switch_codes: frozenset[FailureCode], reason: SwitchReason
-             ) -> Decision:
+def _move_on(
+    code: FailureCode, switch_codes: frozenset[FailureCode], reason: SwitchReason
+) -> Decision:
     if code in switch_codes:
         return Decision(Action.SWITCH, reason=reason)
     return SURFACE

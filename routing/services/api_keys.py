@@ -43,8 +43,14 @@ def key_create(
             key, secret = generate_key(name=name, kind=kind, groups=groups)
         except ApiKeyError as exc:
             raise ConfigError.single("groups", str(exc)) from None
-        record(actor=actor, path=path, object_type="key", object_name=_label(key),
-               before=None, after=_snapshot(key))
+        record(
+            actor=actor,
+            path=path,
+            object_type="key",
+            object_name=_label(key),
+            before=None,
+            after=_snapshot(key),
+        )
     return key, secret
 
 
@@ -57,6 +63,12 @@ def key_revoke(*, key_id: int, actor: str, path: str = "api") -> ApiKey:
         before = _snapshot(current)
         key = revoke_key(key_id=key_id)
         if current.revoked_at is None:
-            record(actor=actor, path=path, object_type="key", object_name=_label(key),
-                   before=before, after=_snapshot(key))
+            record(
+                actor=actor,
+                path=path,
+                object_type="key",
+                object_name=_label(key),
+                before=before,
+                after=_snapshot(key),
+            )
     return key

@@ -56,8 +56,14 @@ def _set_policy(row: GlobalSettings, policy: dict[str, Any], *, actor: str, path
         raise ConfigError(errors)
     row.policy = policy
     row.save()
-    record(actor=actor, path=path, object_type="global", object_name="global settings",
-           before=policy_snapshot(old), after=policy_snapshot(policy))
+    record(
+        actor=actor,
+        path=path,
+        object_type="global",
+        object_name="global settings",
+        before=policy_snapshot(old),
+        after=policy_snapshot(policy),
+    )
 
 
 def global_update_policy(
@@ -72,8 +78,12 @@ def global_update_policy(
 
     GlobalSettings.load()
     return versioned_write(
-        GlobalSettings, kind="global settings", name="global", based_on=based_on,
-        change=change, pk=1,
+        GlobalSettings,
+        kind="global settings",
+        name="global",
+        based_on=based_on,
+        change=change,
+        pk=1,
     )
 
 
@@ -90,6 +100,10 @@ def global_restore_default(
 
     GlobalSettings.load()
     return versioned_write(
-        GlobalSettings, kind="global settings", name="global", based_on=based_on,
-        change=change, pk=1,
+        GlobalSettings,
+        kind="global settings",
+        name="global",
+        based_on=based_on,
+        change=change,
+        pk=1,
     )

@@ -97,8 +97,14 @@ def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:
                 )
                 for index, t in enumerate(item.targets)
             )
-            record(actor=actor, path=path, object_type="group", object_name=group.name,
-                   before=None, after=group_snapshot(group))
+            record(
+                actor=actor,
+                path=path,
+                object_type="group",
+                object_name=group.name,
+                before=None,
+                after=group_snapshot(group),
+            )
     except IntegrityError:
         raise ConfigError.single("name", f"a group named {item.name!r} already exists") from None
     return group
@@ -113,8 +119,14 @@ def _set_policy(group: Group, policy: dict[str, Any], *, actor: str, path: str) 
     before = group_snapshot(group)
     group.policy = policy
     group.save()
-    record(actor=actor, path=path, object_type="group", object_name=group.name,
-           before=before, after=group_snapshot(group))
+    record(
+        actor=actor,
+        path=path,
+        object_type="group",
+        object_name=group.name,
+        before=before,
+        after=group_snapshot(group),
+    )
 
 
 def group_update_policy(
@@ -155,8 +167,9 @@ def group_delete(*, name: str, based_on: int, actor: str, path: str) -> None:
     def change(group: Group) -> None:
         before = group_snapshot(group)
         group.delete()
-        record(actor=actor, path=path, object_type="group", object_name=name,
-               before=before, after=None)
+        record(
+            actor=actor, path=path, object_type="group", object_name=name, before=before, after=None
+        )
 
     versioned_write(
         Group, kind="group", name=name, based_on=based_on, change=change, name__exact=name

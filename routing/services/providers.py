@@ -74,8 +74,14 @@ def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
     try:
         with transaction.atomic():
             provider.save()
-            record(actor=actor, path=path, object_type="provider", object_name=provider.name,
-                   before=None, after=provider_snapshot(provider))
+            record(
+                actor=actor,
+                path=path,
+                object_type="provider",
+                object_name=provider.name,
+                before=None,
+                after=provider_snapshot(provider),
+            )
     except IntegrityError:
         raise ConfigError.single("name", f"a provider named {item.name!r} already exists") from None
     return provider
@@ -133,8 +139,14 @@ def provider_update(
         if after == before:
             raise Unchanged
         provider.save()
-        record(actor=actor, path=path, object_type="provider", object_name=name,
-               before=before, after=after)
+        record(
+            actor=actor,
+            path=path,
+            object_type="provider",
+            object_name=name,
+            before=before,
+            after=after,
+        )
 
     provider = versioned_write(
         Provider, kind="provider", name=name, based_on=based_on, change=change, name__exact=name
@@ -158,8 +170,14 @@ def provider_delete(*, name: str, based_on: int, actor: str, path: str) -> None:
             )
         before = provider_snapshot(provider)
         provider.delete()
-        record(actor=actor, path=path, object_type="provider", object_name=name,
-               before=before, after=None)
+        record(
+            actor=actor,
+            path=path,
+            object_type="provider",
+            object_name=name,
+            before=before,
+            after=None,
+        )
 
     versioned_write(
         Provider, kind="provider", name=name, based_on=based_on, change=change, name__exact=name

@@ -24,8 +24,14 @@ def _group_write(
         before = group_snapshot(row)
         change(row)
         row.save()  # the claim bumped the version; post_save rebuilds the routing table
-        record(actor=actor, path=path, object_type="group", object_name=group,
-               before=before, after=group_snapshot(row))
+        record(
+            actor=actor,
+            path=path,
+            object_type="group",
+            object_name=group,
+            before=before,
+            after=group_snapshot(row),
+        )
 
     return versioned_write(
         Group, kind="group", name=group, based_on=based_on, change=wrapped, name__exact=group
@@ -57,8 +63,13 @@ def target_add(
 
     def change(row: Group) -> None:
         providers = {p.name: p for p in Provider.objects.all()}
-        raw = {"provider": provider, "model": model, "weight": weight, "enabled": enabled,
-               "context_window": context_window}
+        raw = {
+            "provider": provider,
+            "model": model,
+            "weight": weight,
+            "enabled": enabled,
+            "context_window": context_window,
+        }
         item = parse_target(raw, providers=providers)
         check_listed([("model", item.provider, item.model)], providers)
         if row.targets.filter(provider__name=item.provider, model=item.model).exists():
@@ -129,13 +140,17 @@ def target_update(
 def target_set_enabled(
     *, group: str, target_id: int, enabled: bool, based_on: int, actor: str, path: str
 ) -> Target:
-    return target_update(group=group, target_id=target_id, changes={"enabled": enabled},
-                         based_on=based_on, actor=actor, path=path)
+    return target_update(
+        group=group,
+        target_id=target_id,
+        changes={"enabled": enabled},
+        based_on=based_on,
+        actor=actor,
+        path=path,
+    )
 
 
-def targets_reorder(
-    *, group: str, order: list[int], based_on: int, actor: str, path: str
-) -> Group:
+def targets_reorder(*, group: str, order: list[int], based_on: int, actor: str, path: str) -> Group:
     """Set the whole order in one write: ``order`` lists every target id of the group once."""
 
     def change(row: Group) -> None:

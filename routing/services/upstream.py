@@ -121,8 +121,14 @@ def provider_refresh_models(*, name: str, actor: str, path: str = "api") -> list
         provider.models, provider.models_loaded_at = models, loaded_at
         provider.version += 1
         provider.save()
-        record(actor=actor, path=path, object_type="provider", object_name=name,
-               before=before, after=provider_snapshot(provider))
+        record(
+            actor=actor,
+            path=path,
+            object_type="provider",
+            object_name=name,
+            before=before,
+            after=provider_snapshot(provider),
+        )
     return models
 
 

@@ -101,8 +101,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         behaviour: Behaviour | None = _auth_failure(request, upstream.api_key)
         if behaviour is None:
             behaviour = upstream.ledger.next_behaviour(model)
-        exchange = Exchange(request, body, model, upstream.ledger,
-                            settle=lambda: upstream.ledger.finish(record, disconnected=False))
+        exchange = Exchange(
+            request,
+            body,
+            model,
+            upstream.ledger,
+            settle=lambda: upstream.ledger.finish(record, disconnected=False),
+        )
         response = await perform(behaviour, exchange)
     except ClientGone as gone:
         upstream.ledger.finish(record, disconnected=True)
@@ -126,8 +131,10 @@ async def list_models(request: web.Request) -> web.Response:
     if denied is not None:
         return _error(denied.status, denied.message, denied.code)
     names = upstream.models if upstream.models is not None else upstream.ledger.scripted_models()
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": "switchyard-simulator"}
-            for name in names]
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "switchyard-simulator"}
+        for name in names
+    ]
     return web.json_response({"object": "list", "data": data})
 
 

@@ -122,8 +122,9 @@ class Completion:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason,
-                         "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+            ],
         }
         if usage is not None:
             body["usage"] = usage
@@ -136,8 +137,9 @@ class Completion:
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
-                         "logprobs": None}],
+            "choices": [
+                {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+            ],
         }
         if self.include_usage:
             out["usage"] = None

@@ -151,18 +151,28 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
         case Fail():
             return await _fail(ex, behaviour)
         case ContextLength():
-            return await _fail(ex, Fail(
-                400,
-                f"This model's maximum context length is {CONTEXT_WINDOW} tokens. However, "
-                "your messages resulted in more tokens. Please reduce the length of the "
-                "messages.",
-                code="context_length_exceeded", type="invalid_request_error"))
+            return await _fail(
+                ex,
+                Fail(
+                    400,
+                    f"This model's maximum context length is {CONTEXT_WINDOW} tokens. However, "
+                    "your messages resulted in more tokens. Please reduce the length of the "
+                    "messages.",
+                    code="context_length_exceeded",
+                    type="invalid_request_error",
+                ),
+            )
         case ContentFilter():
-            return await _fail(ex, Fail(
-                400,
-                "The response was filtered due to the prompt triggering the content "
-                "management policy.",
-                code="content_filter", type="invalid_request_error"))
+            return await _fail(
+                ex,
+                Fail(
+                    400,
+                    "The response was filtered due to the prompt triggering the content "
+                    "management policy.",
+                    code="content_filter",
+                    type="invalid_request_error",
+                ),
+            )
         case Silent():
             await _forever()
         case Reset():
@@ -174,8 +184,9 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
             return await perform(Reply(content="", chunks=0), ex)
         case NoDone(chunks=chunks, content=content):
             reply = Reply(content=content, chunks=chunks)
-            return await (_stream_reply(ex, reply, done=False) if ex.stream
-                          else _json_reply(ex, reply))
+            return await (
+                _stream_reply(ex, reply, done=False) if ex.stream else _json_reply(ex, reply)
+            )
         case DropAfter():
             return await (_stream_drop(ex, behaviour) if ex.stream else _json_drop(ex, behaviour))
         case StallAfter():
@@ -188,10 +199,17 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
 
 
 # -- plain HTTP answers ------------------------------------------------------------------
-async def _send(ex: Exchange, status: int, body: str, headers: dict[str, str] | None = None,
-                ) -> web.StreamResponse:
-    response = web.Response(status=status, body=body.encode(),
-                            headers={"Content-Type": "application/json", **(headers or {})})
+async def _send(
+    ex: Exchange,
+    status: int,
+    body: str,
+    headers: dict[str, str] | None = None,
+) -> web.StreamResponse:
+    response = web.Response(
+        status=status,
+        body=body.encode(),
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     ex.settle()
     try:
         await response.prepare(ex.request)
@@ -204,8 +222,9 @@ async def _send(ex: Exchange, status: int, body: str, headers: dict[str, str] | 
 async def _fail(ex: Exchange, fail: Fail) -> web.StreamResponse:
     if fail.body is not None:
         return await _send(ex, fail.status, fail.body, fail.headers)
-    body = error_body(fill_model(fail.message, ex.model),
-                      fail.type or default_error_type(fail.status), fail.code)
+    body = error_body(
+        fill_model(fail.message, ex.model), fail.type or default_error_type(fail.status), fail.code
+    )
     return await _send(ex, fail.status, _dumps(body), fail.headers)
 
 
@@ -216,8 +235,13 @@ async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
     if reply.chunk_delay_s and gaps:
         await asyncio.sleep(reply.chunk_delay_s * gaps)  # as long as the stream would take
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
-    body = ex.completion().body(content=content, reasoning=reasoning, tool_call=reply.tool_call,
-                                finish_reason=reply.finish_reason, usage=usage)
+    body = ex.completion().body(
+        content=content,
+        reasoning=reasoning,
+        tool_call=reply.tool_call,
+        finish_reason=reply.finish_reason,
+        usage=usage,
+    )
     return await _send(ex, 200, _dumps(body))
 
 
@@ -247,8 +271,9 @@ async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web
     return await sse.end(done=done)
 
 
-async def _stream_partial(ex: Exchange, content: str, chunks: int, *,
-                          usage_first: bool = False) -> Sse:
+async def _stream_partial(
+    ex: Exchange, content: str, chunks: int, *, usage_first: bool = False
+) -> Sse:
     """Role chunk, optional usage-only chunk, then ``content`` in ``chunks`` chunks."""
     c = ex.completion()
     text = fill_model(content, ex.model)
@@ -312,8 +337,11 @@ async def _stream_malformed(ex: Exchange, m: Malformed) -> web.StreamResponse:
     c = ex.completion()
     sse = await Sse(ex).open()
     if m.kind == "json":
-        for garbage in ('{"id":"chatcmpl-sim","choi', "<html>502 Bad Gateway</html>",
-                        "not json at all"):
+        for garbage in (
+            '{"id":"chatcmpl-sim","choi',
+            "<html>502 Bad Gateway</html>",
+            "not json at all",
+        ):
             await sse.raw(garbage)
         return await sse.end(done=False)
     await sse.event(c.role_chunk())

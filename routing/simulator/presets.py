@@ -31,7 +31,10 @@ _STREAMED = Reply(
 
 def demo(host: str = "127.0.0.1", port: int = 9100) -> FakeUpstream:
     upstream = FakeUpstream(
-        host, port, models=list(DEMO_MODELS), api_key=DEMO_API_KEY,
+        host,
+        port,
+        models=list(DEMO_MODELS),
+        api_key=DEMO_API_KEY,
         default=Fail(404, "The model `{model}` does not exist.", code="model_not_found"),
     )
     overload = Fail(503, "{model} is overloaded (simulated)", code="server_overloaded")
@@ -53,6 +56,8 @@ def describe(upstream: FakeUpstream, preset: str) -> str:
     """The one line a foreground runner prints."""
     line = f"Switchyard simulator ({preset}) listening on {upstream.base_url}"
     if preset == "demo":
-        line += (f" - models {', '.join(DEMO_MODELS)}; load {DEMO_CONFIG} with "
-                 f"SWITCHYARD_DEMO_PORT={upstream.port}; Ctrl-C stops")
+        line += (
+            f" - models {', '.join(DEMO_MODELS)}; load {DEMO_CONFIG} with "
+            f"SWITCHYARD_DEMO_PORT={upstream.port}; Ctrl-C stops"
+        )
     return line

@@ -207,13 +207,37 @@ class Flaky:
 
 
 Behaviour: TypeAlias = (
-    Reply | Fail | Delay | Silent | DropAfter | UsageThenError | StallAfter | Empty
-    | Malformed | NoDone | Reset | ContextLength | ContentFilter | Flaky
+    Reply
+    | Fail
+    | Delay
+    | Silent
+    | DropAfter
+    | UsageThenError
+    | StallAfter
+    | Empty
+    | Malformed
+    | NoDone
+    | Reset
+    | ContextLength
+    | ContentFilter
+    | Flaky
 )
 
 _CLASSES: tuple[type[Any], ...] = (
-    Reply, Fail, Delay, Silent, DropAfter, UsageThenError, StallAfter, Empty,
-    Malformed, NoDone, Reset, ContextLength, ContentFilter, Flaky,
+    Reply,
+    Fail,
+    Delay,
+    Silent,
+    DropAfter,
+    UsageThenError,
+    StallAfter,
+    Empty,
+    Malformed,
+    NoDone,
+    Reset,
+    ContextLength,
+    ContentFilter,
+    Flaky,
 )
 
 

@@ -32,8 +32,15 @@ _REPLY = Reply()  # frozen, so one shared default is safe
 class FakeUpstream:
     """A scriptable OpenAI-compatible upstream listening on ``host:port`` (0 = any free)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, default: Behaviour = _REPLY,
-                 models: list[str] | None = None, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        default: Behaviour = _REPLY,
+        models: list[str] | None = None,
+        api_key: str | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self._ledger = Ledger(default)
@@ -61,8 +68,9 @@ class FakeUpstream:
             raise RuntimeError("FakeUpstream already started")
         self._ready.clear()
         self._error = None
-        self._thread = threading.Thread(target=self._run, name=f"fake-upstream:{self.port}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"fake-upstream:{self.port}", daemon=True
+        )
         self._thread.start()
         if not self._ready.wait(_START_TIMEOUT_S):
             raise RuntimeError("FakeUpstream did not start listening in time")
@@ -101,8 +109,12 @@ class FakeUpstream:
     def __enter__(self) -> FakeUpstream:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def _run(self) -> None:
@@ -119,8 +131,12 @@ class FakeUpstream:
         # handler_cancellation: a client that goes away cancels its handler at once, which
         # is how Silent/StallAfter/Delay notice a disconnect; a short shutdown_timeout
         # keeps stop() fast.
-        runner = web.AppRunner(build_app(self._upstream), handler_cancellation=True,
-                               access_log=None, shutdown_timeout=0.5)
+        runner = web.AppRunner(
+            build_app(self._upstream),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=0.5,
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.port)

@@ -46,8 +46,9 @@ class _Script:
 class Ledger:
     """Scripts per model plus what happened; thread-safe."""
 
-    def __init__(self, default: Behaviour | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, default: Behaviour | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._cond = threading.Condition()
         self._clock = clock
         self._initial_default: Behaviour = default if default is not None else Reply()
@@ -59,8 +60,12 @@ class Ledger:
         self._open = 0  # kept apart from _records: reset() must not lose in-flight requests
 
     # -- scripting -------------------------------------------------------------------
-    def script(self, model: str, behaviours: tuple[Behaviour, ...] | list[Behaviour],
-               then: Behaviour | None = None) -> None:
+    def script(
+        self,
+        model: str,
+        behaviours: tuple[Behaviour, ...] | list[Behaviour],
+        then: Behaviour | None = None,
+    ) -> None:
         """Replace ``model``'s queue (and its ``then``)."""
         with self._cond:
             self._scripts[model] = _Script(deque(behaviours), then)
@@ -99,8 +104,9 @@ class Ledger:
             return list(self._scripts)
 
     # -- recording -------------------------------------------------------------------
-    def begin(self, model: str, body: dict[str, Any], headers: dict[str, str],
-              path: str) -> RecordedRequest:
+    def begin(
+        self, model: str, body: dict[str, Any], headers: dict[str, str], path: str
+    ) -> RecordedRequest:
         record = RecordedRequest(model, body, headers, path, started_at=self._clock())
         with self._cond:
             self._records.append(record)

@@ -147,7 +147,9 @@ class RedisStore(HealthStore):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not url:
-            raise ValueError("RedisStore needs a url (set REDIS_URL, e.g. redis://127.0.0.1:6379/0)")
+            raise ValueError(
+                "RedisStore needs a url (set REDIS_URL, e.g. redis://127.0.0.1:6379/0)"
+            )
         self.url = url
         self.prefix = prefix
         self.retry_s = retry_s
@@ -292,6 +294,7 @@ class RedisStore(HealthStore):
 
     async def describe(self) -> dict[str, object]:
         """Pings Redis (or waits for the next trial while degraded), then reports."""
+
         async def ping(c: _Connection) -> None:
             await c.client.ping()
 
@@ -302,8 +305,10 @@ class RedisStore(HealthStore):
             detail = f"shared state in Redis at {where}"
             return {"store": self.name, "degraded": False, "detail": detail}
         seconds = max(0.0, self._clock() - down_since)
-        detail = (f"Redis unreachable at {where} for {seconds:.0f} s: {self._reason}; "
-                  f"serving from in-process state, retrying every {self.retry_s:g} s")
+        detail = (
+            f"Redis unreachable at {where} for {seconds:.0f} s: {self._reason}; "
+            f"serving from in-process state, retrying every {self.retry_s:g} s"
+        )
         return {"store": self.name, "degraded": True, "detail": detail}
 
     @property
@@ -318,8 +323,9 @@ class RedisStore(HealthStore):
             await conn.client.aclose()
 
     # ------------------------------------------------------------------ Redis or local
-    async def _call(self, remote: Callable[[_Connection], Awaitable[T]],
-                    local: Callable[[], Awaitable[T]]) -> T:
+    async def _call(
+        self, remote: Callable[[_Connection], Awaitable[T]], local: Callable[[], Awaitable[T]]
+    ) -> T:
         """Run ``remote`` against Redis, or ``local`` against the fallback while degraded."""
         use_redis, trial = self._route()
         if not use_redis:
@@ -354,8 +360,13 @@ class RedisStore(HealthStore):
             if self._down_since is not None:
                 return
             self._down_since = now
-        log.warning("state store: Redis unreachable at %s (%s); routing on in-process state, "
-                    "retrying every %g s", redact_url(self.url), self._reason, self.retry_s)
+        log.warning(
+            "state store: Redis unreachable at %s (%s); routing on in-process state, "
+            "retrying every %g s",
+            redact_url(self.url),
+            self._reason,
+            self.retry_s,
+        )
 
     def _came_back(self) -> None:
         with self._lock:
@@ -364,8 +375,10 @@ class RedisStore(HealthStore):
             self._down_since = None
             self._reason = ""
             self._local = MemoryStore()  # soft state: dropped, see the module docstring
-        log.warning("state store: Redis at %s is reachable again; shared routing state resumed",
-                    redact_url(self.url))
+        log.warning(
+            "state store: Redis at %s is reachable again; shared routing state resumed",
+            redact_url(self.url),
+        )
 
     # ------------------------------------------------------------------ Redis operations
     def _key(self, kind: str, name: str) -> str:
@@ -384,8 +397,8 @@ class RedisStore(HealthStore):
             return Snapshot()
         values: list[Any] = await c.client.mget(names)  # the one round trip of every call
         n, m = len(keys), len(providers)
-        targets, provs = values[:n], values[n:n + m]
-        inflight, latency = values[n + m:2 * n + m], values[2 * n + m:]
+        targets, provs = values[:n], values[n : n + m]
+        inflight, latency = values[n + m : 2 * n + m], values[2 * n + m :]
         return Snapshot(
             targets={k: _target(v) for k, v in zip(keys, targets, strict=True) if v},
             providers={p: _provider(v) for p, v in zip(providers, provs, strict=True) if v},
@@ -393,8 +406,15 @@ class RedisStore(HealthStore):
             latency_ms={k: float(v) for k, v in zip(keys, latency, strict=True) if v},
         )
 
-    async def _update(self, c: _Connection, redis_key: str, step: RawStep[T],
-                      raw: str | None = None, *, fresh: bool = False) -> T:
+    async def _update(
+        self,
+        c: _Connection,
+        redis_key: str,
+        step: RawStep[T],
+        raw: str | None = None,
+        *,
+        fresh: bool = False,
+    ) -> T:
         """Apply ``step`` atomically by compare-and-set; ``fresh``: ``raw`` was just read."""
         if not fresh:
             raw = await _get(c, redis_key)

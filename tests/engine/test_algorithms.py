@@ -26,8 +26,10 @@ from tests.engine.fake_algorithms import Reverse
 
 
 def make(*weights: int) -> list[Candidate]:
-    return [Candidate(key=f"p{i}/m", provider=f"p{i}", model="m", position=i, weight=w)
-            for i, w in enumerate(weights)]
+    return [
+        Candidate(key=f"p{i}/m", provider=f"p{i}", model="m", position=i, weight=w)
+        for i, w in enumerate(weights)
+    ]
 
 
 def keys(order: Sequence[Candidate]) -> list[str]:
@@ -50,9 +52,13 @@ def test_priority_keeps_configured_order_even_if_given_shuffled() -> None:
 
 @pytest.mark.parametrize(
     ("ticket", "expected"),
-    [(0, ["p0/m", "p1/m", "p2/m"]), (1, ["p1/m", "p2/m", "p0/m"]),
-     (2, ["p2/m", "p0/m", "p1/m"]), (3, ["p0/m", "p1/m", "p2/m"]),
-     (301, ["p1/m", "p2/m", "p0/m"])],
+    [
+        (0, ["p0/m", "p1/m", "p2/m"]),
+        (1, ["p1/m", "p2/m", "p0/m"]),
+        (2, ["p2/m", "p0/m", "p1/m"]),
+        (3, ["p0/m", "p1/m", "p2/m"]),
+        (301, ["p1/m", "p2/m", "p0/m"]),
+    ],
 )
 def test_round_robin_rotates_start(ticket: int, expected: list[str]) -> None:
     assert keys(RoundRobin([A, B, C]).order(SelectionView(ticket=ticket))) == expected
@@ -158,8 +164,9 @@ def test_get_algorithm_by_name_registered_name_and_dotted_path() -> None:
     assert get_algorithm("round-robin") is RoundRobin
     assert get_algorithm("tests.engine.fake_algorithms.Reverse") is Reverse
     assert get_algorithm("mine", {"mine": "tests.engine.fake_algorithms.Reverse"}) is Reverse
-    assert get_algorithm("priority", {"priority": "tests.engine.fake_algorithms.Reverse"}) \
-        is Priority  # built-ins cannot be shadowed
+    assert (
+        get_algorithm("priority", {"priority": "tests.engine.fake_algorithms.Reverse"}) is Priority
+    )  # built-ins cannot be shadowed
     assert issubclass(Reverse, RoutingAlgorithm)
     assert keys(Reverse([A, B, C]).order(SelectionView())) == ["p2/m", "p1/m", "p0/m"]
 

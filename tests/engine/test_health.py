@@ -42,10 +42,16 @@ def kinds(events: list[HealthEvent]) -> list[EventKind]:
     return [e.kind for e in events]
 
 
-def cooling(until: float, openings: int = 1, consecutive_failures: int = 0,
-            last_code: str | None = None) -> TargetHealth:
-    return TargetHealth(state=S.COOLING, openings=openings, until=until,
-                        consecutive_failures=consecutive_failures, last_code=last_code)
+def cooling(
+    until: float, openings: int = 1, consecutive_failures: int = 0, last_code: str | None = None
+) -> TargetHealth:
+    return TargetHealth(
+        state=S.COOLING,
+        openings=openings,
+        until=until,
+        consecutive_failures=consecutive_failures,
+        last_code=last_code,
+    )
 
 
 @pytest.mark.parametrize(
@@ -77,50 +83,175 @@ def test_cooling_duration(openings: int, seconds: float) -> None:
 # id, start, failure, policy, was_probe, expected (state, consecutive, openings, until - T0),
 # expected event kinds
 FAILURES = [
-    ("threshold-1-cools", TargetHealth(), SERVER, POLICY, False, (S.COOLING, 1, 1, 10.0),
-     [E.COOLING]),
-    ("threshold-3-first", TargetHealth(), SERVER, CircuitPolicy(failure_threshold=3), False,
-     (S.HEALTHY, 1, 0, 0.0), []),
-    ("threshold-3-second", TargetHealth(consecutive_failures=1), SERVER,
-     CircuitPolicy(failure_threshold=3), False, (S.HEALTHY, 2, 0, 0.0), []),
-    ("threshold-3-third-cools", TargetHealth(consecutive_failures=2), SERVER,
-     CircuitPolicy(failure_threshold=3), False, (S.COOLING, 3, 1, 10.0), [E.COOLING]),
-    ("429-cools-at-once-for-retry-after", TargetHealth(),
-     Failure(F.RATE_LIMIT, "slow", 429, 42.0), CircuitPolicy(failure_threshold=3), False,
-     (S.COOLING, 1, 1, 42.0), [E.COOLING]),
-    ("429-retry-after-not-capped", TargetHealth(), Failure(F.RATE_LIMIT, "slow", 429, 3600.0),
-     POLICY, False, (S.COOLING, 1, 1, 3600.0), [E.COOLING]),
-    ("429-without-retry-after-doubles", cooling(T0 - 1, openings=2),
-     Failure(F.RATE_LIMIT, "slow", 429), CircuitPolicy(failure_threshold=3), False,
-     (S.COOLING, 1, 3, 40.0), [E.COOLING]),
-    ("reopening-after-expiry-doubles", cooling(T0 - 1, openings=1, consecutive_failures=1),
-     SERVER, POLICY, False, (S.COOLING, 2, 2, 20.0), [E.COOLING]),
-    ("failed-probe-doubles", TargetHealth(state=S.PROBING, openings=1, until=T0 - 5,
-                                          probe_lease_until=T0 + 25, consecutive_failures=1),
-     SERVER, POLICY, True, (S.COOLING, 2, 2, 20.0), [E.PROBE, E.COOLING]),
-    ("failed-probe-capped", TargetHealth(state=S.PROBING, openings=9), SERVER, POLICY, True,
-     (S.COOLING, 1, 10, 600.0), [E.PROBE, E.COOLING]),
-    ("failed-probe-ignores-threshold", TargetHealth(state=S.PROBING, openings=1), SERVER,
-     CircuitPolicy(failure_threshold=5), True, (S.COOLING, 1, 2, 20.0), [E.PROBE, E.COOLING]),
-    ("probe-429-longer-retry-after-wins", TargetHealth(state=S.PROBING, openings=1),
-     Failure(F.RATE_LIMIT, "slow", 429, 90.0), POLICY, True, (S.COOLING, 1, 2, 90.0),
-     [E.PROBE, E.COOLING]),
-    ("probe-429-shorter-retry-after-loses", TargetHealth(state=S.PROBING, openings=1),
-     Failure(F.RATE_LIMIT, "slow", 429, 1.0), POLICY, True, (S.COOLING, 1, 2, 20.0),
-     [E.PROBE, E.COOLING]),
+    (
+        "threshold-1-cools",
+        TargetHealth(),
+        SERVER,
+        POLICY,
+        False,
+        (S.COOLING, 1, 1, 10.0),
+        [E.COOLING],
+    ),
+    (
+        "threshold-3-first",
+        TargetHealth(),
+        SERVER,
+        CircuitPolicy(failure_threshold=3),
+        False,
+        (S.HEALTHY, 1, 0, 0.0),
+        [],
+    ),
+    (
+        "threshold-3-second",
+        TargetHealth(consecutive_failures=1),
+        SERVER,
+        CircuitPolicy(failure_threshold=3),
+        False,
+        (S.HEALTHY, 2, 0, 0.0),
+        [],
+    ),
+    (
+        "threshold-3-third-cools",
+        TargetHealth(consecutive_failures=2),
+        SERVER,
+        CircuitPolicy(failure_threshold=3),
+        False,
+        (S.COOLING, 3, 1, 10.0),
+        [E.COOLING],
+    ),
+    (
+        "429-cools-at-once-for-retry-after",
+        TargetHealth(),
+        Failure(F.RATE_LIMIT, "slow", 429, 42.0),
+        CircuitPolicy(failure_threshold=3),
+        False,
+        (S.COOLING, 1, 1, 42.0),
+        [E.COOLING],
+    ),
+    (
+        "429-retry-after-not-capped",
+        TargetHealth(),
+        Failure(F.RATE_LIMIT, "slow", 429, 3600.0),
+        POLICY,
+        False,
+        (S.COOLING, 1, 1, 3600.0),
+        [E.COOLING],
+    ),
+    (
+        "429-without-retry-after-doubles",
+        cooling(T0 - 1, openings=2),
+        Failure(F.RATE_LIMIT, "slow", 429),
+        CircuitPolicy(failure_threshold=3),
+        False,
+        (S.COOLING, 1, 3, 40.0),
+        [E.COOLING],
+    ),
+    (
+        "reopening-after-expiry-doubles",
+        cooling(T0 - 1, openings=1, consecutive_failures=1),
+        SERVER,
+        POLICY,
+        False,
+        (S.COOLING, 2, 2, 20.0),
+        [E.COOLING],
+    ),
+    (
+        "failed-probe-doubles",
+        TargetHealth(
+            state=S.PROBING,
+            openings=1,
+            until=T0 - 5,
+            probe_lease_until=T0 + 25,
+            consecutive_failures=1,
+        ),
+        SERVER,
+        POLICY,
+        True,
+        (S.COOLING, 2, 2, 20.0),
+        [E.PROBE, E.COOLING],
+    ),
+    (
+        "failed-probe-capped",
+        TargetHealth(state=S.PROBING, openings=9),
+        SERVER,
+        POLICY,
+        True,
+        (S.COOLING, 1, 10, 600.0),
+        [E.PROBE, E.COOLING],
+    ),
+    (
+        "failed-probe-ignores-threshold",
+        TargetHealth(state=S.PROBING, openings=1),
+        SERVER,
+        CircuitPolicy(failure_threshold=5),
+        True,
+        (S.COOLING, 1, 2, 20.0),
+        [E.PROBE, E.COOLING],
+    ),
+    (
+        "probe-429-longer-retry-after-wins",
+        TargetHealth(state=S.PROBING, openings=1),
+        Failure(F.RATE_LIMIT, "slow", 429, 90.0),
+        POLICY,
+        True,
+        (S.COOLING, 1, 2, 90.0),
+        [E.PROBE, E.COOLING],
+    ),
+    (
+        "probe-429-shorter-retry-after-loses",
+        TargetHealth(state=S.PROBING, openings=1),
+        Failure(F.RATE_LIMIT, "slow", 429, 1.0),
+        POLICY,
+        True,
+        (S.COOLING, 1, 2, 20.0),
+        [E.PROBE, E.COOLING],
+    ),
     # A new deadline never moves an existing one earlier.
-    ("deadline-kept-against-short-429", cooling(T0 + 100, openings=1),
-     Failure(F.RATE_LIMIT, "slow", 429, 5.0), POLICY, False, (S.COOLING, 1, 1, 100.0), []),
-    ("deadline-extended-by-long-429", cooling(T0 + 100, openings=1),
-     Failure(F.RATE_LIMIT, "slow", 429, 200.0), POLICY, False, (S.COOLING, 1, 1, 200.0),
-     [E.COOLING]),
-    ("straggler-is-not-a-new-opening", cooling(T0 + 100, openings=1), SERVER, POLICY, False,
-     (S.COOLING, 1, 1, 100.0), []),
-    ("failed-forced-probe-keeps-old-deadline",
-     TargetHealth(state=S.PROBING, openings=1, until=T0 + 500, probe_lease_until=T0 + 30),
-     SERVER, POLICY, True, (S.COOLING, 1, 2, 500.0), [E.PROBE, E.COOLING]),
-    ("credential-codes-just-count", TargetHealth(), Failure(F.AUTH, "bad key", 401),
-     CircuitPolicy(failure_threshold=2), False, (S.HEALTHY, 1, 0, 0.0), []),
+    (
+        "deadline-kept-against-short-429",
+        cooling(T0 + 100, openings=1),
+        Failure(F.RATE_LIMIT, "slow", 429, 5.0),
+        POLICY,
+        False,
+        (S.COOLING, 1, 1, 100.0),
+        [],
+    ),
+    (
+        "deadline-extended-by-long-429",
+        cooling(T0 + 100, openings=1),
+        Failure(F.RATE_LIMIT, "slow", 429, 200.0),
+        POLICY,
+        False,
+        (S.COOLING, 1, 1, 200.0),
+        [E.COOLING],
+    ),
+    (
+        "straggler-is-not-a-new-opening",
+        cooling(T0 + 100, openings=1),
+        SERVER,
+        POLICY,
+        False,
+        (S.COOLING, 1, 1, 100.0),
+        [],
+    ),
+    (
+        "failed-forced-probe-keeps-old-deadline",
+        TargetHealth(state=S.PROBING, openings=1, until=T0 + 500, probe_lease_until=T0 + 30),
+        SERVER,
+        POLICY,
+        True,
+        (S.COOLING, 1, 2, 500.0),
+        [E.PROBE, E.COOLING],
+    ),
+    (
+        "credential-codes-just-count",
+        TargetHealth(),
+        Failure(F.AUTH, "bad key", 401),
+        CircuitPolicy(failure_threshold=2),
+        False,
+        (S.HEALTHY, 1, 0, 0.0),
+        [],
+    ),
 ]
 
 
@@ -160,13 +291,16 @@ def test_record_failure(
         (TargetHealth(), []),
         (TargetHealth(consecutive_failures=2, last_code="SERVER"), []),
         (cooling(T0 + 50, openings=3), [E.REVIVED]),
-        (TargetHealth(state=S.PROBING, openings=2, probe_lease_until=T0 + 30),
-         [E.PROBE, E.REVIVED]),
+        (
+            TargetHealth(state=S.PROBING, openings=2, probe_lease_until=T0 + 30),
+            [E.PROBE, E.REVIVED],
+        ),
         (TargetHealth(state=S.DISABLED), [E.REVIVED]),
     ],
 )
-def test_record_success_resets_everything(start: TargetHealth, event_kinds: list[EventKind]
-                                          ) -> None:
+def test_record_success_resets_everything(
+    start: TargetHealth, event_kinds: list[EventKind]
+) -> None:
     new, events = record_success(start, KEY, T0)
     assert new == TargetHealth()
     assert kinds(events) == event_kinds
@@ -271,8 +405,15 @@ def test_disable_provider_is_idempotent_and_enable_reverses_it() -> None:
     "health",
     [
         TargetHealth(),
-        TargetHealth(state=S.PROBING, consecutive_failures=3, openings=2, until=T0 + 0.5,
-                     probe_lease_until=T0 + 30, last_code="SERVER", last_message="boom"),
+        TargetHealth(
+            state=S.PROBING,
+            consecutive_failures=3,
+            openings=2,
+            until=T0 + 0.5,
+            probe_lease_until=T0 + 30,
+            last_code="SERVER",
+            last_message="boom",
+        ),
     ],
 )
 def test_target_health_round_trips_through_json(health: TargetHealth) -> None:

@@ -24,16 +24,19 @@ print(json.dumps({
 def test_engine_imports_without_django_or_httpx() -> None:
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=60, check=False,
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["django"] == []
     assert report["httpx"] == []
-    assert {"decide", "record_failure", "get_algorithm", "classify_http"} <= set(
-        report["exported"]
-    )
+    assert {"decide", "record_failure", "get_algorithm", "classify_http"} <= set(report["exported"])
 
 
 def test_all_names_exist() -> None:

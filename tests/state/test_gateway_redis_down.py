@@ -16,7 +16,9 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 def status(h: Harness, admin: str) -> dict:  # type: ignore[type-arg]
-    response = httpx.get(h.gateway.url + "/api/v1/status", headers={"authorization": f"Bearer {admin}"}, timeout=10)
+    response = httpx.get(
+        h.gateway.url + "/api/v1/status", headers={"authorization": f"Bearer {admin}"}, timeout=10
+    )
     assert response.status_code == 200, response.text
     return response.json()["store"]
 

@@ -32,8 +32,9 @@ def state_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "switchyard.state"]
 
 
-async def test_redis_dies_and_comes_back(redis_server: RedisServer,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+async def test_redis_dies_and_comes_back(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="switchyard.state")
     clock = FakeClock()
     prefix = unique_prefix()

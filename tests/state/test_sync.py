@@ -52,8 +52,13 @@ def publisher() -> Iterator[redis.Redis]:
 
 
 def listener_on(url: str, on_change: Callable[[], None], **kwargs: object) -> sync.ConfigListener:
-    listener = sync.ConfigListener(url, on_change=on_change, channel=f"test:{uuid.uuid4().hex}",
-                                   origin="this-process", **kwargs)  # type: ignore[arg-type]
+    listener = sync.ConfigListener(
+        url,
+        on_change=on_change,
+        channel=f"test:{uuid.uuid4().hex}",
+        origin="this-process",
+        **kwargs,
+    )  # type: ignore[arg-type]
     listener.start()
     return listener
 
@@ -74,8 +79,9 @@ def test_foreign_notices_invalidate_and_own_notices_do_not(publisher: redis.Redi
     assert not listener.alive
 
 
-def test_the_listener_reconnects_and_resyncs(redis_server: RedisServer,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_the_listener_reconnects_and_resyncs(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="switchyard.sync")
     changes = Counter()
     listener = listener_on(redis_server.url, changes, backoff_s=(0.05, 0.2))

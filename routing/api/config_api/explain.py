@@ -17,9 +17,12 @@ from routing.runtime import get_runtime
 router = Router(tags=["routing"])
 
 
-@router.post("/route/explain", response={200: ExplainOut, 404: ErrorOut, 422: InvalidOut},
-             summary="Dry run: the order the next call would try, and why (no side effects)",
-             openapi_extra=body_doc(inline_schema(ExplainIn)))
+@router.post(
+    "/route/explain",
+    response={200: ExplainOut, 404: ErrorOut, 422: InvalidOut},
+    summary="Dry run: the order the next call would try, and why (no side effects)",
+    openapi_extra=body_doc(inline_schema(ExplainIn)),
+)
 async def route_explain_view(request: HttpRequest) -> dict[str, Any]:
     body = parse(ExplainIn, json_body(request))
     result = await route_explain(get_runtime(), model=body.model, session=body.session)

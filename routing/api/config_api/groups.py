@@ -46,58 +46,75 @@ def groups_list(request: HttpRequest) -> list[dict[str, Any]]:
     return selectors.group_list()
 
 
-@router.post("/groups", response={201: GroupOut, **CREATE}, summary="Create a group",
-             openapi_extra=body_doc(inline_schema(GroupIn)))
+@router.post(
+    "/groups",
+    response={201: GroupOut, **CREATE},
+    summary="Create a group",
+    openapi_extra=body_doc(inline_schema(GroupIn)),
+)
 def groups_create(request: HttpRequest, response: HttpResponse) -> Status[dict[str, Any]]:
     group = services.group_create(data=json_body(request), actor=who(request), path="api")
     return Status(201, tagged(response, selectors.group_detail(name=group.name)))
 
 
-@router.get("/groups/{name}", response={200: GroupOut, **READ},
-            summary="A group: targets, and per policy field its value, source and override")
+@router.get(
+    "/groups/{name}",
+    response={200: GroupOut, **READ},
+    summary="A group: targets, and per policy field its value, source and override",
+)
 def groups_get(request: HttpRequest, name: GroupPath, response: HttpResponse) -> dict[str, Any]:
     return tagged(response, selectors.group_detail(name=group_name(name)))
 
 
-@router.patch("/groups/{name}", response={200: GroupOut, **WRITE},
-              summary="Override policy fields on a group", openapi_extra=POLICY_DOC)
+@router.patch(
+    "/groups/{name}",
+    response={200: GroupOut, **WRITE},
+    summary="Override policy fields on a group",
+    openapi_extra=POLICY_DOC,
+)
 def groups_update(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
-    services.group_update_policy(name=name, changes=json_body(request), based_on=version,
-                                 actor=who(request), path="api")
+    services.group_update_policy(
+        name=name, changes=json_body(request), based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.group_detail(name=name))
 
 
 @router.delete("/groups/{name}", response={204: None, **WRITE}, summary="Delete a group")
-def groups_delete(
-    request: HttpRequest, name: GroupPath, if_match: IfMatch = None
-) -> Status[None]:
+def groups_delete(request: HttpRequest, name: GroupPath, if_match: IfMatch = None) -> Status[None]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
     services.group_delete(name=name, based_on=version, actor=who(request), path="api")
     return Status(204, None)
 
 
-@router.post("/groups/{name}/restore-default", response={200: GroupOut, **WRITE},
-             summary="Drop overrides (some fields, or all) so the lower layers show",
-             openapi_extra=body_doc(inline_schema(RestoreIn), required=False))
+@router.post(
+    "/groups/{name}/restore-default",
+    response={200: GroupOut, **WRITE},
+    summary="Drop overrides (some fields, or all) so the lower layers show",
+    openapi_extra=body_doc(inline_schema(RestoreIn), required=False),
+)
 def groups_restore_default(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
     body = parse(RestoreIn, json_body(request, default={}))
-    services.group_restore_default(name=name, fields=body.fields, based_on=version,
-                                   actor=who(request), path="api")
+    services.group_restore_default(
+        name=name, fields=body.fields, based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.group_detail(name=name))
 
 
-@router.put("/groups/{name}/switch-codes", response={200: GroupOut, **WRITE},
-            summary="Set the failure codes that allow moving to the next target",
-            openapi_extra=body_doc(inline_schema(SwitchCodesIn)))
+@router.put(
+    "/groups/{name}/switch-codes",
+    response={200: GroupOut, **WRITE},
+    summary="Set the failure codes that allow moving to the next target",
+    openapi_extra=body_doc(inline_schema(SwitchCodesIn)),
+)
 def switch_codes_set(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
@@ -107,8 +124,13 @@ def switch_codes_set(
     if not isinstance(raw, dict) or set(raw) != {"codes"}:
         raise ConfigError.single("", 'the body must be {"codes": [...]}')
     try:
-        services.group_update_policy(name=name, changes={"switch_codes": raw["codes"]},
-                                     based_on=version, actor=who(request), path="api")
+        services.group_update_policy(
+            name=name,
+            changes={"switch_codes": raw["codes"]},
+            based_on=version,
+            actor=who(request),
+            path="api",
+        )
     except ConfigError as exc:  # the policy field is switch_codes; this body calls it codes
         raise ConfigError(
             FieldError(e.path.replace("switch_codes", "codes", 1), e.message) for e in exc.errors
@@ -116,13 +138,17 @@ def switch_codes_set(
     return tagged(response, selectors.group_detail(name=name))
 
 
-@router.delete("/groups/{name}/switch-codes", response={200: GroupOut, **WRITE},
-               summary="Restore the inherited switch codes")
+@router.delete(
+    "/groups/{name}/switch-codes",
+    response={200: GroupOut, **WRITE},
+    summary="Restore the inherited switch codes",
+)
 def switch_codes_restore(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
-    services.group_restore_default(name=name, fields=["switch_codes"], based_on=version,
-                                   actor=who(request), path="api")
+    services.group_restore_default(
+        name=name, fields=["switch_codes"], based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.group_detail(name=name))

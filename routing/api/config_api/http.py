@@ -128,8 +128,9 @@ def provider_name(name: str) -> str:
 # --- OpenAPI request bodies ------------------------------------------------------------
 
 
-def body_doc(schema: dict[str, Any], description: str = "", *, required: bool = True
-             ) -> dict[str, Any]:
+def body_doc(
+    schema: dict[str, Any], description: str = "", *, required: bool = True
+) -> dict[str, Any]:
     """``openapi_extra`` documenting a JSON request body the view reads itself."""
     content = {"application/json": {"schema": schema}}
     body: dict[str, Any] = {"required": required, "content": content}

@@ -27,18 +27,25 @@ def keys_list(request: HttpRequest, filters: Query[KeysQuery]) -> list[dict[str,
     return selectors.key_list(prefix=filters.prefix)
 
 
-@router.post("/keys", response={201: KeyCreatedOut, **CREATE},
-             summary="Create a key; its secret is in this response only",
-             openapi_extra=body_doc(inline_schema(KeyIn)))
+@router.post(
+    "/keys",
+    response={201: KeyCreatedOut, **CREATE},
+    summary="Create a key; its secret is in this response only",
+    openapi_extra=body_doc(inline_schema(KeyIn)),
+)
 def keys_create(request: HttpRequest) -> Status[dict[str, Any]]:
     body = parse(KeyIn, json_body(request))
-    key, secret = services.key_create(name=body.name, kind=body.kind, groups=body.groups,
-                                      actor=who(request), path="api")
+    key, secret = services.key_create(
+        name=body.name, kind=body.kind, groups=body.groups, actor=who(request), path="api"
+    )
     return Status(201, {**selectors.key_out(key), "secret": secret})
 
 
-@router.delete("/keys/{int:key_id}", response={200: KeyOut, **READ},
-               summary="Revoke a key: refused from the next request on")
+@router.delete(
+    "/keys/{int:key_id}",
+    response={200: KeyOut, **READ},
+    summary="Revoke a key: refused from the next request on",
+)
 def keys_revoke(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
     key = services.key_revoke(key_id=key_id, actor=who(request), path="api")
     return selectors.key_out(key)

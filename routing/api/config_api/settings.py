@@ -29,39 +29,59 @@ def _current() -> int:
     return selectors.version_of("global")
 
 
-@router.get("/global", response=GlobalOut,
-            summary="Global policy defaults: per field its value, source and override")
+@router.get(
+    "/global",
+    response=GlobalOut,
+    summary="Global policy defaults: per field its value, source and override",
+)
 def global_get(request: HttpRequest, response: HttpResponse) -> dict[str, Any]:
     return tagged(response, selectors.global_detail())
 
 
-@router.patch("/global", response={200: GlobalOut, **WRITE}, summary="Set global defaults",
-              openapi_extra=body_doc(inline_schema(PolicyIn, partial=True),
-                                     "Policy keys, nested or dotted."))
+@router.patch(
+    "/global",
+    response={200: GlobalOut, **WRITE},
+    summary="Set global defaults",
+    openapi_extra=body_doc(inline_schema(PolicyIn, partial=True), "Policy keys, nested or dotted."),
+)
 def global_update(
     request: HttpRequest, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     version = based_on(if_match, _current)
-    services.global_update_policy(changes=json_body(request), based_on=version,
-                                  actor=who(request), path="api")
+    services.global_update_policy(
+        changes=json_body(request), based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.global_detail())
 
 
-@router.post("/global/restore-default", response={200: GlobalOut, **WRITE},
-             summary="Drop global settings so the config file / built-in defaults show",
-             openapi_extra=body_doc(inline_schema(RestoreIn), required=False))
+@router.post(
+    "/global/restore-default",
+    response={200: GlobalOut, **WRITE},
+    summary="Drop global settings so the config file / built-in defaults show",
+    openapi_extra=body_doc(inline_schema(RestoreIn), required=False),
+)
 def global_restore_default(
     request: HttpRequest, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     version = based_on(if_match, _current)
     body = parse(RestoreIn, json_body(request, default={}))
-    services.global_restore_default(fields=body.fields, based_on=version,
-                                    actor=who(request), path="api")
+    services.global_restore_default(
+        fields=body.fields, based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.global_detail())
 
 
-@router.get("/config/export", summary="The configuration as a config file (no credentials)",
-            openapi_extra={"responses": {200: {"description": "YAML, as manage.py exportconfig",
-                                               "content": {"application/yaml": {}}}}})
+@router.get(
+    "/config/export",
+    summary="The configuration as a config file (no credentials)",
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "YAML, as manage.py exportconfig",
+                "content": {"application/yaml": {}},
+            }
+        }
+    },
+)
 def config_export(request: HttpRequest) -> HttpResponse:
     return HttpResponse(export_config(), content_type="application/yaml; charset=utf-8")

@@ -36,9 +36,12 @@ from routing.config.schema import TargetIn
 router = Router(tags=["targets"])
 
 
-@router.post("/groups/{name}/targets", response={201: GroupOut, **WRITE},
-             summary="Append a target (If-Match: the group's ETag; answers the group)",
-             openapi_extra=body_doc(inline_schema(TargetIn)))
+@router.post(
+    "/groups/{name}/targets",
+    response={201: GroupOut, **WRITE},
+    summary="Append a target (If-Match: the group's ETag; answers the group)",
+    openapi_extra=body_doc(inline_schema(TargetIn)),
+)
 def targets_add(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> Status[dict[str, Any]]:
@@ -49,56 +52,88 @@ def targets_add(
         raise services.VersionConflict(current)
     item = parse(TargetIn, json_body(request))
     services.target_add(
-        group=name, provider=item.provider, model=item.model, weight=item.weight,
-        context_window=item.context_window, enabled=item.enabled, based_on=version,
-        actor=who(request), path="api",
+        group=name,
+        provider=item.provider,
+        model=item.model,
+        weight=item.weight,
+        context_window=item.context_window,
+        enabled=item.enabled,
+        based_on=version,
+        actor=who(request),
+        path="api",
     )
     return Status(201, tagged(response, selectors.group_detail(name=name)))
 
 
-@router.patch("/groups/{name}/targets/{int:target_id}", response={200: GroupOut, **WRITE},
-              summary="Change a target's weight, enabled flag or context window",
-              openapi_extra=body_doc(TARGET_PATCH_DOC))
+@router.patch(
+    "/groups/{name}/targets/{int:target_id}",
+    response={200: GroupOut, **WRITE},
+    summary="Change a target's weight, enabled flag or context window",
+    openapi_extra=body_doc(TARGET_PATCH_DOC),
+)
 def targets_update(
-    request: HttpRequest, name: GroupPath, target_id: TargetId, response: HttpResponse,
+    request: HttpRequest,
+    name: GroupPath,
+    target_id: TargetId,
+    response: HttpResponse,
     if_match: IfMatch = None,
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
-    services.target_update(group=name, target_id=target_id, changes=json_body(request),
-                           based_on=version, actor=who(request), path="api")
+    services.target_update(
+        group=name,
+        target_id=target_id,
+        changes=json_body(request),
+        based_on=version,
+        actor=who(request),
+        path="api",
+    )
     return tagged(response, selectors.group_detail(name=name))
 
 
-@router.delete("/groups/{name}/targets/{int:target_id}", response={200: GroupOut, **WRITE},
-               summary="Remove a target (answers the group, with its new ETag)")
+@router.delete(
+    "/groups/{name}/targets/{int:target_id}",
+    response={200: GroupOut, **WRITE},
+    summary="Remove a target (answers the group, with its new ETag)",
+)
 def targets_remove(
-    request: HttpRequest, name: GroupPath, target_id: TargetId, response: HttpResponse,
+    request: HttpRequest,
+    name: GroupPath,
+    target_id: TargetId,
+    response: HttpResponse,
     if_match: IfMatch = None,
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
-    services.target_remove(group=name, target_id=target_id, based_on=version,
-                           actor=who(request), path="api")
+    services.target_remove(
+        group=name, target_id=target_id, based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.group_detail(name=name))
 
 
-@router.put("/groups/{name}/targets/order", response={200: GroupOut, **WRITE},
-            summary="Reorder every target in one atomic write",
-            openapi_extra=body_doc(inline_schema(OrderIn)))
+@router.put(
+    "/groups/{name}/targets/order",
+    response={200: GroupOut, **WRITE},
+    summary="Reorder every target in one atomic write",
+    openapi_extra=body_doc(inline_schema(OrderIn)),
+)
 def targets_reorder(
     request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
 ) -> dict[str, Any]:
     name = group_name(name)
     version = based_on(if_match, group_version(name))
     body = parse(OrderIn, json_body(request))
-    services.targets_reorder(group=name, order=body.order, based_on=version,
-                             actor=who(request), path="api")
+    services.targets_reorder(
+        group=name, order=body.order, based_on=version, actor=who(request), path="api"
+    )
     return tagged(response, selectors.group_detail(name=name))
 
 
-@router.post("/targets/{int:target_id}/reset", response={200: ActionOut, **READ},
-             summary="Forget a target's health: it is healthy for the next call")
+@router.post(
+    "/targets/{int:target_id}/reset",
+    response={200: ActionOut, **READ},
+    summary="Forget a target's health: it is healthy for the next call",
+)
 def targets_reset(request: HttpRequest, target_id: TargetId) -> dict[str, str]:
     services.target_reset(target_id=target_id, actor=who(request))
     return {"detail": f"target {target_id} is healthy"}

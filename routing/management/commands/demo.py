@@ -22,8 +22,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=9100,
-                            help="0 picks a free port (the printed line tells which)")
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=9100,
+            help="0 picks a free port (the printed line tells which)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         upstream = demo(options["host"], options["port"]).start()
