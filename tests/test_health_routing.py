@@ -231,3 +231,21 @@ def test_session_affinity_sticks_and_moves_when_the_target_cools(harness: Harnes
         )
         == 1
     )
+
+
+async def test_a_stream_cut_after_the_commit_point_still_counts_against_the_target(
+    harness: Harness, clock: FakeClock
+) -> None:
+    from routing.simulator.script import DropAfter
+
+    harness.configure(TWO_ROUTES)
+    harness.upstream.script("a", DropAfter(2))
+    with pytest.raises(openai.APIError):
+        list(harness.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True))
+    for _ in range(50):  # the charge lands as the relay closes
+        health = (await harness.runtime.store.snapshot(["p1/a"], ["p1"])).targets.get("p1/a")
+        if health is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert health is not None and availability(health, clock.now) is Availability.COOLING
+    assert served_by(harness) == "p2/b"

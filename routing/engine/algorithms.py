@@ -5,7 +5,9 @@ Interface for third-party algorithms (subclass :class:`RoutingAlgorithm`):
 - ``name``: the registry name; ``uses_ticket``: set True when :meth:`order` reads
   ``view.ticket``, so the driver takes one value from the group's atomic counter per call
   (that is how a rotation advances at dispatch and spreads concurrent calls, across
-  processes when the store is Redis).
+  processes when the store is Redis). ``uses_inflight`` / ``uses_latency``: set True when
+  :meth:`order` reads ``view.inflight`` / ``view.latency_ms``, so the driver keeps those
+  counts (they cost a store write per attempt or per success, so only on request).
 - ``__init__(candidates)``: called once per compiled group with the enabled targets.
 - ``order(view)``: PURE. Return every candidate in preference order, using only the
   candidates and the :class:`SelectionView` facts. The driver drops unhealthy or already
@@ -54,6 +56,8 @@ class RoutingAlgorithm:
 
     name: ClassVar[str]
     uses_ticket: ClassVar[bool] = False
+    uses_inflight: ClassVar[bool] = False  # the driver counts in-flight calls per target
+    uses_latency: ClassVar[bool] = False  # the driver records time to first token on success
 
     def __init__(self, candidates: Sequence[Candidate]) -> None:
         self.candidates: tuple[Candidate, ...] = tuple(sorted(candidates, key=_by_position))
@@ -140,6 +144,7 @@ class LeastBusy(RoutingAlgorithm):
     """Fewest calls in flight first; ties keep the configured order."""
 
     name = "least-busy"
+    uses_inflight = True
 
     def order(self, view: SelectionView) -> list[Candidate]:
         return sorted(self.candidates, key=lambda c: (view.inflight.get(c.key, 0), c.position))
@@ -153,6 +158,7 @@ class Latency(RoutingAlgorithm):
     """
 
     name = "latency"
+    uses_latency = True
 
     def order(self, view: SelectionView) -> list[Candidate]:
         def rank(c: Candidate) -> tuple[int, float, int]:

@@ -97,12 +97,10 @@ class Call:
         )
         self.outcomes: dict[str, TargetOutcome] = {}
         self.failed: set[str] = set()
-        self.context_limit: tuple[bool, int | None] = (
-            False,
-            None,
-        )  # (hit, declared window of the target)
-        self.track_inflight = group.algorithm.name == "least-busy"
-        self.track_latency = group.algorithm.name == "latency"
+        # (a context window was exceeded, the declared window of the target it happened on)
+        self.context_limit: tuple[bool, int | None] = (False, None)
+        self.track_inflight = group.algorithm.uses_inflight
+        self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
 
     # ------------------------------------------------------------------ main loop
@@ -136,7 +134,7 @@ class Call:
             if failure.code is FailureCode.CONTEXT_WINDOW_EXCEEDED:
                 self.context_limit = (True, target.context_window)
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
-            reason = self._switch_reason(decision, events, target)
+            reason = self._switch_reason(decision, events)
             switched_from = (target, failure, reason, cooldown)
 
     # ------------------------------------------------------------------ selection
@@ -302,9 +300,7 @@ class Call:
         self.runtime.hub.publish_all(events)
         return events
 
-    def _switch_reason(
-        self, decision: Decision, events: list[HealthEvent], target: TargetSpec
-    ) -> str:
+    def _switch_reason(self, decision: Decision, events: list[HealthEvent]) -> str:
         if decision.reason is SwitchReason.PROBE:
             return SwitchReason.PROBE.value
         if decision.reason is SwitchReason.RETRY_EXHAUSTED:
@@ -377,12 +373,14 @@ class Call:
         usage_sent = False
         outcome, error_code = "ok", None
         try:
+            held: list[bytes] = []
             for payload in answer.prefix:
                 if _is_usage_only(payload):
                     if usage_sent:
                         continue
                     usage_sent = True
-                yield sse(payload)
+                held.append(sse(payload))
+            yield b"".join(held)
             if reader is not None:
                 while True:
                     try:
@@ -391,6 +389,8 @@ class Call:
                         failure = _scrubbed(exc.failure, target)
                         outcome, error_code = "failed", failure.code.value
                         yield sse_error(failure.message, code=failure.code.value)
+                        # Too late to switch, but a target that cuts streams still pays.
+                        await self._charge(target, failure, probe=False)
                         return
                     if batch is None:
                         break
