@@ -137,6 +137,8 @@ SWITCHYARD = {
     ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),
+    # /metrics needs an admin key or a staff session unless this is set.
+    "METRICS_PUBLIC": os.environ.get("SWITCHYARD_METRICS_PUBLIC", "") == "1",
     # attach(hub) functions called whenever the runtime installs an event hub: they
     # subscribe cheap, non-blocking receivers to every call's events.
     "EVENT_SUBSCRIBERS": ["routing.audit.writer.attach", "dashboard.broadcast.attach"],

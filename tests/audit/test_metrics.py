@@ -1,4 +1,5 @@
-"""``/metrics``: Prometheus text that parses, needs no login, and moves with calls."""
+"""``/metrics``: Prometheus text that parses, needs an admin key (unless made public), and
+moves with calls."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ ALLOWED_LABELS = {"group", "target", "code", "outcome", "le"}  # le: histogram b
 
 
 def scrape(audit: Audit) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    reply = httpx.get(audit.h.gateway.url + "/metrics")  # no credentials
+    reply = audit.api.get("/metrics")  # an admin key, as a Prometheus scrape config sends it
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/plain")
     samples = {}
@@ -68,3 +69,11 @@ def test_a_disabled_provider_shows_as_disabled(audit: Audit) -> None:
     audit.h.client().chat.completions.create(model="auto", messages=MESSAGES)
     samples = scrape(audit)
     assert value(samples, "switchyard_target_health", target="p1/a") == 3
+
+
+def test_metrics_need_an_admin_key_unless_made_public(audit: Audit, settings) -> None:  # type: ignore[no-untyped-def]
+    url = audit.h.gateway.url + "/metrics"
+    assert httpx.get(url).status_code == 401
+    assert httpx.get(url, headers={"authorization": f"Bearer {audit.h.key}"}).status_code == 401
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "METRICS_PUBLIC": True}
+    assert httpx.get(url).status_code == 200

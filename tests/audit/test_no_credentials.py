@@ -83,7 +83,7 @@ def test_no_credential_anywhere_after_echoing_401s(
         seen.append(admin_client.get(f"/admin/audit/{model._meta.model_name}/").content.decode())
     for path in ("/api/v1/status", "/api/v1/calls", "/api/v1/events"):
         seen.append(dump(audit.api.get(path)))
-    seen.append(dump(httpx.get(audit.h.gateway.url + "/metrics")))
+    seen.append(dump(audit.api.get("/metrics")))
     seen.extend(repr(event) for event in audit.h.runtime.hub.recent)  # type: ignore[attr-defined]
     seen.extend(record.getMessage() for record in caplog.records)
     seen.append(caplog.text)
