@@ -249,3 +249,25 @@ async def test_a_stream_cut_after_the_commit_point_still_counts_against_the_targ
         await asyncio.sleep(0.02)
     assert health is not None and availability(health, clock.now) is Availability.COOLING
     assert served_by(harness) == "p2/b"
+
+
+async def test_a_probe_whose_client_left_hands_the_slot_back(
+    harness: Harness, clock: FakeClock
+) -> None:
+    from routing.simulator.script import Silent
+
+    harness.configure(
+        TWO_ROUTES.replace("      - {provider: p2, model: b}\n", "").replace(
+            "  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n"
+        )
+    )
+    harness.upstream.script("a", Fail(503), Silent(), then=Reply())
+    with pytest.raises(openai.APIStatusError):
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)  # a cools
+    clock.advance(11)
+    with pytest.raises(openai.APITimeoutError):  # the probe: the client gives up and leaves
+        harness.client(timeout=0.5).chat.completions.create(model="auto", messages=MESSAGES)
+    assert harness.upstream.wait_disconnected(2.0)
+    await asyncio.sleep(0.1)
+    # no 503 while a dead probe's lease runs out: the next call probes, and a is healthy again
+    assert served_by(harness) == "p1/a"

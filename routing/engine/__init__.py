@@ -64,6 +64,7 @@ from .health import (
     force_revive,
     record_failure,
     record_success,
+    release_probe,
     reset,
     target_key,
 )
@@ -101,6 +102,7 @@ __all__ = [
     "availability",
     "backoff_ms",
     "begin_probe",
+    "release_probe",
     "classify_error_object",
     "classify_http",
     "context_window_allows",

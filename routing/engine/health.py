@@ -163,6 +163,15 @@ def begin_probe(h: TargetHealth, now: float, *, lease_s: float) -> TargetHealth:
     return replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
 
 
+def release_probe(h: TargetHealth, now: float) -> TargetHealth:
+    """The prober went away without a verdict (its client disconnected): hand the probe
+    slot back at once instead of leaving the target unusable until the lease expires. The
+    target stays unproven, so the next call probes it; nothing is counted either way."""
+    if h.state is not HealthState.PROBING:
+        return h
+    return replace(h, state=HealthState.COOLING, until=min(h.until, now), probe_lease_until=0.0)
+
+
 def record_success(h: TargetHealth, key: str, now: float) -> tuple[TargetHealth, list[HealthEvent]]:
     """Any success makes the target healthy with every counter reset."""
     fresh = TargetHealth()

@@ -216,6 +216,8 @@ class Call:
                 failure = _scrubbed(exc.failure, target)
             except asyncio.CancelledError:
                 self._attempt(target, tries, attempt_started, ok=False, probe=probe, code="ABORTED")
+                if probe:  # no verdict: let the next call probe instead of waiting out the lease
+                    await store.release_probe(target.key, self.runtime.clock())
                 raise
             finally:
                 self.upstream_s += self.loop.time() - attempt_started

@@ -50,6 +50,10 @@ class HealthStore(ABC):
         """Take the single probe lease of a probe-eligible target; False if someone else has it."""
 
     @abstractmethod
+    async def release_probe(self, key: str, now: float) -> None:
+        """Give back a probe lease whose call ended without a verdict (client gone)."""
+
+    @abstractmethod
     async def record_success(
         self, key: str, now: float, ttft_ms: float | None
     ) -> list[HealthEvent]: ...

@@ -62,6 +62,12 @@ class MemoryStore(HealthStore):
             self._targets[key] = machine.begin_probe(current, now, lease_s=lease_s)
             return True
 
+    async def release_probe(self, key: str, now: float) -> None:
+        with self._lock:
+            current = self._targets.get(key)
+            if current is not None:
+                self._targets[key] = machine.release_probe(current, now)
+
     async def record_success(
         self, key: str, now: float, ttft_ms: float | None
     ) -> list[HealthEvent]:

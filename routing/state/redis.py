@@ -230,6 +230,13 @@ class RedisStore(HealthStore):
             lambda: self._local.force_revive(key, now),
         )
 
+    async def release_probe(self, key: str, now: float) -> None:
+        step = _on_target(lambda h: (machine.release_probe(h, now), []))
+        await self._call(
+            lambda c: self._update(c, self._key("target", key), step),
+            lambda: self._local.release_probe(key, now),
+        )
+
     async def reset_target(self, key: str, now: float, *, by: str = "") -> list[HealthEvent]:
         step = _on_target(lambda h: machine.reset(h, key, now, by=by))
         return await self._call(

@@ -440,3 +440,15 @@ def test_target_key_and_provider_of_slashed_model() -> None:
     assert key == "openrouter/meta-llama/llama-3-70b"
     _, events = record_failure(TargetHealth(), key, SERVER, POLICY, T0)
     assert events[0].provider == "openrouter"
+
+
+def test_release_probe_hands_the_slot_back_without_a_verdict() -> None:
+    from routing.engine.health import begin_probe, release_probe
+
+    cooling = TargetHealth(state=HealthState.COOLING, openings=2, until=100.0)
+    probing = begin_probe(cooling, 101.0, lease_s=30)
+    released = release_probe(probing, 105.0)
+    assert availability(released, 105.0) is Availability.PROBE_ELIGIBLE
+    assert released.openings == 2  # nothing counted: the next probe decides
+    assert release_probe(TargetHealth(), 105.0) == TargetHealth()  # healthy: untouched
+    assert release_probe(cooling, 50.0) == cooling  # not probing: untouched

@@ -120,6 +120,18 @@ async def test_an_expired_probe_lease_makes_the_target_eligible_again(store: Hea
     assert sum(again) == 1  # the prober died: one new prober, not twenty
 
 
+async def test_a_released_probe_is_at_once_eligible_for_one_new_prober(store: HealthStore) -> None:
+    until = await cool(store)
+    assert await store.try_begin_probe(KEY, until + 1, 30)
+    await store.release_probe(KEY, until + 2)  # the prober's client went away: no verdict
+    health = await state_of(store)
+    assert health is not None and availability(health, until + 2) is Availability.PROBE_ELIGIBLE
+    again = await asyncio.gather(*(store.try_begin_probe(KEY, until + 2, 30) for _ in range(20)))
+    assert sum(again) == 1
+    await store.release_probe(OTHER, until + 2)  # nothing to release: no state appears
+    assert await state_of(store, OTHER) is None
+
+
 async def test_a_healthy_target_is_never_probed(store: HealthStore) -> None:
     assert not await store.try_begin_probe(KEY, T0, 30)
     assert await state_of(store) is None
