@@ -23,12 +23,8 @@ from routing.audit.models import (
     HealthTransition,
 )
 from routing.engine.failures import scrub
-from routing.engine.health import EventKind, HealthEvent
+from routing.engine.health import HealthEvent
 from routing.events import CallRecord, FallbackEvent
-
-# Operator actions carry their actor in the message (``routing.engine.health.reset`` and
-# ``enable_provider`` write "reset by X" / "enabled by X"); the event has no actor field.
-_ACTOR_PREFIXES = {EventKind.RESET: "reset by ", EventKind.ENABLED: "enabled by "}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +130,6 @@ def _fallback_row(event: FallbackEvent, clean: _Cleaner) -> Fallback:
 
 def _health_row(event: HealthEvent, clean: _Cleaner) -> HealthTransition:
     message = clean(event.message)
-    prefix = _ACTOR_PREFIXES.get(event.kind)
-    actor = message[len(prefix) :] if prefix and message.startswith(prefix) else ""
     return HealthTransition(
         at=_when(event.at),
         kind=event.kind.value,
@@ -145,7 +139,7 @@ def _health_row(event: HealthEvent, clean: _Cleaner) -> HealthTransition:
         code=event.code or "",
         ok=event.ok,
         cooldown_s=event.cooldown_s,
-        actor=actor[:200],
+        actor=event.actor[:200],
         message=message,
     )
 

@@ -126,6 +126,7 @@ class HealthEvent:
     ok: bool | None = None  # probe result
     cooldown_s: float | None = None
     message: str = ""
+    actor: str = ""  # who, for operator actions (reset, re-enable)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": self.kind.value}
@@ -322,7 +323,15 @@ def reset(
     """Operator action: a fresh healthy target. Always recorded, even if already healthy."""
     message = f"reset by {by}" if by else "reset"
     return TargetHealth(), [
-        HealthEvent(EventKind.RESET, key, _provider_of(key), now, code=h.last_code, message=message)
+        HealthEvent(
+            EventKind.RESET,
+            key,
+            _provider_of(key),
+            now,
+            code=h.last_code,
+            message=message,
+            actor=by,
+        )
     ]
 
 
@@ -353,5 +362,5 @@ def enable_provider(
         return p, []
     message = f"enabled by {by}" if by else "enabled"
     return ProviderHealth(), [
-        HealthEvent(EventKind.ENABLED, None, provider, now, code=p.code, message=message)
+        HealthEvent(EventKind.ENABLED, None, provider, now, code=p.code, message=message, actor=by)
     ]

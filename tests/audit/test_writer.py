@@ -92,9 +92,21 @@ def test_events_become_rows(make_writer) -> None:  # type: ignore[no-untyped-def
             EventKind.COOLING, "p1/a", "p1", NOW, until=NOW + 20, code="SERVER", cooldown_s=20.0
         )
     )
-    writer.offer(HealthEvent(EventKind.RESET, "p1/a", "p1", NOW, message="reset by user:alice"))
     writer.offer(
-        HealthEvent(EventKind.ENABLED, None, "p1", NOW, code="AUTH", message="enabled by key:ops")
+        HealthEvent(
+            EventKind.RESET, "p1/a", "p1", NOW, message="reset by user:alice", actor="user:alice"
+        )
+    )
+    writer.offer(
+        HealthEvent(
+            EventKind.ENABLED,
+            None,
+            "p1",
+            NOW,
+            code="AUTH",
+            message="enabled by key:ops",
+            actor="key:ops",
+        )
     )
     writer.offer(
         RetryEvent(
