@@ -75,6 +75,7 @@ def test_in_place_retry_uses_the_same_target_three_times(h: Harness) -> None:
     assert raw.headers["x-switchyard-target"] == "p1/a"
     assert raw.headers["x-switchyard-attempts"] == "3"
     assert raw.headers["x-switchyard-request-id"]
+    assert raw.headers["content-length"] == str(len(raw.http_response.content))
     assert raw.headers["x-switchyard-trail"] == "p1/a:SERVER:503,p1/a:SERVER:503,p1/a:ok"
     # initial_delay_ms 500 doubling, jitter neutralised by rand=0.5
     assert h.sleeps.delays == [0.5, 1.0]
@@ -341,6 +342,7 @@ def test_bad_input_gets_an_openai_shaped_4xx(h: Harness, headers, body, status, 
         h.gateway.base_url + "/chat/completions", headers=sent_headers, content=content, timeout=10
     )
     assert response.status_code == status
+    assert response.headers["content-length"] == str(len(response.content))
     error = response.json()["error"]
     assert error["code"] == code
     assert set(error) == {"message", "type", "code", "param"}

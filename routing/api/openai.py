@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import NinjaAPI
 
 from routing.gateway.call import Call
-from routing.gateway.replies import ErrorReply, JsonReply, Reply, StreamReply
+from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.runtime import get_runtime
 from routing.table import KeySpec, RoutingTable
 
@@ -30,10 +30,6 @@ api = NinjaAPI(
 
 def render(reply: Reply) -> HttpResponse:
     """Turn a gateway reply into an HTTP response — the only place that does."""
-    if isinstance(reply, JsonReply):
-        return HttpResponse(
-            reply.body, status=reply.status, content_type="application/json", headers=reply.headers
-        )
     if isinstance(reply, StreamReply):
         response = StreamingHttpResponse(
             reply.chunks, content_type="text/event-stream", headers=reply.headers
@@ -41,9 +37,12 @@ def render(reply: Reply) -> HttpResponse:
         response["cache-control"] = "no-cache"
         response["x-accel-buffering"] = "no"
         return response
-    return HttpResponse(
-        reply.body, status=reply.status, content_type="application/json", headers=reply.headers
+    body = reply.body  # JSON answers and OpenAI-shaped errors alike
+    response = HttpResponse(
+        body, status=reply.status, content_type="application/json", headers=reply.headers
     )
+    response["content-length"] = str(len(body))  # /v1 runs without CommonMiddleware
+    return response
 
 
 def authenticate(request: HttpRequest, table: RoutingTable) -> KeySpec | ErrorReply:
