@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, models, router, transaction
 
 from routing.audit.models import (
     MESSAGE_MAX,
@@ -175,8 +175,34 @@ def rows_from(batch: Sequence[object], secrets: Iterable[str] = ()) -> Rows:
 def rows_write(rows: Rows) -> None:
     """Insert one batch in one transaction: all of it is written, or none."""
     with transaction.atomic():
-        Call.objects.bulk_create(rows.calls)
-        Attempt.objects.bulk_create(rows.attempts)
+        insert_many(Call, rows.calls)
+        insert_many(Attempt, rows.attempts)
         Fallback.objects.bulk_create(rows.fallbacks)
         HealthTransition.objects.bulk_create(rows.health)
         ConfigChange.objects.bulk_create(rows.changes)
+
+
+def insert_many(model: type[models.Model], objs: Sequence[models.Model]) -> None:
+    """``bulk_create`` for the two tables every call writes to, without the SQL compiler.
+
+    Profiling showed the ORM compiling each batch's multi-row INSERT (per row, per field)
+    as most of the audit writer's CPU — a fifth of the gateway's under load, on the same
+    GIL as the calls. One prepared statement run by ``executemany`` keeps the same field
+    preparation (``pre_save`` + ``get_db_prep_save``) and skips the rest.
+    """
+    if not objs:
+        return
+    connection = connections[router.db_for_write(model)]
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    sql = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(model._meta.db_table),
+        ", ".join(quote(f.column) for f in fields),
+        ", ".join(["%s"] * len(fields)),
+    )
+    params = [
+        tuple(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+        for obj in objs
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
