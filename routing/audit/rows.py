@@ -201,8 +201,7 @@ def insert_many(model: type[models.Model], objs: Sequence[models.Model]) -> None
         ", ".join(["%s"] * len(fields)),
     )
     params = [
-        tuple(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
-        for obj in objs
+        tuple(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields) for obj in objs
     ]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
