@@ -231,7 +231,10 @@ class RedisStore(HealthStore):
         )
 
     async def release_probe(self, key: str, now: float) -> None:
-        step = _on_target(lambda h: (machine.release_probe(h, now), []))
+        def release(h: TargetHealth) -> tuple[TargetHealth, None]:
+            return machine.release_probe(h, now), None
+
+        step = _on_target(release)
         await self._call(
             lambda c: self._update(c, self._key("target", key), step),
             lambda: self._local.release_probe(key, now),
