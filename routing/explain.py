@@ -119,12 +119,10 @@ async def route_explain(
     if group is None:
         return None
     store = runtime.store
-    snapshot = await store.snapshot(
-        [t.key for t in group.targets], list({t.provider.name for t in group.targets})
-    )
+    snapshot = await store.snapshot(group.keys, group.provider_names)
     now = runtime.clock()
     view = SelectionView(ticket=0, inflight=snapshot.inflight, latency_ms=snapshot.latency_ms)
-    by_key = {t.key: t for t in group.targets}
+    by_key = group.by_key
     ordered = [by_key[c.key] for c in group.algorithm.order(view)]
     sticky = await store.affinity_get(session) if session else None
     if sticky not in by_key:

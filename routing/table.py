@@ -68,12 +68,17 @@ class GroupSpec:
     deadline_s: float
     version: int
     policy: Mapping[str, object]  # the effective flat policy, for status pages
+    # Derived once at compile time so a call's selection does not rebuild them:
+    keys: tuple[str, ...] = field(init=False)  # target keys in configured order
+    provider_names: tuple[str, ...] = field(init=False)  # providers used, for health reads
+    by_key: Mapping[str, TargetSpec] = field(init=False)
 
-    def target(self, key: str) -> TargetSpec | None:
-        for target in self.targets:
-            if target.key == key:
-                return target
-        return None
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keys", tuple(t.key for t in self.targets))
+        object.__setattr__(
+            self, "provider_names", tuple(dict.fromkeys(t.provider.name for t in self.targets))
+        )
+        object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,13 +142,12 @@ class Call:
         group, store = self.group, self.runtime.store
         if self.loop.time() >= self.deadline:
             return None  # the call's deadline: stop here rather than charge targets for it
-        keys = [t.key for t in group.targets]
-        snapshot = await store.snapshot(keys, list({t.provider.name for t in group.targets}))
+        snapshot = await store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
         order = group.algorithm.order(
             SelectionView(ticket=ticket, inflight=snapshot.inflight, latency_ms=snapshot.latency_ms)
         )
-        by_key = {t.key: t for t in group.targets}
+        by_key = group.by_key
         ordered = [by_key[c.key] for c in order]
         if self.session:
             sticky = await store.affinity_get(self.session)
@@ -432,9 +431,7 @@ class Call:
 
     async def _exhausted(self) -> ErrorReply:
         group = self.group
-        snapshot = await self.runtime.store.snapshot(
-            [t.key for t in group.targets], list({t.provider.name for t in group.targets})
-        )
+        snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
         tried = bool(self.record.attempts)
         lines, revivals = self._target_lines(snapshot, now)
