@@ -349,9 +349,10 @@ def human(result: dict[str, object]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    loop_run: Callable[..., Any]
     try:
-        from uvloop import run as loop_run
+        import uvloop
+
+        loop_run: Callable[..., Any] = uvloop.run
     except ImportError:
         loop_run = asyncio.run
     if args.serve:
