@@ -33,6 +33,7 @@ from routing.simulator import (
     Delay,
     DropAfter,
     Empty,
+    EndBeforeFinish,
     Fail,
     FakeUpstream,
     Flaky,
@@ -292,6 +293,32 @@ def test_drop_after_raises_in_the_sdk_and_non_stream(
         client.post("/chat/completions", json=body())
 
 
+@pytest.mark.parametrize("how", ["clean", "malformed"])
+def test_end_before_finish_ends_the_body_cleanly_without_a_finish(
+    upstream: FakeUpstream, client: httpx.Client, how: str
+) -> None:
+    upstream.script("m", EndBeforeFinish(2, how=how))
+    lines, error = partial_sse(client, body(stream=True))
+    assert error is None  # the body ended like a finished one
+    assert "[DONE]" not in lines
+    good = [json.loads(line) for line in lines[:3]]
+    assert all(e["choices"][0]["finish_reason"] is None for e in good)
+    assert len(lines) == (4 if how == "malformed" else 3)
+    if how == "malformed":
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(lines[3])
+
+
+def test_end_before_finish_reset_cuts_the_connection(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
+    upstream.script("m", EndBeforeFinish(2, how="reset"), EndBeforeFinish(2, how="reset"))
+    lines, error = partial_sse(client, body(stream=True))
+    assert error is not None and len(lines) == 3
+    with pytest.raises(httpx.TransportError):
+        client.post("/chat/completions", json=body())
+
+
 def test_drop_after_usage_first(upstream: FakeUpstream, client: httpx.Client) -> None:
     upstream.script("m", DropAfter(1, usage_first=True))
     lines, error = partial_sse(client, body(stream=True))
@@ -529,6 +556,7 @@ ALL_BEHAVIOURS: list[Behaviour] = [
     StallAfter(1),
     Malformed("sse-line", chunks=5, bad_chunk=2),
     NoDone(4),
+    EndBeforeFinish(1, "y", how="malformed"),
     ContextLength(),
     ContentFilter(),
 ]

@@ -77,6 +77,9 @@ class EventReader:
         self._idle_s = timeouts.idle_s
         self.got_content = False
         self.malformed = 0
+        self._last_malformed = False  # the latest line could not be parsed
+        self._seen: set[int] = set()  # choice indices that appeared
+        self._done: set[int] = set()  # choice indices that carried a finish_reason
         self.usage: dict[str, Any] | None = None
         self.started = started
         self.first_content_at: float | None = None
@@ -121,15 +124,30 @@ class EventReader:
             async with asyncio.timeout_at(deadline):
                 data = await anext(self._body)
         except StopAsyncIteration:
-            self._finished = True
-            payloads = self._parser.close()
+            self._accept(self._parser.close())
+            self._end_of_body()
+            return
         except TimeoutError as exc:
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except (httpx.HTTPError, OSError) as exc:
+            if self._answer_complete():  # a reset after every choice finished loses nothing
+                self._finished = True
+                return
             raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
-        else:
-            payloads = self._parser.feed(data)
-        self._accept(payloads)
+        self._accept(self._parser.feed(data))
+
+    def _answer_complete(self) -> bool:
+        """Every choice that appeared carried a finish_reason, and the last line parsed."""
+        return bool(self._done) and self._seen <= self._done and not self._last_malformed
+
+    def _end_of_body(self) -> None:
+        """The body ended without ``[DONE]``: a clean end only for a complete answer
+        (SPEC §3.5); anything else is a cut, whatever the connection said."""
+        if self._finished:  # [DONE] or an error event came first
+            return
+        self._finished = True
+        if not self._answer_complete():
+            self._failure = Failure(FailureCode.TRANSPORT, "stream ended before a finish reason")
 
     def _accept(self, payloads: list[bytes]) -> None:
         for payload in payloads:
@@ -140,11 +158,14 @@ class EventReader:
                 chunk = orjson.loads(payload)
             except orjson.JSONDecodeError:
                 self.malformed += 1
+                self._last_malformed = True
                 log.warning("skipped a malformed stream line (%d bytes)", len(payload))
                 continue
             if not isinstance(chunk, dict):
                 self.malformed += 1
+                self._last_malformed = True
                 continue
+            self._last_malformed = False
             error = chunk.get("error")
             if error:
                 self._finished = True
@@ -152,6 +173,13 @@ class EventReader:
                 break
             if chunk.get("usage"):
                 self.usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                if isinstance(choice, dict):
+                    index = choice.get("index", 0)
+                    index = index if isinstance(index, int) else 0
+                    self._seen.add(index)
+                    if choice.get("finish_reason"):
+                        self._done.add(index)
             if not self.got_content and has_content(chunk):
                 self.got_content = True
                 self.first_content_at = asyncio.get_running_loop().time()
@@ -214,7 +242,7 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
     while True:
         item = await reader.next()
         if item is None:
-            if reader.malformed and not held:
+            if reader.malformed and not reader.got_content:
                 raise UpstreamFailure(
                     Failure(FailureCode.TRANSPORT, "upstream stream could not be parsed")
                 )

@@ -44,6 +44,7 @@ from routing.simulator.script import (
     Delay,
     DropAfter,
     Empty,
+    EndBeforeFinish,
     Fail,
     Flaky,
     Malformed,
@@ -189,6 +190,10 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
             )
         case DropAfter():
             return await (_stream_drop(ex, behaviour) if ex.stream else _json_drop(ex, behaviour))
+        case EndBeforeFinish():
+            return await (
+                _stream_end_early(ex, behaviour) if ex.stream else _json_end_early(ex, behaviour)
+            )
         case StallAfter():
             return await (_stream_stall(ex, behaviour) if ex.stream else _json_stall(ex))
         case UsageThenError():
@@ -307,6 +312,36 @@ async def _json_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
         raise ClientGone(response) from exc
     await _flushed(ex)
     _cut(ex, reset=False)
+    raise CutByScript(response)
+
+
+async def _stream_end_early(ex: Exchange, end: EndBeforeFinish) -> web.StreamResponse:
+    sse = await _stream_partial(ex, end.content, end.chunks)
+    if end.how == "reset":
+        await _flushed(ex)
+        _cut(ex, reset=True)
+        raise CutByScript(sse.response)
+    if end.how == "malformed":
+        line = _dumps(ex.completion().finish_chunk("stop"))
+        await sse.raw(line[: len(line) // 2])
+    return await sse.end(done=False)
+
+
+async def _json_end_early(ex: Exchange, end: EndBeforeFinish) -> web.StreamResponse:
+    """Half a completion body: a short body with a clean end, or a reset after it."""
+    content = fill_model(end.content, ex.model)
+    raw = _dumps(ex.completion().body(content=content, usage=usage_for(ex.body, content)))
+    half = raw[: len(raw) // 2]
+    if end.how != "reset":
+        return await _send(ex, 200, half)
+    response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    try:
+        await response.prepare(ex.request)
+        await response.write(half.encode())
+    except ConnectionError as exc:
+        raise ClientGone(response) from exc
+    await _flushed(ex)
+    _cut(ex, reset=True)
     raise CutByScript(response)
 
 

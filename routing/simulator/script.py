@@ -28,6 +28,9 @@ UsageThenError     role, usage, SSE error event     HTTP 500 error body
 Malformed("json")  every data line is garbage       200 with a body that is not JSON
 Malformed("sse-    good 20-chunk answer, chunk 10   same as ``json``
 line")             replaced by broken JSON
+EndBeforeFinish    role, content xN, then the body  headers + half the body, then the same
+                   ends (clean / reset / a broken   end (``clean``: a short body)
+                   last line): no finish, no [DONE]
 =================  ===============================  ======================================
 """
 
@@ -169,6 +172,27 @@ class NoDone:
 
 
 @dataclass(frozen=True)
+class EndBeforeFinish:
+    """Stream the role chunk and ``content`` in ``chunks`` chunks, then end the body
+    before any ``finish_reason`` (and without ``[DONE]``).
+
+    ``how="clean"``: the response ends normally (chunked terminator), a clean close that
+    looks like a finished body; ``"reset"``: the connection is reset (RST);
+    ``"malformed"``: a truncated JSON line is the last thing before the clean end.
+    """
+
+    chunks: int = 2
+    content: str = "Hello from {model}, ended early"
+    how: str = "clean"
+
+    def __post_init__(self) -> None:
+        if self.how not in ("clean", "reset", "malformed"):
+            raise ValueError(
+                f"EndBeforeFinish.how must be 'clean', 'reset' or 'malformed', not {self.how!r}"
+            )
+
+
+@dataclass(frozen=True)
 class Reset:
     """Close the TCP connection with a reset (SO_LINGER 0) and no response at all."""
 
@@ -217,6 +241,7 @@ Behaviour: TypeAlias = (
     | Empty
     | Malformed
     | NoDone
+    | EndBeforeFinish
     | Reset
     | ContextLength
     | ContentFilter
@@ -234,6 +259,7 @@ _CLASSES: tuple[type[Any], ...] = (
     Empty,
     Malformed,
     NoDone,
+    EndBeforeFinish,
     Reset,
     ContextLength,
     ContentFilter,
