@@ -53,8 +53,8 @@ class Upstream:
         self.port = int(line.split()[1])
         self.url = f"http://127.0.0.1:{self.port}/v1"
 
-    def configure(self, *, chunks: int, delay_ms: float) -> None:
-        body = json.dumps({"chunks": chunks, "delay_ms": delay_ms}).encode()
+    def configure(self, *, chunks: int, delay_ms: float, gap_ms: float = 0.0) -> None:
+        body = json.dumps({"chunks": chunks, "delay_ms": delay_ms, "gap_ms": gap_ms}).encode()
         answer = http_status("127.0.0.1", self.port, "PUT", "/_bench/settings", body=body)
         if answer is None or answer[0] != 200:
             raise ChildFailed(f"could not configure the bench upstream: {answer}")

@@ -18,6 +18,7 @@ See bench/README.md for the columns.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import subprocess
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import procs, report
+from bench import procs, report, streamrun
 from bench.children import ChildFailed, LoadgenWorker, Upstream
 from bench.gateway import (
     UPSTREAM_KEY,
@@ -330,6 +331,18 @@ class Runner:
             rows[label].unavailable = rows[label].unavailable or why
         return out
 
+    # ---- scenarios g, h (--streams) -------------------------------------------------
+    def stream_probe_scenario(self) -> Scenario:
+        """What the stream scenarios' gateway is preflighted with."""
+        return Scenario("streams", "streams", 1, stream=True)
+
+    def warm_streams(self, path: BenchPath) -> None:
+        """A second of short streams at c=8 (upstream at 20 chunks, no gap), discarded."""
+        try:
+            self.run_round(path, Scenario("warm", "warm", 8, stream=True), 1.0)
+        except RoundFailed as exc:
+            self.notes.append(f"stream warm-up failed: {exc}")
+
     # ---- soak -----------------------------------------------------------------------
     def soak(self, seconds: float) -> dict[str, Any]:
         """c=32 non-streaming for ``seconds``, RSS sampled every 5 s from the start."""
@@ -443,10 +456,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json", type=Path, default=None, help="write every round's raw numbers here"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, DB)")
+    parser.add_argument(
+        "--streams",
+        nargs="?",
+        const="g,h",
+        default="",
+        metavar="KEYS",
+        help="long-stream scenarios g (2,000 open) and h (5,000), or the ones listed; "
+        "without --scenarios only these run",
+    )
+    parser.add_argument(
+        "--stream-count", type=int, default=0, help="streams for every --streams scenario"
+    )
+    parser.add_argument(
+        "--stream-chunks", type=int, default=0, help="chunks per stream (default 200)"
+    )
     args = parser.parse_args(argv)
+    args.stream_keys = [k.strip() for k in args.streams.split(",") if k.strip()]
+    bad = [k for k in args.stream_keys if k not in streamrun.STREAM_SCENARIOS]
+    if bad:
+        parser.error(f"unknown stream scenarios {bad}; choose from g,h")
     if args.scenarios is None:
         args.scenarios = (
-            "none" if args.soak else SCALE_OUT_SCENARIOS if args.scale_out else DEFAULT_SCENARIOS
+            "none"
+            if args.soak or args.stream_keys
+            else SCALE_OUT_SCENARIOS
+            if args.scale_out
+            else DEFAULT_SCENARIOS
         )
     keys = [k.strip() for k in args.scenarios.split(",") if k.strip() and args.scenarios != "none"]
     unknown = [k for k in keys if k not in SCENARIOS]
@@ -464,7 +500,16 @@ def estimate_s(args: argparse.Namespace) -> float:
     paths = 2 + (2 if args.scale_out else 0)
     # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
     rounds = args.warmup + args.rounds * args.duration + (args.rounds + 1) * 0.15
-    return len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + 10
+    streams = sum(
+        2 * (s.streams / s.ramp + s.chunks * s.gap_ms / 1000) + 10
+        for k, s in streamrun.STREAM_SCENARIOS.items()
+        if k in args.stream_keys
+    )
+    return len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + streams + 10
+
+
+def stream_title(key: str) -> str:
+    return f"{key}  {streamrun.STREAM_SCENARIOS[key].title}"
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -494,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows: list[report.Row] = []
     soak: dict[str, Any] | None = None
+    stream_rows: list[streamrun.StreamRow] = []
     try:
         runner.setup()
         for key in args.keys:
@@ -502,6 +548,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.soak:
             print(f"bench: soak {args.soak:g} s", file=sys.stderr, flush=True)
             soak = runner.soak(args.soak)
+        for key in args.stream_keys:
+            scenario = streamrun.STREAM_SCENARIOS[key]
+            if args.stream_count or args.stream_chunks:
+                scenario = dataclasses.replace(
+                    scenario,
+                    streams=args.stream_count or scenario.streams,
+                    chunks=args.stream_chunks or scenario.chunks,
+                )
+            print(f"bench: scenario {key}: {scenario.title}", file=sys.stderr, flush=True)
+            stream_rows += streamrun.run_scenario(runner, scenario)
     except KeyboardInterrupt:
         runner.notes.append("interrupted: the table holds what was measured so far")
     except ChildFailed as exc:
@@ -526,8 +582,15 @@ def main(argv: list[str] | None = None) -> int:
             scenarios=SCENARIOS,
         )
     )
+    if stream_rows:
+        print("\nlong streams (scenarios g, h; '+' = through minus direct, same run):")
+        print("\n".join(streamrun.table(stream_rows)))
+        print("\n".join(f"  {stream_title(k)}" for k in args.stream_keys))
+        print("stream notes:\n" + "\n".join(f"  - {n}" for n in streamrun.notes(stream_rows)))
     if args.json:
-        args.json.write_text(json.dumps(output.raw(rows, soak, info), indent=1, default=str))
+        raw = output.raw(rows, soak, info)
+        raw["streams"] = [vars(r) for r in stream_rows]
+        args.json.write_text(json.dumps(raw, indent=1, default=str))
     if not args.keep:
         import shutil
 
