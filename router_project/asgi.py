@@ -17,8 +17,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "router_project.settings")
 django_asgi_app = get_asgi_application()
 
+from routing.limits import raise_open_file_limit  # noqa: E402
 from routing.sync import start_listener  # noqa: E402
 
+raise_open_file_limit()  # two files per open stream: as many as the system allows
 start_listener()  # with REDIS_URL: other processes' config changes invalidate our table
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -145,6 +145,8 @@ SWITCHYARD = {
     # Audit retention (0 disables a bound); pruned automatically and by `prune_records`.
     "AUDIT_MAX_AGE_DAYS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_AGE_DAYS", "30")),
     "AUDIT_MAX_ROWS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_ROWS", "200000")),
+    # Connections per provider (each open stream holds one); 0: from the open-file limit.
+    "UPSTREAM_MAX_CONNECTIONS": int(os.environ.get("SWITCHYARD_UPSTREAM_MAX_CONNECTIONS", "0")),
 }
 
 LOGGING = {

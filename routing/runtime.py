@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from routing.events import EventHub
+from routing.limits import upstream_connections
 from routing.state import HealthStore, build_store
 from routing.table import ProviderSpec, RoutingTable, compile_table
 from routing.upstream.openai import OpenAIClient
@@ -87,6 +88,9 @@ class Runtime:
             api_key=provider.api_key,
             headers=provider.headers,
             timeouts=provider.timeouts,
+            max_connections=upstream_connections(
+                settings.SWITCHYARD.get("UPSTREAM_MAX_CONNECTIONS", 0)
+            ),
         )
         self._clients[provider.name] = (fingerprint, client)
         if entry is not None:

@@ -86,6 +86,7 @@ class OpenAIClient:
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts
         self.url = self.base_url + "/chat/completions"
+        self.max_connections = max_connections
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         self._headers.update(headers or {})
         if api_key:
