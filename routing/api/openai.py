@@ -12,9 +12,10 @@ from typing import Any
 
 import orjson
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
+from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.runtime import get_runtime
@@ -31,7 +32,7 @@ api = NinjaAPI(
 def render(reply: Reply) -> HttpResponse:
     """Turn a gateway reply into an HTTP response — the only place that does."""
     if isinstance(reply, StreamReply):
-        response = StreamingHttpResponse(
+        response = RelayResponse(
             reply.chunks, content_type="text/event-stream", headers=reply.headers
         )
         response["cache-control"] = "no-cache"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,10 +24,10 @@ import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.upstream.openai import (
+    BodyReader,
     OpenAIClient,
     Timeouts,
     UpstreamFailure,
-    iter_body,
     translate_exception,
 )
 from routing.upstream.sse import DONE, SSEParser
@@ -67,7 +67,8 @@ class EventReader:
         self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float
     ) -> None:
         self._response = response
-        self._body = iter_body(response)
+        self._body = BodyReader(response)
+        self._watch = ReadDeadline()
         self._parser = SSEParser()
         self._ready: deque[Chunk] = deque()
         self._finished = False
@@ -121,12 +122,7 @@ class EventReader:
         if deadline == self._total_deadline:
             phase = "total"
         try:
-            async with asyncio.timeout_at(deadline):
-                data = await anext(self._body)
-        except StopAsyncIteration:
-            self._accept(self._parser.close())
-            self._end_of_body()
-            return
+            data = await self._watch.run(self._body.read(), deadline)
         except TimeoutError as exc:
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except (httpx.HTTPError, OSError) as exc:
@@ -134,6 +130,10 @@ class EventReader:
                 self._finished = True
                 return
             raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+        if not data:  # the end of the body
+            self._accept(self._parser.close())
+            self._end_of_body()
+            return
         self._accept(self._parser.feed(data))
 
     def _answer_complete(self) -> bool:
@@ -186,7 +186,67 @@ class EventReader:
             self._ready.append((payload, chunk))
 
     async def aclose(self) -> None:
+        self._watch.cancel()
         await self._response.aclose()
+
+
+class ReadDeadline:
+    """Bounds each read of one stream by its own deadline with one timer per stream.
+
+    ``asyncio.timeout_at`` around every read would schedule and cancel a timer per relayed
+    chunk: thousands of streams then keep the loop's timer heap full of cancelled handles.
+    Deadlines here only move later between reads (idle is measured from the latest read),
+    so one armed timer serves many reads: when it fires during a read whose deadline is
+    still ahead it re-arms for that deadline; when it fires between reads it does nothing
+    (the next read arms it again). Past its deadline the reading task is cancelled and the
+    read raises ``TimeoutError``, as ``asyncio.timeout`` would.
+    """
+
+    __slots__ = ("_timer", "_deadline", "_task", "_cancelling", "_expired")
+
+    def __init__(self) -> None:
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+        self._task: asyncio.Task[Any] | None = None
+        self._cancelling = 0
+        self._expired = False
+
+    async def run(self, read: Awaitable[bytes], deadline: float) -> bytes:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        self._deadline = deadline
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = loop.call_at(deadline, self._fire)
+        self._task, self._cancelling, self._expired = task, task.cancelling(), False
+        try:
+            return await read
+        except asyncio.CancelledError:
+            if self._expired and task.uncancel() <= self._cancelling:
+                raise TimeoutError from None
+            raise
+        finally:
+            self._task = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        task = self._task
+        if task is None:  # between reads: the next read arms the timer again
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._deadline:
+            self._timer = loop.call_at(self._deadline, self._fire)
+            return
+        self._expired = True
+        task.cancel()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 @dataclass(slots=True)

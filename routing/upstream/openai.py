@@ -15,7 +15,7 @@ Exception tree::
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -154,31 +154,42 @@ async def read_limited(response: httpx.Response, limit: int) -> bytes:
     return b"".join(parts)[:limit]
 
 
-async def iter_body(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The raw body bytes as they arrive, losing nothing before a cut.
+class BodyReader:
+    """The raw body bytes as they arrive, one network read per ``read()``, losing nothing
+    before a cut; ``b""`` at the end.
 
     aiohttp's reader raises a connection error *before* handing out bytes that arrived
     just ahead of the cut, so a stream dropped after two chunks would reach the client
-    with one. Reading the aiohttp stream directly lets us hand out that tail first.
+    with one. Reading the aiohttp stream directly lets us hand out that tail first (and
+    skips httpx's per-read iterator layers: this runs once per relayed chunk).
     """
-    stream = getattr(
-        response.stream, "_stream", response.stream
-    )  # httpx wraps it in BoundAsyncStream
-    native = getattr(stream, "_aiohttp_response", None)
-    if native is None:  # another transport (tests with httpx.MockTransport)
-        async for chunk in response.aiter_raw():
-            yield chunk
-        return
-    content = native.content
-    while True:
+
+    __slots__ = ("_content", "_fallback", "_failed")
+
+    def __init__(self, response: httpx.Response) -> None:
+        stream = getattr(
+            response.stream, "_stream", response.stream
+        )  # httpx wraps it in BoundAsyncStream
+        native = getattr(stream, "_aiohttp_response", None)
+        self._content: aiohttp.StreamReader | None = native.content if native else None
+        # another transport (tests with httpx.MockTransport): httpx's own iterator
+        self._fallback = response.aiter_raw() if native is None else None
+        self._failed: BaseException | None = None
+
+    async def read(self) -> bytes:
+        content = self._content
+        if content is None:
+            assert self._fallback is not None
+            return await anext(self._fallback, b"")
+        if self._failed is not None:
+            failed = self._failed
+            raise httpx.ReadError(str(failed) or type(failed).__name__) from failed
         try:
-            chunk = await content.readany()
+            return await content.readany()
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             tail = b"".join(getattr(content, "_buffer", ()))
             if tail:
                 content._buffer.clear()
-                yield tail
+                self._failed = exc
+                return tail
             raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-        if not chunk:
-            return
-        yield chunk
