@@ -2,8 +2,9 @@
 
 The gateway is driven only through its documented contract: a fresh
 ``SWITCHYARD_VAR_DIR``, ``manage.py migrate`` / ``loadconfig`` / ``createkey bench``
-(whose last stdout line is the client secret), then ``daphne -b 127.0.0.1 -p PORT
-router_project.asgi:application`` from the repository root. ``DATABASE_URL``,
+(whose last stdout line is the client secret), then ``daphne -e
+tcp:port=PORT:interface=127.0.0.1:backlog=4096 router_project.asgi:application`` from the
+repository root (``manage.py serve``'s listen backlog; ``-b/-p`` would leave Twisted's 50). ``DATABASE_URL``,
 ``REDIS_URL`` and ``SWITCHYARD_CONFIG`` are removed from the inherited environment so a
 run never touches an operator's real database or Redis.
 
@@ -175,7 +176,8 @@ class Gateway:
             where = fd_args or ["--host", "127.0.0.1", "--port", str(port)]
             quiet = ["--no-access-log", "--log-level", "warning"] if self.quiet else []
             return [venv_tool(repo, "python"), "-m", "uvicorn", app, *where, *quiet]
-        where = fd_args or ["-b", "127.0.0.1", "-p", str(port)]
+        # the endpoint form of -b/-p, with a listen backlog of 4096 instead of Twisted's 50
+        where = fd_args or ["-e", f"tcp:port={port}:interface=127.0.0.1:backlog=4096"]
         quiet = ["-v", "0"] if self.quiet else []
         return [venv_tool(repo, "daphne"), *where, *quiet, app]
 

@@ -23,6 +23,18 @@ from django.core.management.base import BaseCommand, CommandError
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
 
 
+LISTEN_BACKLOG = 4096
+
+
+def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
+    """daphne's ``-b/-p`` listen with Twisted's default backlog of 50: at a few hundred new
+    connections a second (streams opening while thousands are held) the kernel drops
+    SYNs and clients wait 1-3 s for the retransmit. The endpoint form sets the backlog
+    (the kernel caps it at ``net.core.somaxconn``)."""
+    interface = host.replace(":", "\\:")  # an IPv6 address's colons, escaped for Twisted
+    return f"tcp:port={port}:interface={interface}:backlog={backlog}"
+
+
 def wait_for_port(host: str, port: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -70,10 +82,8 @@ class Command(BaseCommand):
                     sys.executable,
                     "-m",
                     "daphne",
-                    "-b",
-                    host,
-                    "-p",
-                    str(port),
+                    "-e",
+                    daphne_endpoint(host, port),
                     "router_project.asgi:application",
                 ],
                 cwd=settings.BASE_DIR,
