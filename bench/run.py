@@ -508,10 +508,6 @@ def estimate_s(args: argparse.Namespace) -> float:
     return len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + streams + 10
 
 
-def stream_title(key: str) -> str:
-    return f"{key}  {streamrun.STREAM_SCENARIOS[key].title}"
-
-
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM (make, CI timeouts) cleans up like Ctrl-C
 
@@ -540,6 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[report.Row] = []
     soak: dict[str, Any] | None = None
     stream_rows: list[streamrun.StreamRow] = []
+    stream_titles: list[str] = []
     try:
         runner.setup()
         for key in args.keys:
@@ -557,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                     chunks=args.stream_chunks or scenario.chunks,
                 )
             print(f"bench: scenario {key}: {scenario.title}", file=sys.stderr, flush=True)
+            stream_titles.append(f"  {key}  {scenario.title}")
             stream_rows += streamrun.run_scenario(runner, scenario)
     except KeyboardInterrupt:
         runner.notes.append("interrupted: the table holds what was measured so far")
@@ -585,7 +583,7 @@ def main(argv: list[str] | None = None) -> int:
     if stream_rows:
         print("\nlong streams (scenarios g, h; '+' = through minus direct, same run):")
         print("\n".join(streamrun.table(stream_rows)))
-        print("\n".join(f"  {stream_title(k)}" for k in args.stream_keys))
+        print("\n".join(stream_titles))
         print("stream notes:\n" + "\n".join(f"  - {n}" for n in streamrun.notes(stream_rows)))
     if args.json:
         raw = output.raw(rows, soak, info)

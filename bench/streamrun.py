@@ -273,7 +273,8 @@ def notes(rows: list[StreamRow]) -> list[str]:
         window = r.get("window_s")
         line = (
             f"{row.scenario} {row.path}: steady window {window or 0:.1f} s, "
-            f"{r.get('chunks_in_window') or 0} chunks in it, {r.get('chunks_total', 0)} in all; "
+            f"{r.get('chunks_in_window') or 0} chunks in it "
+            f"({r.get('chunks_per_read') or 0:.2f} chunks/read), {r.get('chunks_total', 0)} in all; "
             f"short calls in it {r.get('short', {}).get('n', 0)}, probes {r.get('probe', {}).get('n', 0)}"
         )
         if row.path != "direct":

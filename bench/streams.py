@@ -90,6 +90,7 @@ class StreamCounter(asyncio.Protocol):
                 return
         seen = self.tail + data
         count = seen.count(CONTENT)
+        self.run.reads += 1
         if count:
             self.events += count
             if not self.first:
@@ -144,6 +145,8 @@ class Run:
             f"Authorization: Bearer {args.key}\r\n\r\n"
         ).encode()
         self.chunks = 0
+        self.reads = 0  # network reads of the long streams (chunks/read > 1: coalesced)
+        self.window_reads = 0
         self.with_content = 0
         self.ended = 0
         self.failed_early = 0  # streams that ended in an error before their first content
@@ -170,6 +173,7 @@ class Run:
         ):
             self.window_open_at = time.perf_counter()
             self.window_chunks = self.chunks
+            self.window_reads = self.reads
             emit({"phase": "open", "open": self.with_content, "chunks": self.chunks})
 
     def stream_ended(self, error: str | None, *, had_content: bool = True) -> None:
@@ -182,6 +186,7 @@ class Run:
         elif self.window_open_at is not None and self.window is None:
             self.window = (self.window_open_at, time.perf_counter())
             self.window_chunks = self.chunks - self.window_chunks
+            self.window_reads = self.reads - self.window_reads
             emit({"phase": "steady_end", "chunks": self.window_chunks})
         if self.ended == self.args.streams:
             self.all_ended.set()
@@ -294,6 +299,9 @@ class Run:
             "chunks_total": self.chunks,
             "chunks_in_window": self.window_chunks if self.window else None,
             "window_s": window_s,
+            "chunks_per_read": self.window_chunks / self.window_reads
+            if self.window and self.window_reads
+            else None,
             "short": self._in_window(self.short),
             "probe": self._in_window(self.probe),
             "beside_errors": dict(self.extra_errors),
