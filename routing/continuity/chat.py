@@ -1,0 +1,181 @@
+"""The Chat Completions implementation of :class:`~routing.continuity.history.HistoryView`.
+
+Reasoning on an assistant message lives in several places at once, depending on the
+upstream that produced it: string channels (``reasoning_content`` — DeepSeek, vLLM;
+``reasoning`` — OpenRouter, Ollama), structured envelopes that run parallel to them
+(``reasoning_details`` — OpenRouter; ``thinking_blocks`` — LiteLLM's Anthropic shape,
+each block carrying a signature), and thinking parts inside a ``content`` list. They are
+stripped together: removing one and leaving its parallel structure lets the next upstream
+rebuild the reasoning from what is left (seed 003: "strip one side = the defect returns").
+An envelope that is not a list of objects does not line up with anything and is dropped
+whole — never handed on half-stripped.
+
+Unknown shapes (messages that are not objects, a ``content`` that is neither a string, a
+list of parts nor null) raise :class:`UnknownShape` at construction: the caller sends the
+history untouched and counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from routing.continuity.history import Stripped, UnknownShape
+from routing.continuity.provenance import fingerprint_of
+
+REASONING_CHANNELS = ("reasoning_content", "reasoning")
+REASONING_ENVELOPES = ("reasoning_details", "thinking_blocks")
+THINKING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
+TOOL_ROLES = frozenset({"tool", "function"})
+_DROPPED: dict[str, Any] = {}  # placeholder for a turn left out of the outbound copy
+
+
+def content_text(content: Any) -> str:
+    """The visible text of a message's ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def tool_call_ids(message: dict[str, Any]) -> list[str]:
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    return [c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)]
+
+
+def reasoning_text(message: dict[str, Any]) -> str:
+    return "".join(v for name in REASONING_CHANNELS if isinstance(v := message.get(name), str))
+
+
+def message_fingerprint(message: dict[str, Any]) -> str | None:
+    """The fingerprint of an assistant message (a history turn or a served completion)."""
+    return fingerprint_of(
+        content_text(message.get("content")), tool_call_ids(message), reasoning_text(message)
+    )
+
+
+def _check(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list):
+        raise UnknownShape("messages is not a list")
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise UnknownShape("a message is not an object with a role")
+        if message["role"] != "assistant":
+            continue
+        content = message.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise UnknownShape("an assistant content is neither text, parts nor null")
+        if isinstance(content, list) and not all(
+            isinstance(p, dict) and isinstance(p.get("type"), str) for p in content
+        ):
+            raise UnknownShape("an assistant content part has no type")
+    return messages
+
+
+class ChatHistory:
+    """A copy-on-write view of a Chat Completions body's ``messages``."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self._body = body
+        self._messages = _check(body.get("messages"))
+        self._out: list[dict[str, Any]] | None = None  # None until something changes
+        self._appended: list[dict[str, Any]] = []
+
+    # -- reading ---------------------------------------------------------------------
+    def _current(self, turn: int) -> dict[str, Any]:
+        return self._out[turn] if self._out is not None else self._messages[turn]
+
+    def assistant_turns(self) -> Sequence[int]:
+        return [i for i, m in enumerate(self._messages) if m["role"] == "assistant"]
+
+    def fingerprint(self, turn: int) -> str | None:
+        return message_fingerprint(self._messages[turn])
+
+    def has_reasoning(self, turn: int) -> bool:
+        message = self._current(turn)
+        if any(message.get(name) for name in (*REASONING_CHANNELS, *REASONING_ENVELOPES)):
+            return True
+        content = message.get("content")
+        return isinstance(content, list) and any(p["type"] in THINKING_PARTS for p in content)
+
+    def has_tool_calls(self, turn: int) -> bool:
+        message = self._current(turn)
+        return bool(message.get("tool_calls") or message.get("function_call"))
+
+    def user_texts_after(self, turn: int) -> Iterator[str]:
+        for message in self._messages[turn + 1 :]:
+            if message["role"] == "user":
+                yield content_text(message.get("content"))
+        for message in self._appended:
+            yield content_text(message.get("content"))
+
+    def ends_with_tool_result(self) -> bool:
+        if self._appended:
+            return False  # every appended turn is a user turn
+        out = self._out if self._out is not None else self._messages
+        kept = [m for m in out if m is not _DROPPED]
+        return bool(kept) and kept[-1]["role"] in TOOL_ROLES
+
+    # -- changing --------------------------------------------------------------------
+    def _write(self, turn: int, message: dict[str, Any]) -> None:
+        if self._out is None:
+            self._out = list(self._messages)
+        self._out[turn] = message
+
+    def strip_reasoning(self, turn: int) -> Stripped:
+        message = self._current(turn)
+        if message is _DROPPED or not self.has_reasoning(turn):
+            return Stripped.NOTHING
+        misaligned = any(
+            name in message
+            and not (
+                isinstance(message[name], list) and all(isinstance(i, dict) for i in message[name])
+            )
+            for name in REASONING_ENVELOPES
+        )
+        stripped = {
+            k: v
+            for k, v in message.items()
+            if k not in REASONING_CHANNELS and k not in REASONING_ENVELOPES
+        }
+        content = stripped.get("content")
+        if isinstance(content, list):
+            kept = [p for p in content if p["type"] not in THINKING_PARTS]
+            stripped["content"] = kept if kept else None
+        self._write(turn, stripped)
+        if not self._has_substance(stripped):
+            return Stripped.EMPTIED
+        return Stripped.ENVELOPE_DROPPED if misaligned else Stripped.STRIPPED
+
+    @staticmethod
+    def _has_substance(message: dict[str, Any]) -> bool:
+        content = message.get("content")
+        if isinstance(content, str):
+            return bool(content)
+        if isinstance(content, list) and content:
+            return True
+        return bool(
+            message.get("tool_calls") or message.get("function_call") or message.get("refusal")
+        )
+
+    def drop(self, turn: int) -> None:
+        self._write(turn, _DROPPED)
+
+    def append_user_notice(self, text: str) -> None:
+        self._appended.append({"role": "user", "content": text})
+
+    def body(self) -> dict[str, Any]:
+        if self._out is None and not self._appended:
+            return self._body
+        out = self._out if self._out is not None else self._messages
+        messages = [m for m in out if m is not _DROPPED] + self._appended
+        return {**self._body, "messages": messages}
