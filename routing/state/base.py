@@ -3,7 +3,8 @@
 Everything a call needs to know or change about shared routing state goes through one
 ``HealthStore``: per-target health (keyed ``provider/model``, shared by every group),
 per-provider credential state, probe leases, the per-group ticket counter that spreads
-round-robin starts, in-flight counts, time-to-first-token averages and session affinity.
+round-robin starts, in-flight counts, time-to-first-token averages, session affinity and
+the provenance of served assistant turns (``routing.continuity.provenance``).
 
 Transitions themselves are the pure functions of ``routing.engine.health``; a store only
 makes read-modify-write atomic (a lock in process, WATCH/MULTI in Redis) and returns the
@@ -87,6 +88,34 @@ class HealthStore(ABC):
 
     @abstractmethod
     async def affinity_set(self, session: str, key: str, ttl_s: float) -> None: ...
+
+    @abstractmethod
+    async def provenance_targets(self, scope: str) -> frozenset[str]:
+        """Every target that produced a remembered turn in ``scope`` (a session key, or
+        ``""`` for calls without one). One cheap read: a call whose session was only ever
+        served by the target now chosen needs no look at its history at all."""
+
+    @abstractmethod
+    async def provenance_lookup(self, scope: str, fingerprints: Sequence[str]) -> dict[str, str]:
+        """``fingerprint -> target key`` for the remembered ones among ``fingerprints``."""
+
+    @abstractmethod
+    async def provenance_record(
+        self,
+        scope: str,
+        fingerprint: str | None,
+        key: str,
+        *,
+        response_id: str | None,
+        ttl_s: float,
+        limit: int,
+    ) -> None:
+        """Remember that ``key`` produced a turn: by fingerprint in ``scope`` (at most
+        ``limit`` turns per scope, the oldest forgotten) and by the upstream response id."""
+
+    @abstractmethod
+    async def provenance_by_response(self, response_id: str) -> str | None:
+        """The target that produced the response with this id, if remembered."""
 
     @abstractmethod
     async def clear(self) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from routing.engine import health as machine
 from routing.engine.failures import Failure
@@ -17,6 +19,17 @@ from routing.engine.health import CircuitPolicy, HealthEvent, ProviderHealth, Ta
 from routing.state.base import LATENCY_ALPHA, HealthStore, Snapshot
 
 AFFINITY_LIMIT = 100_000  # sessions remembered; the oldest are dropped beyond this
+PROVENANCE_SCOPES_LIMIT = 100_000  # sessions with remembered turns
+RESPONSES_LIMIT = 100_000  # response ids remembered
+
+
+@dataclass(slots=True)
+class _Scope:
+    """Remembered turns of one session: fingerprint -> target key, oldest first."""
+
+    turns: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    targets: set[str] = field(default_factory=set)
+    expires: float = 0.0
 
 
 class MemoryStore(HealthStore):
@@ -30,6 +43,8 @@ class MemoryStore(HealthStore):
         self._inflight: dict[str, int] = {}
         self._latency: dict[str, float] = {}
         self._affinity: dict[str, tuple[str, float]] = {}
+        self._scopes: OrderedDict[str, _Scope] = OrderedDict()
+        self._responses: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
     async def snapshot(self, keys: Sequence[str], providers: Sequence[str]) -> Snapshot:
         # Values are immutable dataclasses and numbers: picking them out is enough.
@@ -153,6 +168,60 @@ class MemoryStore(HealthStore):
                 self._affinity.pop(next(iter(self._affinity)))
             self._affinity[session] = (key, time.monotonic() + ttl_s)
 
+    def _scope(self, scope: str) -> _Scope | None:
+        entry = self._scopes.get(scope)
+        if entry is not None and entry.expires < time.monotonic():
+            with self._lock:
+                self._scopes.pop(scope, None)
+            return None
+        return entry
+
+    async def provenance_targets(self, scope: str) -> frozenset[str]:
+        entry = self._scope(scope)
+        return frozenset(entry.targets) if entry is not None else frozenset()
+
+    async def provenance_lookup(self, scope: str, fingerprints: Sequence[str]) -> dict[str, str]:
+        entry = self._scope(scope)
+        if entry is None:
+            return {}
+        turns = entry.turns
+        return {fp: key for fp in fingerprints if (key := turns.get(fp)) is not None}
+
+    async def provenance_record(
+        self,
+        scope: str,
+        fingerprint: str | None,
+        key: str,
+        *,
+        response_id: str | None,
+        ttl_s: float,
+        limit: int,
+    ) -> None:
+        expires = time.monotonic() + ttl_s
+        with self._lock:
+            if fingerprint is not None:
+                entry = self._scopes.get(scope)
+                if entry is None or entry.expires < time.monotonic():
+                    entry = self._scopes[scope] = _Scope()
+                    while len(self._scopes) > PROVENANCE_SCOPES_LIMIT:
+                        self._scopes.popitem(last=False)
+                entry.turns[fingerprint] = key
+                entry.turns.move_to_end(fingerprint)
+                while len(entry.turns) > limit:
+                    entry.turns.popitem(last=False)
+                entry.targets.add(key)
+                entry.expires = expires
+            if response_id:
+                self._responses[response_id] = (key, expires)
+                while len(self._responses) > RESPONSES_LIMIT:
+                    self._responses.popitem(last=False)
+
+    async def provenance_by_response(self, response_id: str) -> str | None:
+        entry = self._responses.get(response_id)
+        if entry is None or entry[1] < time.monotonic():
+            return None
+        return entry[0]
+
     async def clear(self) -> None:
         with self._lock:
             for table in (
@@ -162,5 +231,7 @@ class MemoryStore(HealthStore):
                 self._inflight,
                 self._latency,
                 self._affinity,
+                self._scopes,
+                self._responses,
             ):
                 table.clear()

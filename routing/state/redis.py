@@ -9,6 +9,10 @@ Key layout, all under ``prefix`` (default ``switchyard:``)::
     inflight:<provider/model>   counter, never below 0, expires when idle
     latency:<provider/model>    time-to-first-token moving average (ms)
     affinity:<session>          target key, expires after the affinity TTL
+    prov:<scope>                hash fingerprint -> target key of served assistant turns
+    provseq:<scope>             list of those fingerprints, oldest first (bounds the hash)
+    provt:<scope>               set of the targets that produced them
+    resp:<response id>          target key that produced the response
 
 Atomic transitions. The pure functions of ``routing.engine.health`` stay the only place
 that knows the state machine: a transition reads the target's JSON, applies the pure
@@ -78,6 +82,7 @@ _LUA_DIR = Path(__file__).with_name("lua")
 _CAS_LUA = (_LUA_DIR / "cas.lua").read_text()
 _SUCCESS_LUA = (_LUA_DIR / "success.lua").read_text()
 _INFLIGHT_LUA = (_LUA_DIR / "inflight.lua").read_text()
+_PROVENANCE_LUA = (_LUA_DIR / "provenance.lua").read_text()
 
 T = TypeVar("T")
 # A transition on raw stored values: (value read or None) -> (value to store or None, result).
@@ -92,6 +97,7 @@ class _Connection:
     cas: AsyncScript
     success: AsyncScript
     inflight: AsyncScript
+    provenance: AsyncScript
 
 
 def _encode(state: TargetHealth | ProviderHealth) -> str | None:
@@ -285,6 +291,56 @@ class RedisStore(HealthStore):
 
         await self._call(remote, lambda: self._local.affinity_set(session, key, ttl_s))
 
+    async def provenance_targets(self, scope: str) -> frozenset[str]:
+        async def remote(c: _Connection) -> frozenset[str]:
+            return frozenset(str(v) for v in await c.client.smembers(self._key("provt", scope)))
+
+        return await self._call(remote, lambda: self._local.provenance_targets(scope))
+
+    async def provenance_lookup(self, scope: str, fingerprints: Sequence[str]) -> dict[str, str]:
+        async def remote(c: _Connection) -> dict[str, str]:
+            if not fingerprints:
+                return {}
+            values = await c.client.hmget(self._key("prov", scope), list(fingerprints))
+            return {fp: str(v) for fp, v in zip(fingerprints, values, strict=True) if v}
+
+        return await self._call(remote, lambda: self._local.provenance_lookup(scope, fingerprints))
+
+    async def provenance_record(
+        self,
+        scope: str,
+        fingerprint: str | None,
+        key: str,
+        *,
+        response_id: str | None,
+        ttl_s: float,
+        limit: int,
+    ) -> None:
+        async def remote(c: _Connection) -> None:
+            await c.provenance(
+                keys=[
+                    self._key("prov", scope),
+                    self._key("provseq", scope),
+                    self._key("provt", scope),
+                    self._key("resp", response_id) if response_id else "",
+                ],
+                args=[fingerprint or "", key, limit, max(1, round(ttl_s * 1000))],
+            )
+
+        await self._call(
+            remote,
+            lambda: self._local.provenance_record(
+                scope, fingerprint, key, response_id=response_id, ttl_s=ttl_s, limit=limit
+            ),
+        )
+
+    async def provenance_by_response(self, response_id: str) -> str | None:
+        async def remote(c: _Connection) -> str | None:
+            value = await c.client.get(self._key("resp", response_id))
+            return None if value is None else str(value)
+
+        return await self._call(remote, lambda: self._local.provenance_by_response(response_id))
+
     async def clear(self) -> None:
         """Delete every key under the prefix (and nothing else), and the local fallback."""
 
@@ -465,6 +521,7 @@ class RedisStore(HealthStore):
                     cas=client.register_script(_CAS_LUA),
                     success=client.register_script(_SUCCESS_LUA),
                     inflight=client.register_script(_INFLIGHT_LUA),
+                    provenance=client.register_script(_PROVENANCE_LUA),
                 )
                 self._connections[loop] = conn
         return conn
