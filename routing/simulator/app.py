@@ -93,7 +93,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return _error(400, "The request body must be a JSON object.")
     model = str(body.get("model", ""))
     headers = {k.lower(): v for k, v in request.headers.items()}
-    record = upstream.ledger.begin(model, body, headers, request.path)
+    record = upstream.ledger.begin(model, body, headers, request.path, await request.read())
     task = asyncio.current_task()
     if task is not None:
         upstream.handlers.add(task)
@@ -171,5 +171,8 @@ async def control_stats(request: web.Request) -> web.Response:
 
 
 async def control_requests(request: web.Request) -> web.Response:
-    records = [dataclasses.asdict(r) for r in request.app[UPSTREAM].ledger.records()]
+    records = [
+        {k: v for k, v in dataclasses.asdict(r).items() if k != "raw"}
+        for r in request.app[UPSTREAM].ledger.records()
+    ]
     return web.json_response({"requests": records})

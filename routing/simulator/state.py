@@ -35,6 +35,7 @@ class RecordedRequest:
     started_at: float
     finished_at: float | None = None
     disconnected: bool = False
+    raw: bytes = b""  # the body exactly as received (byte-for-byte capture tests)
 
 
 @dataclass
@@ -105,9 +106,14 @@ class Ledger:
 
     # -- recording -------------------------------------------------------------------
     def begin(
-        self, model: str, body: dict[str, Any], headers: dict[str, str], path: str
+        self,
+        model: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        path: str,
+        raw: bytes = b"",
     ) -> RecordedRequest:
-        record = RecordedRequest(model, body, headers, path, started_at=self._clock())
+        record = RecordedRequest(model, body, headers, path, started_at=self._clock(), raw=raw)
         with self._cond:
             self._records.append(record)
             self._counts[model] += 1
