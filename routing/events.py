@@ -62,6 +62,7 @@ class AttemptRecord:
     switched: bool = False
     switched_to: str | None = None
     probe: bool = False
+    rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
 
 
 @dataclass(slots=True)

@@ -8,12 +8,17 @@ table whenever configuration changes (``routing.runtime``), in every process.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
+from routing.continuity.effort import EffortPolicy
+from routing.continuity.provenance import Producer
+from routing.continuity.rewrite import TargetContinuity
+from routing.continuity.window import DeclaredWindow, declared_window
 from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
@@ -49,6 +54,22 @@ class TargetSpec:
     provider: ProviderSpec
     model: str
     context_window: int | None
+    # Conversation continuity (SPEC §13) and per-target policy:
+    keep_thinking: bool = False
+    break_tool_loop: bool = False
+    reasoning_effort: EffortPolicy = EffortPolicy.INHERIT
+    efforts: tuple[str, ...] = ()
+    circuit: CircuitPolicy | None = None  # None: the group's
+    continuity: TargetContinuity = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "continuity",
+            TargetContinuity(
+                Producer(self.provider.name, self.model), self.keep_thinking, self.break_tool_loop
+            ),
+        )
 
     @property
     def key(self) -> str:
@@ -72,8 +93,19 @@ class GroupSpec:
     keys: tuple[str, ...] = field(init=False)  # target keys in configured order
     provider_names: tuple[str, ...] = field(init=False)  # providers used, for health reads
     by_key: Mapping[str, TargetSpec] = field(init=False)
+    window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
 
     def __post_init__(self) -> None:
+        compact = self.policy.get("compact_window")
+        object.__setattr__(
+            self,
+            "window",
+            declared_window(
+                self.context_window,
+                int(compact) if isinstance(compact, int) else None,
+                (t.context_window for t in self.targets),
+            ),
+        )
         object.__setattr__(self, "keys", tuple(t.key for t in self.targets))
         object.__setattr__(
             self, "provider_names", tuple(dict.fromkeys(t.provider.name for t in self.targets))
@@ -128,19 +160,38 @@ class RoutingTable:
         return group
 
 
+# A layer that declares one of these clears the other below it (SPEC §13: exclusive).
+_EXCLUSIVE = {"context_window": "compact_window", "compact_window": "context_window"}
+
+
 def _layered(*layers: Mapping[str, object]) -> dict[str, object]:
     effective: dict[str, object] = {}
     for layer in layers:
         effective.update(layer)
+        for name, other in _EXCLUSIVE.items():
+            if layer.get(name) is not None and other not in layer:
+                effective[other] = None
     return effective
 
 
 def _build_group(
-    *, name: str, targets: tuple[TargetSpec, ...], policy: Mapping[str, Any], version: int
+    *,
+    name: str,
+    targets: tuple[TargetSpec, ...],
+    policy: Mapping[str, Any],
+    version: int,
+    circuits: Mapping[str, Any] | None = None,
 ) -> GroupSpec:
     algorithm_class = get_algorithm(
         str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {}
     )
+    circuit = CircuitPolicy(
+        failure_threshold=int(policy["circuit.failure_threshold"]),
+        cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),
+        cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),
+    )
+    if circuits:
+        targets = tuple(_with_circuit(t, circuits.get(t.key), circuit) for t in targets)
     return GroupSpec(
         name=name,
         targets=targets,
@@ -153,17 +204,38 @@ def _build_group(
             jitter_ratio=float(policy["retry.jitter_ratio"]),
         ),
         switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),
-        circuit=CircuitPolicy(
-            failure_threshold=int(policy["circuit.failure_threshold"]),
-            cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),
-            cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),
-        ),
+        circuit=circuit,
         commit=str(policy["commit"]),
         context_window=policy.get("context_window"),
         deadline_s=float(policy["deadline_s"]),
         version=version,
         policy=dict(policy),
     )
+
+
+def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A target's stored options (``Target.options``, validated on write) as spec fields."""
+    out: dict[str, Any] = {}
+    for name in ("keep_thinking", "break_tool_loop"):
+        if name in options:
+            out[name] = bool(options[name])
+    if "reasoning_effort" in options:
+        out["reasoning_effort"] = EffortPolicy(options["reasoning_effort"])
+    if options.get("efforts"):
+        out["efforts"] = tuple(options["efforts"])
+    return out
+
+
+def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> TargetSpec:
+    """Per-target circuit overrides (SPEC §4) on top of the group's circuit policy."""
+    if not isinstance(overrides, Mapping) or not overrides:
+        return target
+    merged = CircuitPolicy(
+        failure_threshold=int(overrides.get("failure_threshold", group.failure_threshold)),
+        cooldown_base_ms=int(overrides.get("cooldown_base_ms", group.cooldown_base_ms)),
+        cooldown_cap_ms=int(overrides.get("cooldown_cap_ms", group.cooldown_cap_ms)),
+    )
+    return dataclasses.replace(target, circuit=merged)
 
 
 def compile_table() -> RoutingTable:
@@ -197,6 +269,7 @@ def compile_table() -> RoutingTable:
 
     groups: dict[str, GroupSpec] = {}
     for group in Group.objects.prefetch_related("targets__provider").all():
+        enabled = [t for t in group.targets.all() if t.enabled]
         targets = tuple(
             TargetSpec(
                 candidate=Candidate(
@@ -209,14 +282,18 @@ def compile_table() -> RoutingTable:
                 provider=providers[t.provider.name],
                 model=t.model,
                 context_window=t.context_window,
+                **target_options(t.options or {}),
             )
-            for index, t in enumerate(t for t in group.targets.all() if t.enabled)
+            for index, t in enumerate(enabled)
         )
         groups[group.name] = _build_group(
             name=group.name,
             targets=targets,
             policy=_layered(base_policy, group.policy or {}),
             version=group.version,
+            circuits={
+                f"{t.provider.name}/{t.model}": (t.options or {}).get("circuit") for t in enabled
+            },
         )
 
     keys = {

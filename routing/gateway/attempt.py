@@ -23,6 +23,7 @@ import httpx
 import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
+from routing.gateway.continuity import ServedTurn
 from routing.upstream.openai import (
     BodyReader,
     OpenAIClient,
@@ -84,6 +85,7 @@ class EventReader:
         self.usage: dict[str, Any] | None = None
         self.started = started
         self.first_content_at: float | None = None
+        self.turn = ServedTurn()  # the assistant turn being streamed, for provenance
 
     @property
     def ttft_s(self) -> float | None:
@@ -183,6 +185,7 @@ class EventReader:
             if not self.got_content and has_content(chunk):
                 self.got_content = True
                 self.first_content_at = asyncio.get_running_loop().time()
+            self.turn.feed(chunk)
             self._ready.append((payload, chunk))
 
     async def aclose(self) -> None:
@@ -258,6 +261,7 @@ class Answer:
     usage: dict[str, Any] | None = None
     ttft_s: float | None = None  # send → first content, for latency-aware routing
     extra: dict[str, Any] = field(default_factory=dict)
+    turn: ServedTurn | None = None  # the assistant turn it carries, for provenance
 
 
 async def run_attempt(
@@ -311,10 +315,18 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
                     Failure(FailureCode.EMPTY_RESPONSE, "stream finished without content")
                 )
             await reader.aclose()
-            return Answer(prefix=held, reader=None, usage=reader.usage, ttft_s=reader.ttft_s)
+            return Answer(
+                prefix=held, reader=None, usage=reader.usage, ttft_s=reader.ttft_s, turn=reader.turn
+            )
         held.append(item[0])
         if reader.got_content and commit != "complete":
-            return Answer(prefix=held, reader=reader, usage=reader.usage, ttft_s=reader.ttft_s)
+            return Answer(
+                prefix=held,
+                reader=reader,
+                usage=reader.usage,
+                ttft_s=reader.ttft_s,
+                turn=reader.turn,
+            )
 
 
 async def _read_completion(
@@ -345,4 +357,10 @@ async def _read_completion(
         completion["model"] = model
         raw = orjson.dumps(completion)
     ttft = asyncio.get_running_loop().time() - started
-    return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
+    return Answer(
+        prefix=[raw],
+        reader=None,
+        usage=completion.get("usage"),
+        ttft_s=ttft,
+        turn=ServedTurn.from_completion(completion),
+    )

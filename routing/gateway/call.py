@@ -30,6 +30,7 @@ from routing.engine.health import Availability, EventKind, HealthEvent, availabi
 from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
+from routing.gateway.continuity import Continuity
 from routing.gateway.replies import (
     SSE_DONE,
     ErrorReply,
@@ -102,6 +103,8 @@ class Call:
         self.track_inflight = group.algorithm.uses_inflight
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
+        self.continuity = Continuity(runtime.store, body, session)
+        self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
@@ -190,7 +193,8 @@ class Call:
         self, target: TargetSpec, probe: bool
     ) -> Answer | tuple[Decision, Failure]:
         client = self.runtime.client_for(target.provider)
-        body = orjson.dumps({**self.body, "model": target.model})
+        outbound, rewrites = await self.continuity.outbound(target)
+        body = orjson.dumps(outbound)
         store, group = self.runtime.store, self.group
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
@@ -214,7 +218,15 @@ class Call:
             except UpstreamFailure as exc:
                 failure = _scrubbed(exc.failure, target)
             except asyncio.CancelledError:
-                self._attempt(target, tries, attempt_started, ok=False, probe=probe, code="ABORTED")
+                self._attempt(
+                    target,
+                    tries,
+                    attempt_started,
+                    ok=False,
+                    probe=probe,
+                    code="ABORTED",
+                    rewrites=rewrites,
+                )
                 if probe:  # no verdict: let the next call probe instead of waiting out the lease
                     await store.release_probe(target.key, self.runtime.clock())
                 raise
@@ -223,10 +235,19 @@ class Call:
                 if self.track_inflight and not (committed and answer.reader is not None):
                     await store.inflight_add(target.key, -1)
             if committed:
-                self._attempt(target, tries, attempt_started, ok=True, probe=probe)
+                self._attempt(
+                    target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
+                )
+                self.rewrites = rewrites
                 return answer
             record = self._attempt(
-                target, tries, attempt_started, ok=False, probe=probe, failure=failure
+                target,
+                tries,
+                attempt_started,
+                ok=False,
+                probe=probe,
+                failure=failure,
+                rewrites=rewrites,
             )
             decision = decide(
                 failure,
@@ -270,6 +291,7 @@ class Call:
         probe: bool,
         failure: Failure | None = None,
         code: str | None = None,
+        rewrites: list[str] | None = None,
     ) -> AttemptRecord:
         record = AttemptRecord(
             target=target.key,
@@ -280,6 +302,7 @@ class Call:
             status=failure.status if failure else None,
             message=failure.message if failure else "",
             probe=probe,
+            rewrites=tuple(rewrites or ()),
         )
         self.record.attempts.append(record)
         return record
@@ -291,7 +314,7 @@ class Call:
             events = await store.disable_provider(target.provider.name, failure, now)
         elif failure.code in self.group.switch_codes and failure.code not in NOT_THE_TARGETS_FAULT:
             events = await store.record_failure(
-                target.key, failure, self.group.circuit, now, was_probe=probe
+                target.key, failure, target.circuit or self.group.circuit, now, was_probe=probe
             )
         elif probe:
             # The target answered; the request was at fault. It is alive: end the probe.
@@ -349,6 +372,8 @@ class Call:
                 self.runtime.hub.publish_all(events)
         if self.session:
             await store.affinity_set(self.session, target.key, AFFINITY_TTL_S)
+        if answer.reader is None:  # the whole answer is here: remember who wrote it
+            await self.continuity.remember(target, answer.turn)
         self.record.served_by = target.key
         committed_at = self.loop.time()
         self.record.ttft_ms = (committed_at - self.started) * 1000
@@ -361,6 +386,8 @@ class Call:
             "x-switchyard-trail": self.record.trail(),
             "x-switchyard-overhead-ms": f"{overhead_ms:.2f}",
         }
+        if self.rewrites:
+            headers["x-switchyard-rewrites"] = ",".join(self.rewrites)
         if not self.stream:
             self.record.usage = answer.usage
             self._finish("ok")
@@ -404,6 +431,8 @@ class Call:
                         out.append(sse(payload))
                     if out:  # everything one network read brought, in one write
                         yield b"".join(out)
+                # Before [DONE]: a client's next request must find this turn remembered.
+                await self.continuity.remember(target, answer.turn)
             yield SSE_DONE
         except (asyncio.CancelledError, GeneratorExit):
             outcome, error_code = "aborted", FailureCode.ABORTED.value
@@ -484,11 +513,15 @@ class Call:
         return lines, revivals
 
     def _trail_headers(self) -> dict[str, str]:
-        return {
+        headers = {
             "x-switchyard-attempts": str(len(self.record.attempts)),
             "x-switchyard-request-id": self.call_id,
             "x-switchyard-trail": self.record.trail(),
         }
+        last = self.record.attempts[-1] if self.record.attempts else None
+        if last is not None and last.rewrites:
+            headers["x-switchyard-rewrites"] = ",".join(last.rewrites)
+        return headers
 
     def _finish(
         self, outcome: str, *, error_code: str | None = None, http_status: int = 200

@@ -1,0 +1,174 @@
+"""Conversation continuity on the call path: provenance in, rewritten attempts out.
+
+One :class:`Continuity` per call. It reads what the state store knows about the call's
+scope (its session key, or ``""`` for calls without one) at most once, and derives each
+attempt's outbound body from the *original* request for the target that attempt goes to
+(SPEC §13: a call that fails over inside itself decides per attempt).
+
+Cost on the common path: one small read (``provenance_targets``). When every remembered
+turn of the scope was produced by the target now chosen — a session that never switched —
+the history is not looked at at all. Only a scope with turns from other targets has its
+assistant turns fingerprinted and looked up (one more read), then rewritten.
+
+A history the view cannot rewrite safely passes through untouched, is counted in
+:data:`STATS`, and says so in the rewrites; it never fails the call.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.continuity.chat import (
+    REASONING_CHANNELS,
+    ChatHistory,
+    message_fingerprint,
+)
+from routing.continuity.effort import apply_effort
+from routing.continuity.history import UnknownShape
+from routing.continuity.provenance import (
+    PROVENANCE_TTL_S,
+    SESSION_TURNS_LIMIT,
+    SHARED_TURNS_LIMIT,
+    Producer,
+    fingerprint_of,
+)
+from routing.continuity.rewrite import rewrite_history
+from routing.state.base import HealthStore
+from routing.table import TargetSpec
+
+log = logging.getLogger("switchyard.gateway")
+UNREWRITABLE = "history-unrewritable"
+
+
+@dataclass(slots=True)
+class Stats:
+    """Process-wide counters for ``/metrics``."""
+
+    rewritten: int = 0  # attempts whose history was rewritten
+    unrewritable: int = 0  # histories passed through because their shape is unknown
+
+
+STATS = Stats()
+
+
+class Continuity:
+    def __init__(self, store: HealthStore, body: dict[str, Any], session: str | None) -> None:
+        self.store = store
+        self.body = body
+        self.scope = session or ""
+        self._targets: frozenset[str] | None = None
+        self._producers: dict[int, Producer] | None = None
+        self._unknown_shape = False
+
+    async def outbound(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
+        """The body to send ``target`` (``model`` rewritten) and the rewrites made."""
+        body, rewrites = await self._history_for(target)
+        body, effort = apply_effort(body, target.reasoning_effort, target.efforts)
+        return {**body, "model": target.model}, rewrites + effort
+
+    async def _history_for(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
+        if self._targets is None:
+            self._targets = await self.store.provenance_targets(self.scope)
+        if not self._targets or self._targets <= {target.key}:
+            return self.body, []  # nothing remembered from another target: untouched
+        producers = await self._load_producers()
+        if self._unknown_shape:
+            return self.body, [UNREWRITABLE]
+        if not producers:
+            return self.body, []
+        view = ChatHistory(self.body)
+        rewrites = rewrite_history(view, producers, target.continuity)
+        if rewrites:
+            STATS.rewritten += 1
+        return view.body(), rewrites
+
+    async def _load_producers(self) -> dict[int, Producer]:
+        if self._producers is not None:
+            return self._producers
+        self._producers = {}
+        try:
+            view = ChatHistory(self.body)
+        except UnknownShape as exc:
+            self._unknown_shape = True
+            STATS.unrewritable += 1
+            log.warning("history passed through unrewritten: %s", exc)
+            return self._producers
+        prints = {turn: fp for turn in view.assistant_turns() if (fp := view.fingerprint(turn))}
+        if prints:
+            known = await self.store.provenance_lookup(self.scope, list(set(prints.values())))
+            self._producers = {
+                turn: Producer.from_key(known[fp]) for turn, fp in prints.items() if fp in known
+            }
+        return self._producers
+
+    async def remember(self, target: TargetSpec, turn: ServedTurn | None) -> None:
+        """Record that ``target`` produced the answer just served."""
+        if turn is None:
+            return
+        fingerprint = turn.fingerprint()
+        if fingerprint is None and not turn.response_id:
+            return
+        await self.store.provenance_record(
+            self.scope,
+            fingerprint,
+            target.key,
+            response_id=turn.response_id,
+            ttl_s=PROVENANCE_TTL_S,
+            limit=SESSION_TURNS_LIMIT if self.scope else SHARED_TURNS_LIMIT,
+        )
+
+
+@dataclass(slots=True)
+class ServedTurn:
+    """The assistant turn an answer carries (choice 0), gathered as it is read."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_call_ids: list[str] = field(default_factory=list)
+    response_id: str | None = None
+    _fingerprint: str | None = None
+    _complete: bool = False
+
+    @classmethod
+    def from_completion(cls, completion: dict[str, Any]) -> ServedTurn | None:
+        choices = completion.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return None
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            return None
+        rid = completion.get("id")
+        turn = cls(response_id=rid if isinstance(rid, str) else None)
+        turn._fingerprint, turn._complete = message_fingerprint(message), True
+        return turn
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        """One streamed chunk."""
+        if self.response_id is None and isinstance(rid := chunk.get("id"), str):
+            self.response_id = rid
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list):
+            return
+        choice = choices[0]
+        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            return
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            return
+        if isinstance(content := delta.get("content"), str):
+            self.text.append(content)
+        for name in REASONING_CHANNELS:
+            if isinstance(value := delta.get(name), str):
+                self.reasoning.append(value)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict) and isinstance(call_id := call.get("id"), str):
+                    self.tool_call_ids.append(call_id)
+
+    def fingerprint(self) -> str | None:
+        if self._complete:
+            return self._fingerprint
+        return fingerprint_of("".join(self.text), self.tool_call_ids, "".join(self.reasoning))
