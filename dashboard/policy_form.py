@@ -12,7 +12,7 @@ Decisions:
   field the user did not touch must stay inherited, so a save sends only fields whose
   submitted value differs from the effective value rendered (code lists compare as sets:
   their order means nothing).
-- An empty ``context_window`` means "no declared window" (``null``); any other empty
+- An empty ``context_window`` / ``compact_window`` means "not declared" (``null``); any other empty
   number is an error rather than a silent zero.
 """
 
@@ -132,6 +132,15 @@ _SPECS: tuple[FieldSpec, ...] = (
         "optional_int",
         "Routing",
         "Declared in /v1/models; empty = none declared.",
+        unit="tokens",
+    ),
+    FieldSpec(
+        "compact_window",
+        "Compaction point",
+        "optional_int",
+        "Routing",
+        "Declares max(ceil(T*1.25), T+65536) so agents compact near T; exclusive with the "
+        "context window.",
         unit="tokens",
     ),
     FieldSpec(

@@ -125,6 +125,9 @@ class Target(models.Model):
     weight = models.PositiveIntegerField(default=1)
     enabled = models.BooleanField(default=True)
     context_window = models.PositiveIntegerField(null=True, blank=True)
+    # keep_thinking, break_tool_loop, reasoning_effort, efforts, circuit (SPEC §4, §13):
+    # written only through routing.config.schema.target_options, so every path agrees.
+    options = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -99,6 +99,7 @@ def _group_out(
                 "weight": t.weight,
                 "enabled": t.enabled,
                 "context_window": t.context_window,
+                "options": dict(t.options or {}),
             }
             for t in group.targets.all()
         ],

@@ -44,7 +44,13 @@ from routing.config.policy import (
     unflatten,
     validate_effective,
 )
-from routing.config.schema import ConfigFileIn, GroupIn, ProviderIn, parse_config
+from routing.config.schema import (
+    ConfigFileIn,
+    GroupIn,
+    ProviderIn,
+    parse_config,
+    target_options,
+)
 from routing.config.signals import config_changed
 from routing.crypto import CredentialDecryptError
 from routing.models import GlobalSettings, Group, Provider, Target
@@ -321,7 +327,14 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
     """Upsert one group and its targets; returns "created", "updated" or None."""
     flat = policy_flat(item)
     desired = [
-        (providers[t.provider].pk, t.model, t.weight, t.enabled, t.context_window)
+        (
+            providers[t.provider].pk,
+            t.model,
+            t.weight,
+            t.enabled,
+            t.context_window,
+            target_options(t),
+        )
         for t in item.targets
     ]
     if group is None:
@@ -330,7 +343,7 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
     else:
         current = list(
             group.targets.order_by("position").values_list(
-                "provider_id", "model", "weight", "enabled", "context_window"
+                "provider_id", "model", "weight", "enabled", "context_window", "options"
             )
         )
         if group.policy == flat and current == desired:
@@ -348,8 +361,11 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
             weight=weight,
             enabled=enabled,
             context_window=context_window,
+            options=options,
         )
-        for position, (provider_id, model, weight, enabled, context_window) in enumerate(desired)
+        for position, (provider_id, model, weight, enabled, context_window, options) in enumerate(
+            desired
+        )
     )
     return outcome
 
@@ -499,6 +515,7 @@ def _export_target(target: Target) -> _Flow:
         out["enabled"] = False
     if target.context_window is not None:
         out["context_window"] = target.context_window
+    out.update(target.options or {})
     return out
 
 

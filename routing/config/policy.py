@@ -38,6 +38,7 @@ POLICY_FIELDS: tuple[str, ...] = (
     "circuit.cooldown_cap_ms",
     "commit",
     "context_window",
+    "compact_window",
     "deadline_s",
 )
 
@@ -54,6 +55,7 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "circuit.cooldown_cap_ms": 600_000,
     "commit": "first-content",
     "context_window": None,
+    "compact_window": None,
     "deadline_s": 300.0,
 }
 

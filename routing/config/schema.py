@@ -54,22 +54,40 @@ GROUP_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"  # \Z: "$" would accept a 
 PROVIDER_NAME_RE = r"^[-a-zA-Z0-9_]{1,50}\Z"  # Django's slug, within SlugField's length
 MAX_CONTEXT_WINDOW = 10_000_000
 
-# Keys from the seed plugins and earlier drafts -> the dotted policy field to write instead.
+# Keys from the seed plugins (SPEC §13) and earlier drafts -> what to write instead.
 RENAMED_KEYS: dict[str, str] = {
-    "retryableCodes": "switch_codes",
-    "switchCodes": "switch_codes",
-    "fallback_codes": "switch_codes",
-    "quarantineBaseMs": "circuit.cooldown_base_ms",
-    "quarantineCapMs": "circuit.cooldown_cap_ms",
-    "cooldown_ms": "circuit.cooldown_base_ms",
-    "cooldownMs": "circuit.cooldown_base_ms",
-    "failureThreshold": "circuit.failure_threshold",
-    "failure_threshold": "circuit.failure_threshold",
+    # seed-shaped chains: a group's ordered targets, addressed by the group's name
+    "fallbacks": "targets",
+    "chains": "targets",
+    "match": "targets",
+    "routes": "targets",
+    "activeGroup": "name",
+    # windows and continuity
+    "compactWindow": "compact_window",
+    "contextWindow": "context_window",
+    "keepThinking": "keep_thinking",
+    "breakToolLoop": "break_tool_loop",
+    # retries
+    "maxRetries": "retry.max_retries",
+    "retryableCodes": "retry.retry_codes",
+    "backoff": "retry.initial_delay_ms / retry.max_delay_ms / retry.jitter_ratio",
+    "initialDelayMs": "retry.initial_delay_ms",
+    "maxDelayMs": "retry.max_delay_ms",
+    "jitterRatio": "retry.jitter_ratio",
     "retry_codes": "retry.retry_codes",
     "max_retries": "retry.max_retries",
+    # switching and cooling
+    "switchCodes": "switch_codes",
+    "fallback_codes": "switch_codes",
+    "failureThreshold": "circuit.failure_threshold",
+    "failure_threshold": "circuit.failure_threshold",
+    "cooldownMs": "circuit.cooldown_base_ms",
+    "cooldown_ms": "circuit.cooldown_base_ms",
+    "quarantineBaseMs": "circuit.cooldown_base_ms",
+    "quarantineCapMs": "circuit.cooldown_cap_ms",
 }
 
-_NULLABLE_FIELDS = frozenset({"context_window"})  # null = "no declared window"
+_NULLABLE_FIELDS = frozenset({"context_window", "compact_window"})  # null = "not declared"
 _MULTI = "switchyard_multi"  # custom error type carrying several FieldErrors
 _DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -271,18 +289,92 @@ class PolicyIn(_PolicyBlock):
     circuit: CircuitPolicyIn | None = None
     commit: Literal["first-content", "complete"] | None = None
     context_window: ContextWindow | None = None
+    compact_window: ContextWindow | None = None
     deadline_s: float | None = Field(None, ge=1, le=3600)
+
+    @model_validator(mode="after")
+    def _one_window(self) -> PolicyIn:
+        if self.context_window is not None and self.compact_window is not None:
+            _raise_all(
+                [
+                    FieldError(
+                        "compact_window",
+                        "exclusive with context_window: declare the window, or the "
+                        "compaction point it is derived from, not both",
+                    )
+                ]
+            )
+        return self
 
 
 POLICY_KEYS: tuple[str, ...] = tuple(PolicyIn.model_fields)
 
 
+Effort = Literal["minimal", "low", "medium", "high", "xhigh"]
+
+
+def _unique_efforts(efforts: list[str]) -> list[str]:
+    if not efforts:
+        raise PydanticCustomError("efforts_empty", "must list at least one effort")
+    if len(set(efforts)) != len(efforts):
+        raise PydanticCustomError("efforts_repeated", "list each effort once")
+    return efforts
+
+
+class TargetCircuitIn(CircuitPolicyIn):
+    """Per-target circuit overrides (SPEC §4): absent fields follow the group's."""
+
+
 class TargetIn(_Strict):
+    """One target. The options after ``context_window`` (SPEC §4, §13) are stored together
+    in ``Target.options`` by :func:`target_options`; absent = the default."""
+
     provider: ProviderName
     model: ModelId
     weight: int = Field(1, ge=1, le=1000)
     enabled: bool = True
     context_window: ContextWindow | None = None
+    keep_thinking: bool = False
+    break_tool_loop: bool = False
+    reasoning_effort: Literal["inherit", "max", "drop"] = "inherit"
+    efforts: Annotated[list[Effort], AfterValidator(_unique_efforts)] | None = None
+    circuit: TargetCircuitIn | None = None
+
+    @model_validator(mode="after")
+    def _max_needs_efforts(self) -> TargetIn:
+        if self.reasoning_effort == "max" and not self.efforts:
+            _raise_all(
+                [
+                    FieldError(
+                        "efforts",
+                        "reasoning_effort: max needs the efforts this target accepts "
+                        "(e.g. [low, medium, high])",
+                    )
+                ]
+            )
+        return self
+
+
+TARGET_OPTIONS: tuple[str, ...] = (
+    "keep_thinking",
+    "break_tool_loop",
+    "reasoning_effort",
+    "efforts",
+    "circuit",
+)
+
+
+def target_options(item: TargetIn) -> dict[str, Any]:
+    """The options of a validated target as stored in ``Target.options``: only the ones
+    that differ from their defaults, so an untouched target stores ``{}``."""
+    out: dict[str, Any] = {}
+    for name in TARGET_OPTIONS:
+        value = getattr(item, name)
+        if name == "circuit":
+            value = value.model_dump(exclude_none=True) if value is not None else None
+        if value != TargetIn.model_fields[name].default and value not in (None, {}):
+            out[name] = value
+    return out
 
 
 class TimeoutsIn(_Strict):
@@ -458,11 +550,20 @@ def join_path(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+def _renames_apply(parent: type[BaseModel], key: str) -> bool:
+    """Renamed keys are reported where the seed put them: policy blocks, targets, the top
+    of the file. Inside a block they are named relative to it (``retry.max_retries`` is
+    ``max_retries`` in ``retry:``), so a key that is valid there is never "renamed"."""
+    if key in parent.model_fields:
+        return False
+    return issubclass(parent, _PolicyBlock | TargetIn | ConfigFileIn)
+
+
 def _message(error: Any, root: type[BaseModel]) -> str:
     kind, loc = error["type"], error["loc"]
     if kind == "extra_forbidden":
         key, parent = str(loc[-1]), _model_at(root, loc[:-1])
-        if parent is not None and issubclass(parent, _PolicyBlock) and key in RENAMED_KEYS:
+        if parent is not None and key in RENAMED_KEYS and _renames_apply(parent, key):
             return renamed_message(key)
         allowed = ", ".join(parent.model_fields) if parent is not None else ""
         return f"unknown key; allowed keys: {allowed}" if allowed else "unknown key"

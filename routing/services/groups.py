@@ -17,7 +17,7 @@ from routing.config.policy import (
     validate_effective,
     validate_policy_flat,
 )
-from routing.config.schema import parse_group
+from routing.config.schema import parse_group, target_options
 from routing.models import Group, Provider, Target
 from routing.services.base import (
     Unchanged,
@@ -47,6 +47,7 @@ def group_snapshot(group: Group) -> dict[str, Any]:
                 "weight": t.weight,
                 "enabled": t.enabled,
                 "context_window": t.context_window,
+                **({"options": t.options} if t.options else {}),
             }
             for t in targets
         },
@@ -94,6 +95,7 @@ def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:
                     weight=t.weight,
                     enabled=t.enabled,
                     context_window=t.context_window,
+                    options=target_options(t),
                 )
                 for index, t in enumerate(item.targets)
             )

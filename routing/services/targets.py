@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Max
 
 from routing.config.errors import ConfigError, FieldError
-from routing.config.schema import parse_target
+from routing.config.schema import TARGET_OPTIONS, parse_target, target_options
 from routing.models import Group, Provider, Target
 from routing.services.base import NotFound, Unchanged, as_mapping, record, versioned_write
 from routing.services.groups import check_listed, group_snapshot
@@ -53,6 +53,7 @@ def target_add(
     weight: int = 1,
     context_window: int | None = None,
     enabled: bool = True,
+    options: dict[str, Any] | None = None,
     based_on: int,
     actor: str,
     path: str,
@@ -69,6 +70,7 @@ def target_add(
             "weight": weight,
             "enabled": enabled,
             "context_window": context_window,
+            **(options or {}),
         }
         item = parse_target(raw, providers=providers)
         check_listed([("model", item.provider, item.model)], providers)
@@ -86,6 +88,7 @@ def target_add(
                 weight=item.weight,
                 enabled=item.enabled,
                 context_window=item.context_window,
+                options=target_options(item),
             )
         )
 
@@ -114,8 +117,9 @@ def target_remove(*, group: str, target_id: int, based_on: int, actor: str, path
 def target_update(
     *, group: str, target_id: int, changes: dict[str, Any], based_on: int, actor: str, path: str
 ) -> Target:
-    """Change a target's ``weight``, ``enabled`` or ``context_window``. Provider and model
-    are its identity (health is keyed by them): replace the target to change those."""
+    """Change a target's ``weight``, ``enabled``, ``context_window`` or options
+    (:data:`~routing.config.schema.TARGET_OPTIONS`; ``null`` restores one's default).
+    Provider and model are its identity (health is keyed by them): replace the target to change those."""
 
     def change(row: Group) -> None:
         target = _target_of(row, target_id)
@@ -126,12 +130,21 @@ def target_update(
             raise ConfigError([FieldError(key, message) for key in fixed])
         current = {"provider": target.provider.name, "model": target.model}
         current |= {key: getattr(target, key) for key in TUNING}
-        item = parse_target({**current, **wanted})
-        if all(getattr(item, key) == current[key] for key in TUNING):
+        current |= dict(target.options or {})
+        merged = {**current, **wanted}
+        for name in TARGET_OPTIONS:  # null: back to the default
+            if name in wanted and wanted[name] is None:
+                merged.pop(name)
+        item = parse_target(merged)
+        options = target_options(item)
+        if all(getattr(item, key) == current[key] for key in TUNING) and options == (
+            target.options or {}
+        ):
             raise Unchanged
         for key in TUNING:
             setattr(target, key, getattr(item, key))
-        target.save(update_fields=list(TUNING))
+        target.options = options
+        target.save(update_fields=[*TUNING, "options"])
 
     _group_write(group, based_on, actor, path, change)
     return Target.objects.get(pk=target_id)

@@ -44,6 +44,7 @@ def test_add_appends_and_bumps_the_group_version(auto: Api) -> None:
         "weight": 3,
         "enabled": True,
         "context_window": 8000,
+        "options": {},
     }
     assert (
         auto.post(
@@ -108,6 +109,7 @@ def test_update_changes_tuning_but_not_identity(auto: Api) -> None:
         "weight": 5,
         "enabled": False,
         "context_window": 32000,
+        "options": {},
     }
     for body, loc in (
         ({"model": "b"}, ["body", "model"]),

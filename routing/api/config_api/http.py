@@ -20,7 +20,7 @@ _TAG = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
 # Policy models reject an explicit null (leave the key out to inherit), so their documented
 # schema should not offer one; context_window is the exception (null = no declared window).
 _NO_NULL_MODELS = frozenset({"PolicyIn", "GroupIn", "RetryPolicyIn", "CircuitPolicyIn"})
-_NULLABLE = frozenset({"context_window"})
+_NULLABLE = frozenset({"context_window", "compact_window"})
 # Names are checked by validators, which JSON Schema cannot see; documenting them as
 # patterns tells clients (and schema-driven fuzzers) what a valid name looks like.
 _NAME_PATTERNS: dict[str, dict[str, str]] = {

@@ -110,6 +110,9 @@ class TargetOut(Schema):
     weight: int
     enabled: bool
     context_window: int | None
+    options: dict[
+        str, Any
+    ] = {}  # keep_thinking, break_tool_loop, reasoning_effort, efforts, circuit
 
 
 class GroupOut(Schema):

@@ -31,7 +31,7 @@ from routing.api.config_api.schemas import (
     OrderIn,
     TargetId,
 )
-from routing.config.schema import TargetIn
+from routing.config.schema import TargetIn, target_options
 
 router = Router(tags=["targets"])
 
@@ -58,6 +58,7 @@ def targets_add(
         weight=item.weight,
         context_window=item.context_window,
         enabled=item.enabled,
+        options=target_options(item),
         based_on=version,
         actor=who(request),
         path="api",
