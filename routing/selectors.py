@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from routing.config.policy import BUILTIN_DEFAULTS, ResolvedField, resolve
+from routing.config.policy import BUILTIN_DEFAULTS, ResolvedField, policy_warnings, resolve
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services.base import NotFound
 from routing.services.providers import TIMEOUT_COLUMNS
@@ -104,6 +104,7 @@ def _group_out(
             for t in group.targets.all()
         ],
         "fields": _fields(resolve(BUILTIN_DEFAULTS, file_layer, global_layer, group.policy or {})),
+        "warnings": policy_warnings(group.policy or {}),
         "updated_at": group.updated_at,
     }
 

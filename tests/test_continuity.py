@@ -460,3 +460,26 @@ def test_effort_max_and_drop(h: Harness) -> None:
     assert headers["x-switchyard-rewrites"] == "effort:low->high"
     record = h.events(CallRecord, at_least=1)[-1]
     assert record.attempts[0].rewrites == ("effort:low->dropped",)
+
+
+# --- declared context windows ---------------------------------------------------------
+
+
+def test_models_declare_the_window_by_precedence(h: Harness) -> None:
+    h.configure(
+        CONFIG
+        + """
+  - name: compacting
+    compact_window: 500000
+    targets:
+      - {provider: p1, model: a, context_window: 200000}
+  - name: narrowest
+    targets:
+      - {provider: p1, model: a, context_window: 200000}
+      - {provider: p2, model: b, context_window: 128000}
+"""
+    )
+    models = {m.id: m.model_extra["context_window"] for m in h.client().models.list()}
+    assert models["compacting"] == 625_000  # max(ceil(T·1.25), T + 65536)
+    assert models["narrowest"] == 128_000  # the smallest its targets declare
+    assert models["auto"] == 65_536  # nothing declared anywhere

@@ -88,6 +88,7 @@ class FormView:
     rejected: bool = False
     general_errors: list[str] = field(default_factory=list)
     notice: str = ""
+    warnings: list[str] = field(default_factory=list)  # accepted, but defeat compaction
 
 
 def _form(
@@ -120,6 +121,7 @@ def _form(
         save_url=save_url,
         restore_url=restore_url,
         layer_label=layer,
+        warnings=list(detail.get("warnings") or ()),
         **state,
     )
 

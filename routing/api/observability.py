@@ -55,6 +55,9 @@ class GroupStatusOut(Schema):
     version: int
     policy: dict[str, Any]
     targets: list[TargetStatusOut]
+    context_window: int
+    window_source: Literal["context_window", "compact_window", "targets", "fallback"]
+    rotation: int | None
 
 
 class StatusOut(Schema):

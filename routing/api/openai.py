@@ -165,7 +165,7 @@ async def list_models(request: HttpRequest) -> HttpResponse:
             "object": "model",
             "created": 0,
             "owned_by": "switchyard",
-            "context_window": group.context_window,
+            "context_window": group.window.tokens,  # declared (SPEC §13)
         }
         for name, group in table.groups.items()
         if not key.groups or name in key.groups

@@ -24,6 +24,7 @@ from routing.engine.health import (
     availability,
 )
 from routing.runtime import Runtime
+from routing.table import GroupSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,9 @@ class GroupStatus:
     version: int
     policy: Mapping[str, Any]
     targets: list[TargetStatus]
+    context_window: int = 0  # declared in /v1/models (SPEC §13)
+    window_source: str = ""  # context_window | compact_window | targets | fallback
+    rotation: int | None = None  # round-robin: position the next call starts at (seed 002)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,12 @@ def target_state(
         return HealthState.HEALTHY, Availability.AVAILABLE, 0.0
     remaining = max(0.0, health.until - now) if health.state is HealthState.COOLING else 0.0
     return health.state, availability(health, now), remaining
+
+
+async def _rotation(runtime: Runtime, group: GroupSpec) -> int | None:
+    if not group.algorithm.uses_ticket or not group.targets:
+        return None
+    return await runtime.store.peek_ticket(group.name) % len(group.targets)
 
 
 async def status_read(runtime: Runtime) -> Status:
@@ -105,6 +115,9 @@ async def status_read(runtime: Runtime) -> Status:
                 version=group.version,
                 policy=dict(group.policy),
                 targets=targets,
+                context_window=group.window.tokens,
+                window_source=group.window.source,
+                rotation=await _rotation(runtime, group),
             )
         )
     return Status(now=now, groups=groups, store=await runtime.store.describe())

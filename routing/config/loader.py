@@ -40,6 +40,7 @@ from routing.config.policy import (
     BUILTIN_DEFAULTS,
     ordered_flat,
     policy_flat,
+    policy_warnings,
     resolve,
     unflatten,
     validate_effective,
@@ -205,6 +206,7 @@ class ApplyResult:
     groups_updated: list[str] = field(default_factory=list)
     groups_deleted: list[str] = field(default_factory=list)
     defaults_changed: bool = False
+    warnings: list[str] = field(default_factory=list)  # accepted, but worth a look
 
     @property
     def changed(self) -> bool:
@@ -404,6 +406,18 @@ def _apply(cfg: ConfigFileIn, *, source: str, prune: bool, result: ApplyResult) 
         settings_row.save()  # only on change: every save of a config row triggers a rebuild
 
 
+def config_warnings(cfg: ConfigFileIn) -> list[str]:
+    """Every accepted-with-a-warning value of a config file, with where it is."""
+    out = (
+        [f"defaults: {w}" for w in policy_warnings(policy_flat(cfg.defaults))]
+        if cfg.defaults
+        else []
+    )
+    for group in cfg.groups:
+        out += [f"group {group.name}: {w}" for w in policy_warnings(policy_flat(group))]
+    return out
+
+
 def apply_config(
     cfg: ConfigFileIn,
     *,
@@ -418,6 +432,7 @@ def apply_config(
     changed.
     """
     result = ApplyResult(source=source, dry_run=dry_run)
+    result.warnings = config_warnings(cfg)
     try:
         with transaction.atomic():
             _apply(cfg, source=source, prune=prune, result=result)

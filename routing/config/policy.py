@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from routing.config.errors import ConfigError, FieldError
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
+from routing.continuity.window import window_warnings
 from routing.engine.failures import DEFAULT_RETRY_CODES, DEFAULT_SWITCH_CODES
 
 POLICY_FIELDS: tuple[str, ...] = (
@@ -202,3 +203,12 @@ def validate_effective(resolved: Mapping[str, ResolvedField]) -> None:
             errors.append(FieldError(high_name, message))
     if errors:
         raise ConfigError(errors)
+
+
+def policy_warnings(layer: Mapping[str, Any]) -> list[str]:
+    """Accepted values that defeat compaction (SPEC §13), for one flat policy layer:
+    printed by ``loadconfig``, returned by the API (``warnings``), shown on the page."""
+    context, compact = layer.get("context_window"), layer.get("compact_window")
+    return window_warnings(
+        context if isinstance(context, int) else None, compact if isinstance(compact, int) else None
+    )

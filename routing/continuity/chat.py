@@ -27,7 +27,13 @@ REASONING_CHANNELS = ("reasoning_content", "reasoning")
 REASONING_ENVELOPES = ("reasoning_details", "thinking_blocks")
 THINKING_PARTS = frozenset({"thinking", "redacted_thinking", "reasoning"})
 TOOL_ROLES = frozenset({"tool", "function"})
+_REASONING_KEYS = frozenset((*REASONING_CHANNELS, *REASONING_ENVELOPES))
 _DROPPED: dict[str, Any] = {}  # placeholder for a turn left out of the outbound copy
+
+
+def _lines_up(envelope: Any) -> bool:
+    """An envelope runs parallel to the reasoning only as a list of objects."""
+    return type(envelope) is list and all(type(item) is dict for item in envelope)
 
 
 def content_text(content: Any) -> str:
@@ -58,36 +64,38 @@ def reasoning_text(message: dict[str, Any]) -> str:
 
 def message_fingerprint(message: dict[str, Any]) -> str | None:
     """The fingerprint of an assistant message (a history turn or a served completion)."""
-    return fingerprint_of(
-        content_text(message.get("content")), tool_call_ids(message), reasoning_text(message)
-    )
+    text, ids = content_text(message.get("content")), tool_call_ids(message)
+    return fingerprint_of(text, ids, "" if text or ids else reasoning_text(message))
 
 
 def _check(messages: Any) -> list[dict[str, Any]]:
-    if not isinstance(messages, list):
+    if type(messages) is not list:
         raise UnknownShape("messages is not a list")
     for message in messages:
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        if type(message) is not dict or type(role := message.get("role")) is not str:
             raise UnknownShape("a message is not an object with a role")
-        if message["role"] != "assistant":
+        if role != "assistant":
             continue
         content = message.get("content")
-        if content is not None and not isinstance(content, str | list):
+        if content is None or type(content) is str:
+            continue
+        if type(content) is not list:
             raise UnknownShape("an assistant content is neither text, parts nor null")
-        if isinstance(content, list) and not all(
-            isinstance(p, dict) and isinstance(p.get("type"), str) for p in content
-        ):
-            raise UnknownShape("an assistant content part has no type")
+        for part in content:
+            if type(part) is not dict or type(part.get("type")) is not str:
+                raise UnknownShape("an assistant content part has no type")
     return messages
 
 
 class ChatHistory:
     """A copy-on-write view of a Chat Completions body's ``messages``."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], *, checked: bool = False) -> None:
+        """``checked``: the caller already built a view of this very body (shape known)."""
         self._body = body
-        self._messages = _check(body.get("messages"))
+        self._messages = body["messages"] if checked else _check(body.get("messages"))
         self._out: list[dict[str, Any]] | None = None  # None until something changes
+        self._turns: list[int] | None = None
         self._appended: list[dict[str, Any]] = []
 
     # -- reading ---------------------------------------------------------------------
@@ -95,17 +103,20 @@ class ChatHistory:
         return self._out[turn] if self._out is not None else self._messages[turn]
 
     def assistant_turns(self) -> Sequence[int]:
-        return [i for i, m in enumerate(self._messages) if m["role"] == "assistant"]
+        if self._turns is None:
+            self._turns = [i for i, m in enumerate(self._messages) if m["role"] == "assistant"]
+        return self._turns
 
     def fingerprint(self, turn: int) -> str | None:
         return message_fingerprint(self._messages[turn])
 
     def has_reasoning(self, turn: int) -> bool:
         message = self._current(turn)
-        if any(message.get(name) for name in (*REASONING_CHANNELS, *REASONING_ENVELOPES)):
-            return True
+        for name in _REASONING_KEYS:
+            if message.get(name):
+                return True
         content = message.get("content")
-        return isinstance(content, list) and any(p["type"] in THINKING_PARTS for p in content)
+        return type(content) is list and any(p["type"] in THINKING_PARTS for p in content)
 
     def has_tool_calls(self, turn: int) -> bool:
         message = self._current(turn)

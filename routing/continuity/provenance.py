@@ -21,16 +21,13 @@ SHARED_TURNS_LIMIT = 20_000  # turns remembered for calls without a session key
 def fingerprint_of(text: str, tool_call_ids: Sequence[str], reasoning: str = "") -> str | None:
     """A short stable key for an assistant turn: its visible text and tool-call ids, or its
     reasoning when it has neither. None for a turn with nothing to identify it by."""
-    if not text and not tool_call_ids:
+    if tool_call_ids:
+        text = "\x1f".join((text, *tool_call_ids))
+    elif not text:
         if not reasoning:
             return None
         text = "\x1ereasoning\x1e" + reasoning
-    digest = hashlib.blake2b(digest_size=10)
-    digest.update(text.encode("utf-8", "surrogatepass"))
-    for call_id in tool_call_ids:
-        digest.update(b"\x1f")
-        digest.update(call_id.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

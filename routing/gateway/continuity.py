@@ -78,7 +78,7 @@ class Continuity:
             return self.body, [UNREWRITABLE]
         if not producers:
             return self.body, []
-        view = ChatHistory(self.body)
+        view = ChatHistory(self.body, checked=True)
         rewrites = rewrite_history(view, producers, target.continuity)
         if rewrites:
             STATS.rewritten += 1
@@ -98,8 +98,9 @@ class Continuity:
         prints = {turn: fp for turn in view.assistant_turns() if (fp := view.fingerprint(turn))}
         if prints:
             known = await self.store.provenance_lookup(self.scope, list(set(prints.values())))
+            producers = {key: Producer.from_key(key) for key in set(known.values())}
             self._producers = {
-                turn: Producer.from_key(known[fp]) for turn, fp in prints.items() if fp in known
+                turn: producers[known[fp]] for turn, fp in prints.items() if fp in known
             }
         return self._producers
 

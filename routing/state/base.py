@@ -47,6 +47,10 @@ class HealthStore(ABC):
         """Atomically return the group's counter and advance it (spreads concurrent calls)."""
 
     @abstractmethod
+    async def peek_ticket(self, group: str) -> int:
+        """The group's counter without advancing it (the round-robin cursor, for status)."""
+
+    @abstractmethod
     async def try_begin_probe(self, key: str, now: float, lease_s: float) -> bool:
         """Take the single probe lease of a probe-eligible target; False if someone else has it."""
 

@@ -69,6 +69,9 @@ class MemoryStore(HealthStore):
             self._tickets[group] = ticket + 1
             return ticket
 
+    async def peek_ticket(self, group: str) -> int:
+        return self._tickets.get(group, 0)
+
     async def try_begin_probe(self, key: str, now: float, lease_s: float) -> bool:
         with self._lock:
             current = self._targets.get(key, TargetHealth())

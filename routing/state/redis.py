@@ -185,6 +185,13 @@ class RedisStore(HealthStore):
 
         return await self._call(remote, lambda: self._local.next_ticket(group))
 
+    async def peek_ticket(self, group: str) -> int:
+        async def remote(c: _Connection) -> int:
+            value = await c.client.get(self._key("ticket", group))
+            return int(value) if value is not None else 0
+
+        return await self._call(remote, lambda: self._local.peek_ticket(group))
+
     async def try_begin_probe(self, key: str, now: float, lease_s: float) -> bool:
         def begin(h: TargetHealth) -> tuple[TargetHealth, bool]:
             if machine.availability(h, now) is not machine.Availability.PROBE_ELIGIBLE:

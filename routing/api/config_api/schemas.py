@@ -120,6 +120,7 @@ class GroupOut(Schema):
     version: int
     targets: list[TargetOut]
     fields: dict[str, FieldOut]
+    warnings: list[str] = []  # accepted values that defeat compaction (SPEC §13)
     updated_at: datetime
 
 

@@ -38,3 +38,5 @@ class Command(BaseCommand):
         self.stdout.write(f"{path} {verb}:")
         for line in result.summary():
             self.stdout.write(f"  {line}")
+        for warning in result.warnings:
+            self.stderr.write(f"warning: {warning}")
