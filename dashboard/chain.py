@@ -43,6 +43,7 @@ class Step:
     elapsed_ms: float  # of the step's last attempt
     next_index: int | None  # the step the call moved on to, if any
     probe: bool
+    rewrites: tuple[str, ...] = ()  # of the step's last attempt (SPEC §13)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +87,18 @@ def fold_attempts(attempts: Iterable[AttemptLike]) -> tuple[Step, ...]:
                 elapsed_ms=last.elapsed_ms,
                 next_index=number + 1 if number < len(runs) else None,
                 probe=any(a.probe for a in run),
+                rewrites=_rewrites(last),
             )
         )
     return tuple(steps)
+
+
+def _rewrites(attempt: object) -> tuple[str, ...]:
+    """A live record keeps a tuple, an audit row a comma-separated string."""
+    value = getattr(attempt, "rewrites", ())
+    if isinstance(value, str):
+        return tuple(r for r in value.split(",") if r)
+    return tuple(value)
 
 
 def call_from_record(record: object) -> CallView:

@@ -18,7 +18,8 @@ from asgiref.sync import sync_to_async
 from dashboard.chain import CallView, call_from_row
 from dashboard.health import Badge, badges_read
 from routing import selectors
-from routing.audit.selectors import calls_recent
+from routing.audit.retention import retention_from_settings
+from routing.audit.selectors import calls_count, calls_recent
 from routing.runtime import get_runtime
 
 log = logging.getLogger("switchyard.dashboard")
@@ -58,6 +59,9 @@ class GroupCard:
     providers: list[ProviderChoice]
     calls: list[CallView] = field(default_factory=list)
     calls_error: str = ""
+    retry_summary: str = ""  # the effective retry settings, as the chain panel says them
+    calls_total: int = 0  # calls of this group in the audit records
+    calls_capacity: int | None = None  # how many call records are kept (None: no row bound)
     conflict: bool = False
     error: str = ""
     notice: str = ""
@@ -107,7 +111,19 @@ def _card(
         algorithm=str(detail["fields"]["algorithm"]["value"]),
         targets=rows,
         providers=providers,
+        retry_summary=retry_summary(detail["fields"]),
+        calls_capacity=retention_from_settings()["max_rows"],
     )
+
+
+def retry_summary(fields: Mapping[str, Any]) -> str:
+    """``5 retries, 500→10000 ms`` (seed 003's panel line), from the effective fields."""
+    retries = int(fields["retry.max_retries"]["value"])
+    if retries == 0:
+        return "no retries: a failure switches at once"
+    initial = fields["retry.initial_delay_ms"]["value"]
+    cap = fields["retry.max_delay_ms"]["value"]
+    return f"{retries} retr{'y' if retries == 1 else 'ies'} per target, {initial}→{cap} ms"
 
 
 async def _recent_calls(card: GroupCard) -> None:
@@ -115,6 +131,7 @@ async def _recent_calls(card: GroupCard) -> None:
         card.calls = [
             call_from_row(row) for row in await calls_recent(group=card.name, limit=CALLS_PER_GROUP)
         ]
+        card.calls_total = await calls_count(group=card.name)
     except Exception as exc:  # shown on the card; the rest of the page still works
         log.exception("dashboard: recent calls of %s could not be read", card.name)
         card.calls_error = f"{type(exc).__name__}: {exc}"

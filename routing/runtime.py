@@ -9,6 +9,7 @@ install a whole runtime with ``install_runtime``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 import time
@@ -20,8 +21,10 @@ from django.conf import settings
 from routing.events import EventHub
 from routing.limits import upstream_connections
 from routing.state import HealthStore, build_store
-from routing.table import ProviderSpec, RoutingTable, compile_table
+from routing.table import ProviderSpec, RoutingTable, compile_table, group_summary
 from routing.upstream.openai import OpenAIClient
+
+log = logging.getLogger("switchyard.gateway")
 
 
 class Runtime:
@@ -42,6 +45,7 @@ class Runtime:
         self.rand = rand
         self.table: RoutingTable | None = None
         self._generation = 0
+        self._summarized = False
         self._lock = threading.Lock()
         self._clients: dict[str, tuple[tuple[object, ...], OpenAIClient]] = {}
 
@@ -69,6 +73,10 @@ class Runtime:
             table = compile_table()
             if generation == self._generation:  # no newer invalidation raced us
                 self.table = table
+            if not self._summarized:  # once per process: what this gateway routes, and how
+                self._summarized = True
+                for group in table.groups.values():
+                    log.info("%s", group_summary(group))
             return table
 
     def invalidate(self) -> None:

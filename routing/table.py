@@ -113,6 +113,23 @@ class GroupSpec:
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
 
 
+def group_summary(group: GroupSpec) -> str:
+    """One line for the start-up log (seed 003 §8): the chain and the policy it runs."""
+    retry = group.retry
+    retries = (
+        f"{retry.max_retries} retries per target on {' '.join(sorted(c.value for c in retry.retry_codes))}, "
+        f"backoff {retry.initial_delay_ms}→{retry.max_delay_ms} ms jitter {retry.jitter_ratio:g}"
+        if retry.max_retries
+        else "no in-place retries"
+    )
+    chain = " → ".join(t.key for t in group.targets) or "(no enabled target)"
+    return (
+        f"group {group.name}: {chain}; {group.policy.get('algorithm', 'priority')}; {retries}; "
+        f"{len(group.switch_codes)} switch codes; commit {group.commit}; "
+        f"declared window {group.window.tokens} ({group.window.source})"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class KeySpec:
     kind: str  # "client" | "admin"

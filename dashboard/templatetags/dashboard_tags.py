@@ -51,3 +51,12 @@ def contains(container: Any, item: Any) -> bool:
         return item in container
     except TypeError:
         return False
+
+
+@register.filter
+def length_is_one(value: Any) -> bool:
+    """True for a one-item list: a provider with one model adopts it (seed 003)."""
+    try:
+        return len(value) == 1
+    except TypeError:
+        return False

@@ -86,6 +86,7 @@ class AttemptOut(Schema):
     switched: bool
     switched_to: str | None
     probe: bool
+    rewrites: list[str]  # what this attempt's outbound copy changed (SPEC §13)
 
 
 class CallOut(Schema):
@@ -208,6 +209,7 @@ def _call_out(call: Call) -> dict[str, Any]:
                 "switched": a.switched,
                 "switched_to": a.switched_to or None,
                 "probe": a.probe,
+                "rewrites": [r for r in a.rewrites.split(",") if r],
             }
             for a in call.attempts.all()
         ],

@@ -112,6 +112,8 @@ class Attempt(models.Model):
     switched = models.BooleanField(default=False)
     switched_to = models.CharField(max_length=ROUTE_MAX, blank=True, default="")
     probe = models.BooleanField(default=False)
+    # what the outbound copy of the request changed, comma-separated (SPEC §13)
+    rewrites = models.CharField(max_length=500, blank=True, default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["call_id", "index"]

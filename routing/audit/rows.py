@@ -109,6 +109,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
                 switched=attempt.switched,
                 switched_to=attempt.switched_to or "",
                 probe=attempt.probe,
+                rewrites=",".join(attempt.rewrites)[:500],
             )
         )
 

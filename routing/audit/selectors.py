@@ -29,6 +29,14 @@ async def calls_recent(*, group: str | None = None, limit: int = 50) -> list[Cal
     return [call async for call in calls[:limit]]
 
 
+async def calls_count(*, group: str | None = None) -> int:
+    """How many call records are kept (for one group)."""
+    calls = Call.objects.all()
+    if group:
+        calls = calls.filter(group=group)
+    return await calls.acount()
+
+
 def event_kind(row: EventRow) -> EventKindName:
     if isinstance(row, Fallback):
         return "fallback"

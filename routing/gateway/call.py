@@ -16,6 +16,7 @@ Health is charged once per target per call, when the call gives up on that targe
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import uuid
 from collections.abc import AsyncIterator
@@ -55,6 +56,7 @@ NOT_THE_TARGETS_FAULT = frozenset(
     }
 )
 AFFINITY_TTL_S = 3600.0
+log = logging.getLogger("switchyard.gateway")
 PROBE_LEASE_CAP_S = 120.0
 
 
@@ -416,6 +418,15 @@ class Call:
                     except UpstreamFailure as exc:
                         failure = _scrubbed(exc.failure, target)
                         outcome, error_code = "failed", failure.code.value
+                        log.warning(
+                            "failed after content call=%s group=%s target=%s code=%s: %s "
+                            "(surfaced as an SSE error: too late to retry or switch)",
+                            self.call_id,
+                            self.group.name,
+                            target.key,
+                            failure.code.value,
+                            failure.message,
+                        )
                         yield sse_error(failure.message, code=failure.code.value)
                         # Too late to switch, but a target that cuts streams still pays.
                         await self._charge(target, failure, probe=False)
@@ -449,6 +460,14 @@ class Call:
 
     def _surface(self, failure: Failure) -> ErrorReply:
         status = failure.status if failure.status and 400 <= failure.status < 600 else 502
+        log.warning(
+            "surfaced call=%s group=%s code=%s status=%s: not a switch code here: %s",
+            self.call_id,
+            self.group.name,
+            failure.code.value,
+            status,
+            failure.message,
+        )
         self._finish("failed", error_code=failure.code.value, http_status=status)
         return ErrorReply(
             status=status,
@@ -469,6 +488,9 @@ class Call:
         if not tried and revivals:
             headers["retry-after"] = str(max(1, math.ceil(min(revivals) - now)))
         message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
+        log.error(
+            "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
+        )
         self._finish("failed", error_code="ROUTES_EXHAUSTED", http_status=status)
         return ErrorReply(
             status=status,
