@@ -102,11 +102,8 @@ def test_status_shows_the_round_robin_cursor_and_the_declared_window(harness: Ha
             "  - name: auto\n    algorithm: round-robin\n    compact_window: 500000\n",
         )
     )
-    from routing.keys import generate_key
-    from tests.api.conftest import Api  # noqa: F401 - the status API needs an admin key
 
-    _, admin = generate_key(name="ops", kind="admin")
-    import httpx
+    _, admin = generate_key(name="ops", kind="admin")  # the status API needs an admin key
 
     def status() -> dict[str, object]:
         reply = httpx.get(
