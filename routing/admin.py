@@ -29,7 +29,7 @@ from routing.config.policy import (
     validate_effective,
     validate_policy_flat,
 )
-from routing.config.schema import parse_provider, parse_target
+from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, target_options
 from routing.config.signals import config_changed
 from routing.keys import revoke_key
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
@@ -207,12 +207,16 @@ class ProviderAdmin(NotifiesConfigChange):
 class TargetInlineForm(forms.ModelForm):
     class Meta:
         model = Target
-        fields = ["provider", "model", "position", "weight", "enabled", "context_window"]
+        fields = ["provider", "model", "position", "weight", "enabled", "context_window", "options"]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         provider = cleaned.get("provider")
         if provider is None or "model" not in cleaned:
+            return cleaned
+        options = cleaned.get("options") or {}
+        if not isinstance(options, dict):
+            self.add_error("options", "must be a mapping of target options")
             return cleaned
         raw = {
             "provider": provider.name,
@@ -220,13 +224,18 @@ class TargetInlineForm(forms.ModelForm):
             "weight": cleaned.get("weight") or 0,
             "enabled": bool(cleaned.get("enabled")),
             "context_window": cleaned.get("context_window"),
+            **options,  # validated by the same schema as the file and the API
         }
         try:
-            parse_target(raw)
+            cleaned["options"] = target_options(parse_target(raw))
         except ConfigError as exc:
             for item in exc.errors:
-                field = item.path if item.path in self.fields else None
-                self.add_error(field, item.message if field else str(item))
+                if item.path in self.fields:
+                    self.add_error(item.path, item.message)
+                elif item.path.split(".")[0] in TARGET_OPTIONS:
+                    self.add_error("options", str(item))  # e.g. "efforts: list each effort once"
+                else:
+                    self.add_error(None, str(item))
         return cleaned
 
 
@@ -261,7 +270,7 @@ class TargetInline(admin.TabularInline):
     model = Target
     form = TargetInlineForm
     formset = TargetFormSet
-    fields = ("provider", "model", "position", "weight", "enabled", "context_window")
+    fields = ("provider", "model", "position", "weight", "enabled", "context_window", "options")
     ordering = ("position",)
     extra = 0
 

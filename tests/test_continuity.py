@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
 from routing.continuity.rewrite import TOOL_LOOP_NOTICE
 from routing.events import CallRecord
 from routing.gateway.continuity import STATS
+from routing.keys import generate_key
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 
@@ -262,6 +264,10 @@ def test_an_unknown_history_shape_passes_through_counted_never_raises(h: Harness
     assert_untouched(odd, raw)
     assert headers["x-switchyard-rewrites"] == "history-unrewritable"
     assert STATS.unrewritable == before + 1
+    _, admin = generate_key(name="ops", kind="admin")
+    metrics = httpx.get(h.gateway.url + "/metrics", headers={"authorization": f"Bearer {admin}"})
+    line = f'switchyard_history_rewrites_total{{outcome="unrewritable"}} {float(before + 1)}'
+    assert line in metrics.text
 
 
 # --- row: keep_thinking on the target ------------------------------------------------

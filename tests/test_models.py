@@ -442,3 +442,23 @@ def test_admin_api_keys_show_prefix_and_revoke(admin_client: Client) -> None:
     key.refresh_from_db()
     assert key.revoked_at is not None
     assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 0
+
+
+@pytest.mark.django_db
+def test_admin_target_options_use_the_config_schema(admin_client: Client) -> None:
+    provider = make_provider()
+    row = target_row(provider, "m", 0)
+    bad = group_form(None, {}, [{**row, "options": '{"keepThinking": true}'}])
+    page = admin_client.post("/admin/routing/group/add/", bad).content.decode()
+    assert "keep_thinking" in page and Group.objects.count() == 0
+    bad = group_form(None, {}, [{**row, "options": '{"efforts": ["low", "low"]}'}])
+    assert (
+        "list each effort once"
+        in admin_client.post("/admin/routing/group/add/", bad).content.decode()
+    )
+    good = group_form(
+        None, {}, [{**row, "options": '{"keep_thinking": true, "break_tool_loop": false}'}]
+    )
+    assert admin_client.post("/admin/routing/group/add/", good).status_code == 302
+    # stored as the other paths store it: only what differs from the defaults
+    assert Group.objects.get().targets.get().options == {"keep_thinking": True}

@@ -150,6 +150,21 @@ class _ScrapeCollector(Collector):
         yield state
         yield cooldown
         yield from _writer_families()
+        yield from _continuity_families()
+
+
+def _continuity_families() -> Iterator[CounterMetricFamily]:
+    from routing.gateway.continuity import STATS
+
+    histories = CounterMetricFamily(
+        "switchyard_history_rewrites",
+        "Attempts whose outbound history was rewritten across a switch (rewritten), and "
+        "histories passed through untouched because their shape is unknown (unrewritable).",
+        labels=["outcome"],
+    )
+    histories.add_metric(["rewritten"], STATS.rewritten)
+    histories.add_metric(["unrewritable"], STATS.unrewritable)
+    yield histories
 
 
 def _writer_families() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:

@@ -68,14 +68,17 @@ def message_fingerprint(message: dict[str, Any]) -> str | None:
     return fingerprint_of(text, ids, "" if text or ids else reasoning_text(message))
 
 
-def _check(messages: Any) -> list[dict[str, Any]]:
+def _check(messages: Any) -> list[int]:
+    """Refuse unknown shapes; return the positions of the assistant turns (one pass)."""
     if type(messages) is not list:
         raise UnknownShape("messages is not a list")
-    for message in messages:
+    turns: list[int] = []
+    for index, message in enumerate(messages):
         if type(message) is not dict or type(role := message.get("role")) is not str:
             raise UnknownShape("a message is not an object with a role")
         if role != "assistant":
             continue
+        turns.append(index)
         content = message.get("content")
         if content is None or type(content) is str:
             continue
@@ -84,7 +87,7 @@ def _check(messages: Any) -> list[dict[str, Any]]:
         for part in content:
             if type(part) is not dict or type(part.get("type")) is not str:
                 raise UnknownShape("an assistant content part has no type")
-    return messages
+    return turns
 
 
 class ChatHistory:
@@ -93,9 +96,9 @@ class ChatHistory:
     def __init__(self, body: dict[str, Any], *, checked: bool = False) -> None:
         """``checked``: the caller already built a view of this very body (shape known)."""
         self._body = body
-        self._messages = body["messages"] if checked else _check(body.get("messages"))
+        self._turns: list[int] | None = None if checked else _check(body.get("messages"))
+        self._messages: list[dict[str, Any]] = body["messages"]
         self._out: list[dict[str, Any]] | None = None  # None until something changes
-        self._turns: list[int] | None = None
         self._appended: list[dict[str, Any]] = []
 
     # -- reading ---------------------------------------------------------------------
@@ -143,25 +146,26 @@ class ChatHistory:
         self._out[turn] = message
 
     def strip_reasoning(self, turn: int) -> Stripped:
-        message = self._current(turn)
-        if message is _DROPPED or not self.has_reasoning(turn):
+        message = self._out[turn] if self._out is not None else self._messages[turn]
+        if message is _DROPPED:
             return Stripped.NOTHING
-        misaligned = any(
-            name in message
-            and not (
-                isinstance(message[name], list) and all(isinstance(i, dict) for i in message[name])
-            )
-            for name in REASONING_ENVELOPES
-        )
-        stripped = {
-            k: v
-            for k, v in message.items()
-            if k not in REASONING_CHANNELS and k not in REASONING_ENVELOPES
-        }
+        misaligned = removed = False
+        stripped: dict[str, Any] = {}
+        for key, value in message.items():
+            if key in _REASONING_KEYS:
+                removed = removed or bool(value)
+                if key in REASONING_ENVELOPES and not _lines_up(value):
+                    misaligned = True
+                continue
+            stripped[key] = value
         content = stripped.get("content")
-        if isinstance(content, list):
+        if type(content) is list:
             kept = [p for p in content if p["type"] not in THINKING_PARTS]
-            stripped["content"] = kept if kept else None
+            if len(kept) != len(content):
+                removed = True
+                stripped["content"] = kept if kept else None
+        if not removed and not misaligned:
+            return Stripped.NOTHING
         self._write(turn, stripped)
         if not self._has_substance(stripped):
             return Stripped.EMPTIED

@@ -55,9 +55,10 @@ def rewrite_history(
     rewrites: list[str] = []
     stripped = dropped = envelopes = 0
     if not target.keep_thinking:
+        foreign = {p: not p.same_target(target.producer) for p in set(producers.values())}
         for turn in turns:
             producer = producers.get(turn)
-            if producer is None or producer.same_target(target.producer):
+            if producer is None or not foreign[producer]:
                 continue
             outcome = view.strip_reasoning(turn)
             if outcome is Stripped.NOTHING:

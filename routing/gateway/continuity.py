@@ -95,7 +95,13 @@ class Continuity:
             STATS.unrewritable += 1
             log.warning("history passed through unrewritten: %s", exc)
             return self._producers
-        prints = {turn: fp for turn in view.assistant_turns() if (fp := view.fingerprint(turn))}
+        # Only two kinds of turn need a producer: one with reasoning to strip, and the last
+        # one (the notice). The others are not fingerprinted at all.
+        turns = view.assistant_turns()
+        wanted = [t for t in turns if view.has_reasoning(t)]
+        if turns and (not wanted or wanted[-1] != turns[-1]):
+            wanted.append(turns[-1])
+        prints = {turn: fp for turn in wanted if (fp := view.fingerprint(turn))}
         if prints:
             known = await self.store.provenance_lookup(self.scope, list(set(prints.values())))
             producers = {key: Producer.from_key(key) for key in set(known.values())}

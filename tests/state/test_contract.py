@@ -267,3 +267,31 @@ async def test_clear_forgets_everything(store: HealthStore) -> None:
 async def test_describe_reports_a_healthy_store(store: HealthStore) -> None:
     info = await store.describe()
     assert info["store"] == store.name and info["degraded"] is False
+
+
+async def test_provenance_is_remembered_by_scope_bounded_and_by_response_id(
+    store: HealthStore,
+) -> None:
+    assert await store.provenance_targets("s1") == frozenset()
+    assert await store.provenance_lookup("s1", ["fp1"]) == {}
+    await store.provenance_record("s1", "fp1", KEY, response_id="resp-1", ttl_s=60, limit=2)
+    await store.provenance_record("s1", "fp2", OTHER, response_id=None, ttl_s=60, limit=2)
+    await store.provenance_record("s2", "fp9", OTHER, response_id=None, ttl_s=60, limit=2)
+    assert await store.provenance_targets("s1") == frozenset({KEY, OTHER})
+    assert await store.provenance_lookup("s1", ["fp1", "fp2", "fp9"]) == {"fp1": KEY, "fp2": OTHER}
+    assert await store.provenance_lookup("s2", ["fp1", "fp9"]) == {"fp9": OTHER}  # scoped
+    assert await store.provenance_by_response("resp-1") == KEY
+    assert await store.provenance_by_response("resp-2") is None
+    await store.provenance_record("s1", "fp3", KEY, response_id=None, ttl_s=60, limit=2)
+    assert await store.provenance_lookup("s1", ["fp1", "fp2", "fp3"]) == {"fp2": OTHER, "fp3": KEY}
+    await store.provenance_record("s3", "fp1", KEY, response_id=None, ttl_s=0.05, limit=2)
+    await asyncio.sleep(0.15)  # a real 50 ms TTL, as for affinity
+    assert await store.provenance_lookup("s3", ["fp1"]) == {}
+    assert await store.provenance_targets("s3") == frozenset()
+
+
+async def test_peek_ticket_reads_the_cursor_without_moving_it(store: HealthStore) -> None:
+    assert await store.peek_ticket("g") == 0
+    assert await store.next_ticket("g") == 0
+    assert await store.peek_ticket("g") == 1
+    assert await store.peek_ticket("g") == 1
