@@ -489,3 +489,23 @@ def test_models_declare_the_window_by_precedence(h: Harness) -> None:
     assert models["compacting"] == 625_000  # max(ceil(T·1.25), T + 65536)
     assert models["narrowest"] == 128_000  # the smallest its targets declare
     assert models["auto"] == 65_536  # nothing declared anywhere
+
+
+def test_rewrites_are_kept_in_the_call_records_api(h: Harness) -> None:
+    from routing.audit import writer
+
+    serve_first_turn(h, Reply(content="answer-a", reasoning="think-a"))
+    turn = {"role": "assistant", "content": "answer-a", "reasoning_content": "think-a"}
+    h.upstream.script("a", GONE)
+    h.upstream.script("b", Reply(content="answer-b"))
+    headers, _ = ask(h, [Q1, turn, Q2])
+    writer.flush(10)
+    _, admin = generate_key(name="ops", kind="admin")
+    calls = httpx.get(
+        h.gateway.url + "/api/v1/calls", headers={"authorization": f"Bearer {admin}"}
+    ).json()
+    call = next(c for c in calls if c["call_id"] == headers["x-switchyard-request-id"])
+    assert [a["rewrites"] for a in call["attempts"]] == [
+        [],
+        ["strip-reasoning:1", "model-changed-notice"],
+    ]

@@ -62,3 +62,30 @@ def test_a_provider_with_one_model_adopts_it(
     ).content.decode()
     assert '<option value="b" selected>b</option>' in one
     assert '<option value="" disabled>' in one
+
+
+def test_live_and_stored_calls_carry_the_same_rewrites() -> None:
+    from types import SimpleNamespace
+
+    from dashboard.chain import call_from_record, fold_attempts
+
+    live = AttemptRecord(
+        target="p2/b", try_number=1, ok=True, elapsed_ms=1.0, rewrites=("tool-loop-notice",)
+    )
+    stored = SimpleNamespace(
+        target="p2/b",
+        ok=True,
+        code="",
+        status=None,
+        elapsed_ms=1.0,
+        probe=False,
+        rewrites="tool-loop-notice",
+    )
+    assert (
+        fold_attempts([live])[0].rewrites
+        == fold_attempts([stored])[0].rewrites
+        == ("tool-loop-notice",)
+    )
+    record = CallRecord(call_id="c", group="g", session=None, stream=False, started_at=0.0)
+    record.attempts = [live]
+    assert call_from_record(record).steps[0].rewrites == ("tool-loop-notice",)
