@@ -64,7 +64,9 @@ def reasoning_text(message: dict[str, Any]) -> str:
 
 def message_fingerprint(message: dict[str, Any]) -> str | None:
     """The fingerprint of an assistant message (a history turn or a served completion)."""
-    text, ids = content_text(message.get("content")), tool_call_ids(message)
+    content = message.get("content")
+    text = content if type(content) is str else content_text(content)
+    ids = tool_call_ids(message) if "tool_calls" in message else []
     return fingerprint_of(text, ids, "" if text or ids else reasoning_text(message))
 
 
@@ -166,17 +168,17 @@ class ChatHistory:
                 stripped["content"] = kept if kept else None
         if not removed and not misaligned:
             return Stripped.NOTHING
-        self._write(turn, stripped)
-        if not self._has_substance(stripped):
+        if self._out is None:
+            self._out = list(self._messages)
+        self._out[turn] = stripped
+        if not ((type(content) is str and content) or self._has_substance(stripped)):
             return Stripped.EMPTIED
         return Stripped.ENVELOPE_DROPPED if misaligned else Stripped.STRIPPED
 
     @staticmethod
     def _has_substance(message: dict[str, Any]) -> bool:
         content = message.get("content")
-        if isinstance(content, str):
-            return bool(content)
-        if isinstance(content, list) and content:
+        if content:  # non-empty text, or a list with parts left
             return True
         return bool(
             message.get("tool_calls") or message.get("function_call") or message.get("refusal")

@@ -70,7 +70,12 @@ class Continuity:
 
     async def _history_for(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         if self._targets is None:
-            self._targets = await self.store.provenance_targets(self.scope)
+            # A first turn (no assistant message yet) has nothing to rewrite: no store read.
+            self._targets = (
+                await self.store.provenance_targets(self.scope)
+                if _has_assistant_turn(self.body)
+                else frozenset()
+            )
         if not self._targets or self._targets <= {target.key}:
             return self.body, []  # nothing remembered from another target: untouched
         producers = await self._load_producers()
@@ -125,6 +130,13 @@ class Continuity:
             ttl_s=PROVENANCE_TTL_S,
             limit=SESSION_TURNS_LIMIT if self.scope else SHARED_TURNS_LIMIT,
         )
+
+
+def _has_assistant_turn(body: dict[str, Any]) -> bool:
+    messages = body.get("messages")
+    if type(messages) is not list:
+        return True  # let the view decide (and count) what this is
+    return any(type(m) is not dict or m.get("role") == "assistant" for m in messages)
 
 
 @dataclass(slots=True)

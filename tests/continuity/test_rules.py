@@ -199,3 +199,18 @@ def test_declared_window_precedence_and_warnings() -> None:
     assert "below 12484" in window_warnings(None, MIN_USABLE_COMPACT - 1)[0]
     assert "not above 65536" in window_warnings(65_536, None)[0]
     assert window_warnings(65_537, None) == []
+
+
+def test_a_tool_calling_turn_with_empty_text_is_kept_after_stripping() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    turn = {"role": "assistant", "content": "", "reasoning_content": "why", "tool_calls": [call]}
+    only_thought = {"role": "assistant", "content": "", "reasoning_content": "why"}
+    view = ChatHistory(body({"role": "user", "content": "q"}, turn, only_thought))
+    assert rewrite_history(view, {1: A, 2: A}, TargetContinuity(B))[:2] == [
+        "strip-reasoning:2",
+        "drop-turn:1",
+    ]
+    assert view.body()["messages"][1:] == [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "user", "content": model_changed_notice(A, B)},
+    ]
