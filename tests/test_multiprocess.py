@@ -292,3 +292,33 @@ def test_gateway_core_over_postgres(mp: Cluster, gateway: int) -> None:
     # The other process skips the cooling route without trying it.
     assert served_by(mp.chat(1 - gateway)) == "p2/b"
     assert mp.upstream.count("a") == 3
+
+
+def test_a_turn_served_by_one_process_is_rewritten_by_the_other(mp: Cluster) -> None:
+    """SPEC §13: provenance lives in the shared store, so a session may move processes."""
+    from routing.simulator.script import Reply
+
+    session = {"Authorization": f"Bearer {mp.key}", "x-session-id": f"mp-{uuid.uuid4().hex}"}
+    question = {"role": "user", "content": "first"}
+    mp.upstream.script("a", Reply(content="answer-a", reasoning="think-a"))
+    first = httpx.post(
+        f"{mp.gateways[0]}/v1/chat/completions",
+        headers=session,
+        json={"model": "auto", "messages": [question]},
+        timeout=30,
+    )
+    assert served_by(first) == "p1/a"
+    turn = first.json()["choices"][0]["message"]
+    assert turn["reasoning_content"] == "think-a"
+    mp.upstream.script("a", Fail(404, message="gone", code="model_not_found"))
+    second = httpx.post(
+        f"{mp.gateways[1]}/v1/chat/completions",
+        headers=session,
+        json={"model": "auto", "messages": [question, turn, {"role": "user", "content": "next"}]},
+        timeout=30,
+    )
+    assert served_by(second) == "p2/b"
+    assert second.headers["x-switchyard-rewrites"] == "strip-reasoning:1,model-changed-notice"
+    sent = [r for r in mp.upstream.requests if r.model == "b"][-1].body["messages"]
+    assert sent[1] == {"role": "assistant", "content": "answer-a"}
+    assert sent[-1]["content"].startswith("[model changed: ")

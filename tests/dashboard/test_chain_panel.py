@@ -89,3 +89,20 @@ def test_live_and_stored_calls_carry_the_same_rewrites() -> None:
     record = CallRecord(call_id="c", group="g", session=None, stream=False, started_at=0.0)
     record.attempts = [live]
     assert call_from_record(record).steps[0].rewrites == ("tool-loop-notice",)
+
+
+def test_settings_page_edits_the_compaction_point_and_shows_its_warning(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    from tests.dashboard.conftest import TWO_GROUPS
+
+    configure(
+        TWO_GROUPS.replace(
+            "    circuit: {cooldown_base_ms: 20000}\n", "    compact_window: 10000\n"
+        )
+    )
+    html = staff_client.get("/groups/auto/settings/").content.decode()
+    start = html.index('data-field="compact_window"')
+    block = html[start : html.index('data-field="', start + 10)]
+    assert 'value="10000"' in block and "data-overridden" in block
+    assert "Warning: compact_window 10000 is below 12484" in html
