@@ -3,6 +3,9 @@
 Routes::
 
     POST /v1/chat/completions   next scripted behaviour for the body's "model"
+    POST /v1/messages           the same, in Anthropic Messages shapes (x-api-key auth)
+    POST /v1/responses          the same, in OpenAI Responses shapes
+    POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
     POST /_control/default      {"behaviour": {...}}
@@ -50,6 +53,9 @@ def build_app(upstream: Upstream) -> web.Application:
     app = web.Application()
     app[UPSTREAM] = upstream
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", chat_completions)
+    app.router.add_post("/v1/responses", chat_completions)
+    app.router.add_post("/v1/embeddings", chat_completions)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
@@ -69,8 +75,12 @@ def _auth_failure(request: web.Request, api_key: str | None) -> Fail | None:
         return None
     header = request.headers.get("Authorization", "")
     presented = header.removeprefix("Bearer ").strip()
+    if request.path == "/v1/messages" and "x-api-key" in request.headers:
+        header, presented = "Bearer ", request.headers["x-api-key"].strip()
     if header.startswith("Bearer ") and presented == api_key:
         return None
+    if request.path == "/v1/messages":
+        return Fail(401, f"invalid x-api-key: {presented}", type="authentication_error")
     if not presented:
         message = "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'."
     else:  # echoed in full on purpose: the gateway under test must scrub it

@@ -61,6 +61,7 @@ def usage_for(request_body: dict[str, Any], completion_text: str) -> dict[str, i
     """Deterministic token counts: one token per whitespace-separated word (min. 1)."""
     messages = request_body.get("messages") or []
     prompt = sum(_words(m.get("content")) for m in messages if isinstance(m, dict))
+    prompt += _words(request_body.get("input"))  # the Responses shape
     prompt = max(prompt, 1)
     completion = _words(completion_text)
     return {
@@ -174,3 +175,24 @@ class Completion:
             "choices": [],
             "usage": usage,
         }
+
+
+def embeddings(request_body: dict[str, Any], model: str) -> dict[str, Any]:
+    """An embeddings list: one deterministic 4-dimensional vector per input."""
+    inputs = request_body.get("input")
+    items = inputs if isinstance(inputs, list) else [inputs]
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": [float(len(str(text))), 0.5, 0.25, float(i)],
+        }
+        for i, text in enumerate(items)
+    ]
+    tokens = sum(_words(str(text)) for text in items)
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }

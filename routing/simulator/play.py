@@ -31,8 +31,7 @@ from aiohttp import web
 
 from routing.simulator.payloads import (
     Completion,
-    default_error_type,
-    error_body,
+    embeddings,
     fill_model,
     split_pieces,
     usage_for,
@@ -56,6 +55,7 @@ from routing.simulator.script import (
     UsageThenError,
 )
 from routing.simulator.state import Ledger
+from routing.simulator.wires import WIRES, ChatWire, Event, Wire
 
 CONTEXT_WINDOW = 8192
 
@@ -100,6 +100,11 @@ class Exchange:
     def completion(self) -> Completion:
         return Completion(self.model, include_usage=self.stream and self.include_usage)
 
+    def wire(self) -> Wire:
+        """The shapes of the protocol this request's path speaks (chat, messages, responses)."""
+        cls = WIRES.get(self.request.path, ChatWire)
+        return cls(self.model, include_usage=self.stream and self.include_usage)
+
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
@@ -113,6 +118,7 @@ class Sse:
         self.response = web.StreamResponse(
             status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
+        self.wire: Wire | None = None
 
     async def open(self) -> Sse:
         try:
@@ -124,9 +130,14 @@ class Sse:
     async def event(self, obj: dict[str, Any]) -> None:
         await self.raw(_dumps(obj))
 
-    async def raw(self, data: str) -> None:
+    async def emit(self, events: list[Event]) -> None:
+        for name, obj in events:
+            await self.raw(_dumps(obj), name)
+
+    async def raw(self, data: str, name: str | None = None) -> None:
+        head = f"event: {name}\n" if name else ""
         try:
-            await self.response.write(f"data: {data}\n\n".encode())
+            await self.response.write(f"{head}data: {data}\n\n".encode())
         except ConnectionError as exc:
             raise ClientGone(self.response) from exc
 
@@ -151,6 +162,11 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
             return await perform(behaviour.pick(ex.ledger.flaky_tick(ex.model)), ex)
         case Fail():
             return await _fail(ex, behaviour)
+        case ContextLength() if ex.request.path == "/v1/messages":
+            message = (
+                f"prompt is too long: {CONTEXT_WINDOW + 808} tokens > {CONTEXT_WINDOW} maximum"
+            )
+            return await _fail(ex, Fail(400, message, type="invalid_request_error"))
         case ContextLength():
             return await _fail(
                 ex,
@@ -227,20 +243,20 @@ async def _send(
 async def _fail(ex: Exchange, fail: Fail) -> web.StreamResponse:
     if fail.body is not None:
         return await _send(ex, fail.status, fail.body, fail.headers)
-    body = error_body(
-        fill_model(fail.message, ex.model), fail.type or default_error_type(fail.status), fail.code
-    )
+    body = ex.wire().error(fill_model(fail.message, ex.model), fail.type, fail.code, fail.status)
     return await _send(ex, fail.status, _dumps(body), fail.headers)
 
 
 async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
+    if ex.request.path == "/v1/embeddings":
+        return await _send(ex, 200, _dumps(embeddings(ex.body, ex.model)))
     content = fill_model(reply.content, ex.model)
     reasoning = fill_model(reply.reasoning, ex.model)
     gaps = max(len(split_pieces(content, reply.chunks)) - 1, 0)
     if reply.chunk_delay_s and gaps:
         await asyncio.sleep(reply.chunk_delay_s * gaps)  # as long as the stream would take
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
-    body = ex.completion().body(
+    body = ex.wire().body(
         content=content,
         reasoning=reasoning,
         tool_call=reply.tool_call,
@@ -256,38 +272,37 @@ async def _json_garbage(ex: Exchange) -> web.StreamResponse:
 
 # -- streams -----------------------------------------------------------------------------
 async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web.StreamResponse:
-    c = ex.completion()
+    w = ex.wire()
     content = fill_model(reply.content, ex.model)
     reasoning = fill_model(reply.reasoning, ex.model)
     sse = await Sse(ex).open()
-    await sse.event(c.role_chunk())
+    await sse.emit(w.preamble())
     if reasoning:
-        await sse.event(c.reasoning_chunk(reasoning))
+        await sse.emit(w.reasoning(reasoning))
     for i, piece in enumerate(split_pieces(content, reply.chunks)):
         if i and reply.chunk_delay_s:
             await asyncio.sleep(reply.chunk_delay_s)
-        await sse.event(c.content_chunk(piece))
+        await sse.emit(w.content(piece))
     if reply.tool_call:
-        for chunk in c.tool_call_chunks():
-            await sse.event(chunk)
-    await sse.event(c.finish_chunk(reply.finish_reason))
-    if c.include_usage and reply.usage:
-        await sse.event(c.usage_chunk(usage_for(ex.body, f"{reasoning} {content}")))
-    return await sse.end(done=done)
+        await sse.emit(w.tool_call())
+    usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
+    await sse.emit(w.finish(reply.finish_reason, usage))
+    return await sse.end(done=done and w.done)
 
 
 async def _stream_partial(
     ex: Exchange, content: str, chunks: int, *, usage_first: bool = False
 ) -> Sse:
     """Role chunk, optional usage-only chunk, then ``content`` in ``chunks`` chunks."""
-    c = ex.completion()
+    w = ex.wire()
     text = fill_model(content, ex.model)
     sse = await Sse(ex).open()
-    await sse.event(c.role_chunk())
+    await sse.emit(w.preamble())
     if usage_first:
-        await sse.event(c.usage_chunk(usage_for(ex.body, text)))
+        await sse.emit(w.usage_only(usage_for(ex.body, text)))
     for piece in split_pieces(text, chunks):
-        await sse.event(c.content_chunk(piece))
+        await sse.emit(w.content(piece))
+    sse.wire = w
     return sse
 
 
@@ -301,7 +316,7 @@ async def _stream_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
 async def _json_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
     """Promise the full body in Content-Length, send half of it, cut."""
     content = fill_model(drop.content, ex.model)
-    data = _dumps(ex.completion().body(content=content, usage=usage_for(ex.body, content)))
+    data = _dumps(ex.wire().body(content=content, usage=usage_for(ex.body, content)))
     raw = data.encode()
     response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     response.content_length = len(raw)
@@ -360,16 +375,17 @@ async def _json_stall(ex: Exchange) -> web.StreamResponse:
 
 
 async def _usage_then_error(ex: Exchange, b: UsageThenError) -> web.StreamResponse:
-    error = error_body("internal", "server_error", "server_error")
     if not (ex.stream and b.status_in_stream):
+        error = ex.wire().error("internal", "server_error", "server_error", 500)
         return await _send(ex, 500, _dumps(error))
     sse = await _stream_partial(ex, "", 0, usage_first=True)
-    await sse.event(error)
+    assert sse.wire is not None
+    await sse.emit(sse.wire.stream_error())
     return await sse.end(done=False)
 
 
 async def _stream_malformed(ex: Exchange, m: Malformed) -> web.StreamResponse:
-    c = ex.completion()
+    w = ex.wire()
     sse = await Sse(ex).open()
     if m.kind == "json":
         for garbage in (
@@ -379,14 +395,14 @@ async def _stream_malformed(ex: Exchange, m: Malformed) -> web.StreamResponse:
         ):
             await sse.raw(garbage)
         return await sse.end(done=False)
-    await sse.event(c.role_chunk())
+    await sse.emit(w.preamble())
     for i, piece in enumerate(m.pieces(), start=1):
-        line = _dumps(c.content_chunk(piece))
-        await sse.raw(line[: len(line) // 2] if i == m.bad_chunk else line)
-    await sse.event(c.finish_chunk("stop"))
-    if c.include_usage:
-        await sse.event(c.usage_chunk(usage_for(ex.body, m.expected_content())))
-    return await sse.end()
+        *events, (name, last) = w.content(piece)
+        await sse.emit(events)
+        line = _dumps(last)
+        await sse.raw(line[: len(line) // 2] if i == m.bad_chunk else line, name)
+    await sse.emit(w.finish("stop", usage_for(ex.body, m.expected_content())))
+    return await sse.end(done=w.done)
 
 
 # -- connection tricks -------------------------------------------------------------------
