@@ -46,7 +46,11 @@ base_url_validator = URLValidator(schemes=["http", "https"])
 class Provider(models.Model):
     """One upstream endpoint and its (encrypted) credential."""
 
-    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = [("openai", "OpenAI-compatible")]
+    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = [
+        ("openai", "OpenAI-compatible chat completions"),
+        ("anthropic", "Anthropic Messages"),
+        ("openai-responses", "OpenAI Responses"),
+    ]
 
     name = models.SlugField(unique=True)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES, default="openai")

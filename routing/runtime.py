@@ -22,6 +22,7 @@ from routing.events import EventHub
 from routing.limits import upstream_connections
 from routing.state import HealthStore, build_store
 from routing.table import ProviderSpec, RoutingTable, compile_table, group_summary
+from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
 
 log = logging.getLogger("switchyard.gateway")
@@ -91,7 +92,7 @@ class Runtime:
         fingerprint = provider.fingerprint
         if entry is not None and entry[0] == fingerprint:
             return entry[1]
-        client = OpenAIClient(
+        client = client_class(provider.kind)(
             base_url=provider.base_url,
             api_key=provider.api_key,
             headers=provider.headers,

@@ -391,7 +391,7 @@ class ProviderIn(_Strict):
     """
 
     name: ProviderName
-    kind: Literal["openai"] = "openai"
+    kind: Literal["openai", "anthropic", "openai-responses"] = "openai"
     base_url: BaseUrl
     api_key: SecretStr | None = None
     headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)

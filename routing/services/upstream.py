@@ -21,6 +21,7 @@ from routing.engine.failures import scrub
 from routing.models import Provider
 from routing.services.base import NotFound, ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
+from routing.upstream import client_class
 
 CALL_CAP_S = 30.0
 MESSAGE_MAX = 300
@@ -40,9 +41,10 @@ def _client(provider: Provider) -> tuple[httpx.Client, str]:
         secret = provider.get_api_key()
     except CredentialDecryptError as exc:
         raise ProviderCallError(str(exc)) from None
-    headers = dict(provider.headers or {})
+    kind = client_class(provider.kind)
+    headers = {**kind.kind_headers(), **(provider.headers or {})}
     if secret:
-        headers["Authorization"] = f"Bearer {secret}"
+        headers.update(kind.credential_headers(secret))
     timeout = httpx.Timeout(
         min(provider.total_timeout_s, CALL_CAP_S),
         connect=min(provider.connect_timeout_s, CALL_CAP_S),
@@ -87,7 +89,7 @@ def _model_ids(body: Any) -> list[str]:
 
 def _fetch_models(provider: Provider) -> list[str]:
     client, secret = _client(provider)
-    url = provider.base_url.rstrip("/") + "/models"
+    url = client_class(provider.kind).models_url(provider.base_url.rstrip("/"))
     try:
         with client:
             response = client.get(url)
@@ -143,13 +145,9 @@ def provider_test(*, name: str) -> ProviderTestResult:
     except ProviderCallError as exc:
         return ProviderTestResult(False, 0.0, None, exc.message)
     model = provider.models[0]
-    url = provider.base_url.rstrip("/") + "/chat/completions"
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "ping"}],
-        "max_tokens": 1,
-        "stream": False,
-    }
+    kind = client_class(provider.kind)
+    url = kind.endpoint_url(provider.base_url.rstrip("/"))
+    body = kind.test_body(model)
     started = time.perf_counter()
     try:
         with client:

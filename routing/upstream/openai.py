@@ -72,7 +72,13 @@ def translate_exception(exc: BaseException, *, phase: str) -> Failure:
 
 
 class OpenAIClient:
-    """A pooled client for one provider. Created once per provider version, reused by every call."""
+    """A pooled client for one provider. Created once per provider version, reused by every call.
+
+    Subclasses for the other upstream kinds (``routing.upstream.anthropic``,
+    ``routing.upstream.responses``) change only the endpoint and the credential header.
+    """
+
+    kind = "openai"
 
     def __init__(
         self,
@@ -85,12 +91,13 @@ class OpenAIClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts
-        self.url = self.base_url + "/chat/completions"
+        self.url = self.endpoint_url(self.base_url)
         self.max_connections = max_connections
         self._headers = {"content-type": "application/json", "accept": "application/json"}
+        self._headers.update(self.kind_headers())
         self._headers.update(headers or {})
         if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
+            self._headers.update(self.credential_headers(api_key))
         limits = httpx.Limits(
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
@@ -105,13 +112,41 @@ class OpenAIClient:
             headers=self._headers,
         )
 
-    async def send(self, body: bytes) -> httpx.Response:
-        """Send a chat completion and return once the response headers arrived.
+    @staticmethod
+    def endpoint_url(base_url: str) -> str:
+        return base_url + "/chat/completions"
+
+    @staticmethod
+    def models_url(base_url: str) -> str:
+        return base_url + "/models"
+
+    @staticmethod
+    def test_body(model: str) -> dict[str, object]:
+        """The cheapest request the provider's "test" button sends."""
+        return {
+            "model": model,
+            "messages": [{"role": "user", "content": "ping"}],
+            "max_tokens": 1,
+            "stream": False,
+        }
+
+    @staticmethod
+    def kind_headers() -> dict[str, str]:
+        return {}
+
+    @staticmethod
+    def credential_headers(api_key: str) -> dict[str, str]:
+        return {"authorization": f"Bearer {api_key}"}
+
+    async def send(self, body: bytes, *, path: str | None = None) -> httpx.Response:
+        """Send a request (to the kind's endpoint, or ``path`` under the base URL, e.g.
+        ``/embeddings``) and return once the response headers arrived.
 
         Raises ``UpstreamFailure`` for transport errors and for any status >= 400 (whose
         bounded error body is read and classified). The caller owns closing the response.
         """
-        request = self._client.build_request("POST", self.url, content=body)
+        url = self.url if path is None else self.base_url + path
+        request = self._client.build_request("POST", url, content=body)
         try:
             response = await self._client.send(request, stream=True)
         except (httpx.HTTPError, OSError) as exc:
