@@ -1,0 +1,70 @@
+"""The three wire protocols the gateway speaks, as front doors and as upstream kinds.
+
+``Protocol`` names a protocol by the provider ``kind`` that speaks it upstream (SPEC §12):
+``openai`` (Chat Completions), ``anthropic`` (Messages), ``openai-responses`` (Responses).
+
+The canonical view in between is the Chat Completions shape, with the fields the OpenAI-
+compatible ecosystem already uses for what Chat Completions itself lacks
+(``reasoning_content`` on messages and deltas, ``prompt_tokens_details.cached_tokens`` and
+``cache_creation_input_tokens`` in usage). It was chosen because it is the existing relay's
+shape (the chat door with an ``openai`` target stays a zero-translation pass-through) and
+because every concept the other two protocols carry between a client and a model — text,
+reasoning/thinking, tool definitions, tool choice, tool calls and results, images, stop
+reasons, usage — has a place in it. Each protocol module translates its requests, answers
+and streams to and from that view; nothing else in the gateway knows a protocol's fields.
+
+Modules: ``chat`` (identity codecs), ``messages`` (Anthropic), ``responses`` (OpenAI
+Responses), ``legs`` (a front door paired with an upstream kind: pass-through or
+translation).
+
+Exception tree::
+
+    Unmappable(ValueError)     a request field with no counterpart on the target's kind
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Protocol(StrEnum):
+    CHAT = "openai"
+    MESSAGES = "anthropic"
+    RESPONSES = "openai-responses"
+
+
+class Unmappable(ValueError):
+    """A request cannot be expressed for a target's kind (answered with a 400, before any
+    upstream is called). ``param`` names the offending field."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+FINISH_TO_ANTHROPIC = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+ANTHROPIC_TO_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+# Anthropic's thinking budget <-> the reasoning effort Chat Completions and Responses use.
+EFFORT_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
+
+
+def effort_for_budget(budget: int) -> str:
+    for effort, ceiling in (("low", 4096), ("medium", 12288)):
+        if budget <= ceiling:
+            return effort
+    return "high"

@@ -1,0 +1,123 @@
+"""Builders for the canonical (Chat Completions) shapes the protocol modules exchange.
+
+A canonical stream is a sequence of ``chat.completion.chunk`` dicts: deltas carrying
+``content``, ``reasoning_content`` or ``tool_calls`` (``index``, and ``id``/``name`` on a
+call's first delta), one chunk with a ``finish_reason``, then one usage-only chunk
+(``choices: []``). A canonical answer is a ``chat.completion`` dict.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+
+def chunk(
+    id_: str, model: str, delta: dict[str, Any], finish_reason: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def usage_chunk(id_: str, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": usage,
+    }
+
+
+def chat_usage(
+    *, input_tokens: int, output_tokens: int, cache_read: int = 0, cache_write: int = 0
+) -> dict[str, Any]:
+    """Chat usage from uncached input, output and cache counts (Anthropic counts cached
+    input apart from ``input_tokens``; Chat and Responses count it inside)."""
+    prompt = input_tokens + cache_read + cache_write
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "completion_tokens": output_tokens,
+        "total_tokens": prompt + output_tokens,
+    }
+    if cache_read:
+        usage["prompt_tokens_details"] = {"cached_tokens": cache_read}
+    if cache_write:
+        usage["cache_creation_input_tokens"] = cache_write
+    return usage
+
+
+def usage_parts(usage: dict[str, Any] | None) -> tuple[int, int, int, int]:
+    """(uncached input, output, cache read, cache write) of a canonical usage."""
+    if not usage:
+        return 0, 0, 0, 0
+    details = usage.get("prompt_tokens_details") or {}
+    cache_read = int(details.get("cached_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    return (
+        max(prompt - cache_read - cache_write, 0),
+        int(usage.get("completion_tokens") or 0),
+        cache_read,
+        cache_write,
+    )
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message's ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def completion(
+    *,
+    id_: str,
+    model: str,
+    content: str | None,
+    reasoning: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    finish_reason: str = "stop",
+    usage: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    body: dict[str, Any] = {
+        "id": id_,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def image_source(url: str) -> dict[str, Any]:
+    """An Anthropic image ``source`` for a chat ``image_url`` (data URL or http URL)."""
+    if url.startswith("data:") and ";base64," in url:
+        media_type, _, data = url[5:].partition(";base64,")
+        return {"type": "base64", "media_type": media_type, "data": data}
+    return {"type": "url", "url": url}
+
+
+def image_url(source: dict[str, Any]) -> str:
+    if source.get("type") == "base64":
+        return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    return str(source.get("url", ""))

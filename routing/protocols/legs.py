@@ -1,0 +1,247 @@
+"""A leg: one front door paired with one upstream kind.
+
+Same protocol on both sides = pass-through: the door's body goes out with only ``model``
+rewritten and the upstream's events come back byte for byte (re-framed with their
+``event:`` names). Otherwise the request goes door → canonical → kind, and the answer
+kind → canonical → door. Either way the upstream's events are decoded to canonical chunks,
+because the commit point, usage and cut detection read the canonical view.
+
+``translate_request`` runs at the door before any upstream is called: a request that one
+of the group's target kinds cannot take is refused there (``Unmappable`` → 400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from routing.protocols import Protocol, Unmappable, messages, responses
+
+Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
+"""One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
+
+
+class Decoder:
+    """The interface of ``messages.StreamDecoder`` / ``responses.StreamDecoder``."""
+
+    finished: bool
+    usage: dict[str, Any] | None
+
+    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+
+def decoder_for(kind: Protocol) -> Decoder | None:
+    """A stream decoder for an upstream kind; None for chat (already canonical)."""
+    if kind is Protocol.MESSAGES:
+        return messages.StreamDecoder()  # type: ignore[return-value]
+    if kind is Protocol.RESPONSES:
+        return responses.StreamDecoder()  # type: ignore[return-value]
+    return None
+
+
+def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
+    """The error object an upstream stream event carries, if it is an error event."""
+    if kind is Protocol.RESPONSES:
+        return responses.error_from_event(event)
+    return event.get("error")  # chat {"error": {...}}; Anthropic {"type": "error", "error": {...}}
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A door's request ready for every kind of its group: the canonical view and, per
+    kind, the body (without ``model``) and the rewrite notes."""
+
+    door: Protocol
+    body: dict[str, Any]
+    bodies: dict[Protocol, dict[str, Any]] = field(default_factory=dict)
+    notes: dict[Protocol, tuple[str, ...]] = field(default_factory=dict)
+
+    def request(self, kind: Protocol, model: str) -> bytes:
+        if kind is self.door:
+            return orjson.dumps({**self.body, "model": model})
+        return orjson.dumps({**self.bodies[kind], "model": model})
+
+
+_TO_CANONICAL: dict[Protocol, Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]]] = {
+    Protocol.MESSAGES: messages.to_canonical,
+    Protocol.RESPONSES: responses.to_canonical,
+}
+_FROM_CANONICAL: dict[
+    Protocol, Callable[[dict[str, Any], str], tuple[dict[str, Any], list[str]]]
+] = {
+    Protocol.MESSAGES: messages.from_canonical,
+    Protocol.RESPONSES: responses.from_canonical,
+}
+
+
+def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Protocol]) -> Prepared:
+    """Translate ``body`` for every kind in ``kinds``; raises ``Unmappable``."""
+    if door is Protocol.RESPONSES:
+        responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
+    prepared = Prepared(door, body)
+    others = [k for k in dict.fromkeys(kinds) if k is not door]
+    if not others:
+        return prepared
+    door_notes: list[str] = []
+    notes: list[str] = []
+    if door is Protocol.CHAT:
+        canonical = body
+    else:
+        canonical, door_notes = _TO_CANONICAL[door](body)
+    model = str(body.get("model") or "")
+    for kind in others:
+        if kind is Protocol.CHAT:
+            prepared.bodies[kind], notes = canonical, []
+        else:
+            try:
+                prepared.bodies[kind], notes = _FROM_CANONICAL[kind](canonical, model)
+            except Unmappable as exc:
+                raise Unmappable(
+                    f"{exc} (a target of kind '{kind.value}')", param=exc.param
+                ) from exc
+        prepared.notes[kind] = tuple(door_notes + notes)
+    return prepared
+
+
+# ------------------------------------------------------------------------ answers (JSON)
+def completion_to_canonical(kind: Protocol, body: dict[str, Any]) -> dict[str, Any]:
+    if kind is Protocol.MESSAGES:
+        return messages.completion_to_canonical(body)
+    if kind is Protocol.RESPONSES:
+        return responses.completion_to_canonical(body)
+    return body
+
+
+def completion_for_door(door: Protocol, canonical: dict[str, Any]) -> bytes:
+    if door is Protocol.MESSAGES:
+        return orjson.dumps(messages.completion_from_canonical(canonical))
+    if door is Protocol.RESPONSES:
+        return orjson.dumps(responses.completion_from_canonical(canonical))
+    return orjson.dumps(canonical)
+
+
+# ------------------------------------------------------------------------------ streams
+class Relay:
+    """Turns committed upstream items into the door's stream bytes."""
+
+    def encode(self, items: list[Item]) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def end(self) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def error(self, message: str, *, code: str, status: int = 502) -> bytes:
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+class PassThrough(Relay):
+    """Messages → Messages, Responses → Responses: the upstream's own events."""
+
+    def __init__(self, door: Protocol) -> None:
+        self.door = door
+        self._frame = messages.frame if door is Protocol.MESSAGES else responses.frame
+        self._response: dict[str, Any] = {}  # Responses: the id a failure event must name
+        self._seq = 0
+
+    def encode(self, items: list[Item]) -> bytes:
+        frame = self._frame
+        if self.door is Protocol.RESPONSES:
+            for _, event, _ in items:
+                if event.get("type") == "response.created":
+                    self._response = event.get("response") or {}
+                if isinstance(event.get("sequence_number"), int):
+                    self._seq = event["sequence_number"] + 1
+        return b"".join(frame(payload, event) for payload, event, _ in items)
+
+    def end(self) -> bytes:
+        return b""  # the upstream's message_stop / response.completed already went out
+
+    def error(self, message: str, *, code: str, status: int = 502) -> bytes:
+        if self.door is Protocol.RESPONSES and self._response.get("id"):
+            return responses.failed_event(
+                str(self._response["id"]),
+                str(self._response.get("model") or ""),
+                self._seq,
+                message,
+                code,
+            )
+        return door_error_event(self.door, message, code=code, status=status)
+
+
+class Translating(Relay):
+    """Any kind → the Messages or Responses door, through the door's encoder."""
+
+    def __init__(self, door: Protocol) -> None:
+        self.door = door
+        self._encoder: messages.StreamEncoder | responses.StreamEncoder = (
+            messages.StreamEncoder() if door is Protocol.MESSAGES else responses.StreamEncoder()
+        )
+
+    def encode(self, items: list[Item]) -> bytes:
+        return self._encoder.encode([c for _, _, chunks in items for c in chunks])
+
+    def end(self) -> bytes:
+        return self._encoder.end()
+
+    def error(self, message: str, *, code: str, status: int = 502) -> bytes:
+        if isinstance(self._encoder, responses.StreamEncoder):
+            return self._encoder.error(message, code)
+        return messages.error_event(message, status=status)
+
+
+class ToChat(Relay):
+    """Anthropic or Responses upstream → the chat door: canonical chunks as ``data:``
+    lines, the usage chunk only when the client asked for it, then ``[DONE]``."""
+
+    def __init__(self, *, include_usage: bool) -> None:
+        self.include_usage = include_usage
+
+    def encode(self, items: list[Item]) -> bytes:
+        out = []
+        for _, _, chunks in items:
+            for chunk in chunks:
+                if not chunk["choices"] and not self.include_usage:
+                    continue
+                out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        return b"".join(out)
+
+    def end(self) -> bytes:
+        return b"data: [DONE]\n\n"
+
+    def error(self, message: str, *, code: str, status: int = 502) -> bytes:
+        return door_error_event(Protocol.CHAT, message, code=code, status=status)
+
+
+def relay_for(door: Protocol, kind: Protocol, body: dict[str, Any]) -> Relay:
+    if door is kind:
+        return PassThrough(door)
+    if door is Protocol.CHAT:
+        options = body.get("stream_options")
+        return ToChat(
+            include_usage=isinstance(options, dict) and bool(options.get("include_usage"))
+        )
+    return Translating(door)
+
+
+# ------------------------------------------------------------------------------- errors
+def door_error_body(
+    door: Protocol, message: str, *, code: str, type: str, status: int, param: str | None = None
+) -> bytes:
+    if door is Protocol.MESSAGES:
+        return messages.error_body(message, status=status)
+    return orjson.dumps({"error": {"message": message, "type": type, "code": code, "param": param}})
+
+
+def door_error_event(door: Protocol, message: str, *, code: str, status: int = 502) -> bytes:
+    if door is Protocol.MESSAGES:
+        return messages.error_event(message, status=status)
+    if door is Protocol.RESPONSES:
+        return responses.StreamEncoder().error(message, code)
+    payload = orjson.dumps(
+        {"error": {"message": message, "type": "upstream_error", "code": code, "param": None}}
+    )
+    return b"data: " + payload + b"\n\n"

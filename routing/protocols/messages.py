@@ -1,0 +1,722 @@
+"""Anthropic Messages <-> the canonical (Chat Completions) view.
+
+Requests: ``to_canonical`` (the ``/v1/messages`` door's body) and ``from_canonical`` (the
+body an ``anthropic`` target gets). Answers: ``completion_to_canonical`` /
+``completion_from_canonical``. Streams: ``StreamDecoder`` (an upstream's events → canonical
+chunks) and ``StreamEncoder`` (canonical chunks → the door's events, preamble included).
+
+Mapping decisions: ``system`` ↔ system messages; ``tool_use``/``tool_result`` blocks ↔
+``tool_calls`` / ``tool`` messages; ``thinking`` ↔ ``reasoning_content`` (a thinking block
+from another protocol has no signature Anthropic would accept, so history reasoning sent
+*to* an Anthropic target is dropped, with a rewrite note); ``thinking.budget_tokens`` ↔
+``reasoning_effort``; ``stop_sequences`` ↔ ``stop``; cache token counts ↔ the canonical
+usage's cache fields. Server tools (``web_search_…``), documents and other block types
+have no counterpart and are refused (``Unmappable``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from routing.protocols import (
+    ANTHROPIC_TO_FINISH,
+    EFFORT_BUDGETS,
+    FINISH_TO_ANTHROPIC,
+    Unmappable,
+    effort_for_budget,
+)
+from routing.protocols.canonical import (
+    chat_usage,
+    chunk,
+    completion,
+    image_source,
+    image_url,
+    message_text,
+    usage_chunk,
+    usage_parts,
+)
+
+DEFAULT_MAX_TOKENS = 8192
+ANTHROPIC_VERSION = "2023-06-01"
+
+# Request fields that are the same on both sides, or dropped because nothing depends on
+# them beyond sampling taste (noted in x-switchyard-rewrites).
+_SAME = ("temperature", "top_p", "stream")
+_DROPPED_TO_CHAT = ("top_k", "service_tier", "container", "mcp_servers")
+
+
+# --------------------------------------------------------------------------- requests in
+def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A Messages request as a canonical chat request (and the rewrite notes)."""
+    notes: list[str] = []
+    out: dict[str, Any] = {"model": body.get("model")}
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        text = system if isinstance(system, str) else _blocks_text(system, "system")
+        messages.append({"role": "system", "content": text})
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list):
+        raise Unmappable("'messages' must be an array.", param="messages")
+    for i, message in enumerate(raw_messages):
+        messages.extend(_message_in(message, f"messages[{i}]"))
+    out["messages"] = messages
+    for name in _SAME:
+        if name in body:
+            out[name] = body[name]
+    if body.get("stream"):
+        out["stream_options"] = {"include_usage": True}
+    if "max_tokens" in body:
+        out["max_tokens"] = body["max_tokens"]
+    if body.get("stop_sequences"):
+        out["stop"] = list(body["stop_sequences"])
+    tools = body.get("tools")
+    if tools:
+        out["tools"] = [_tool_in(tool, f"tools[{i}]") for i, tool in enumerate(tools)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind == "auto":
+            out["tool_choice"] = "auto"
+        elif kind == "any":
+            out["tool_choice"] = "required"
+        elif kind == "none":
+            out["tool_choice"] = "none"
+        elif kind == "tool":
+            out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+        if choice.get("disable_parallel_tool_use"):
+            out["parallel_tool_calls"] = False
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
+        budget = int(thinking.get("budget_tokens") or EFFORT_BUDGETS["medium"])
+        out["reasoning_effort"] = effort_for_budget(budget)
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("user_id"):
+        out["user"] = str(metadata["user_id"])
+    for name in _DROPPED_TO_CHAT:
+        if name in body:
+            notes.append(f"dropped {name}")
+    return out, notes
+
+
+def _blocks_text(blocks: Any, where: str) -> str:
+    if not isinstance(blocks, list):
+        raise Unmappable(f"'{where}' must be a string or an array of text blocks.", param=where)
+    parts = []
+    for j, block in enumerate(blocks):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise Unmappable(f"'{where}[{j}]' must be a text block.", param=where)
+        parts.append(str(block.get("text", "")))
+    return "\n\n".join(parts)
+
+
+def _message_in(message: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        raise Unmappable(f"'{where}' must have role 'user' or 'assistant'.", param=where)
+    role, content = message["role"], message.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise Unmappable(f"'{where}.content' must be a string or an array.", param=where)
+    if role == "assistant":
+        return [_assistant_in(content, where)]
+    tool_messages: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            parts.append(
+                {"type": "image_url", "image_url": {"url": image_url(block.get("source") or {})}}
+            )
+        elif kind == "tool_result":
+            result = block.get("content")
+            text = result if isinstance(result, str) else _result_text(result, f"{where}[{j}]")
+            if block.get("is_error"):
+                text = f"[tool error] {text}"
+            tool_messages.append(
+                {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
+            )
+        else:
+            raise Unmappable(
+                f"'{where}.content[{j}]' is a '{kind}' block, which only Anthropic targets accept.",
+                param=where,
+            )
+    out = tool_messages
+    if parts:
+        out.append({"role": "user", "content": parts[0]["text"] if _only_text(parts) else parts})
+    return out
+
+
+def _only_text(parts: list[dict[str, Any]]) -> bool:
+    return len(parts) == 1 and parts[0]["type"] == "text"
+
+
+def _result_text(result: Any, where: str) -> str:
+    if result is None:
+        return ""
+    if not isinstance(result, list):
+        raise Unmappable(f"'{where}.content' must be a string or text blocks.", param=where)
+    texts = []
+    for block in result:
+        if isinstance(block, dict) and block.get("type") == "text":
+            texts.append(str(block.get("text", "")))
+        else:
+            raise Unmappable(
+                f"'{where}.content' has a non-text block; only Anthropic targets accept it.",
+                param=where,
+            )
+    return "\n".join(texts)
+
+
+def _assistant_in(content: list[Any], where: str) -> dict[str, Any]:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for j, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            reasoning.append(str(block.get("thinking", "")))
+        elif kind == "redacted_thinking":
+            continue  # opaque to every other protocol
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name"),
+                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
+                    },
+                }
+            )
+        else:
+            raise Unmappable(
+                f"'{where}.content[{j}]' is a '{kind}' block, which only Anthropic targets accept.",
+                param=where,
+            )
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_in(tool: Any, where: str) -> dict[str, Any]:
+    if not isinstance(tool, dict) or not tool.get("name"):
+        raise Unmappable(f"'{where}' must be a tool with a name.", param="tools")
+    if tool.get("type") not in (None, "custom"):
+        raise Unmappable(
+            f"'{where}' is the Anthropic server tool '{tool.get('type')}', which only "
+            "Anthropic targets run.",
+            param="tools",
+        )
+    function: dict[str, Any] = {
+        "name": tool["name"],
+        "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
+    }
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return {"type": "function", "function": function}
+
+
+# -------------------------------------------------------------------------- requests out
+_CHAT_UNMAPPABLE = {
+    "n": "several choices (n > 1)",
+    "logprobs": "log probabilities",
+    "response_format": "a response format",
+    "audio": "audio output",
+}
+_CHAT_DROPPED = ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "service_tier")
+
+
+def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
+    """A canonical chat request as the Messages request an ``anthropic`` target gets."""
+    notes: list[str] = []
+    for name, what in _CHAT_UNMAPPABLE.items():
+        value = body.get(name)
+        if value in (None, False, 1) or (name == "response_format" and _plain_text(value)):
+            continue
+        raise Unmappable(
+            f"'{name}' asks for {what}, which anthropic targets cannot give.", param=name
+        )
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+    dropped_reasoning = False
+    for message in body.get("messages") or ():
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system.append(message_text(message.get("content")))
+            continue
+        if role == "assistant" and message.get("reasoning_content"):
+            dropped_reasoning = True
+        blocks, out_role = _blocks_out(message)
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == out_role:
+            messages[-1]["content"].extend(blocks)  # Messages alternates roles
+        else:
+            messages.append({"role": out_role, "content": blocks})
+    if dropped_reasoning:
+        notes.append("dropped reasoning from history (Anthropic needs its own signed thinking)")
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if system:
+        out["system"] = "\n\n".join(s for s in system if s)
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+    if not max_tokens:
+        max_tokens = DEFAULT_MAX_TOKENS
+        notes.append(f"max_tokens set to {DEFAULT_MAX_TOKENS} (anthropic requires one)")
+    out["max_tokens"] = int(max_tokens)
+    for name in _SAME:
+        if name in body:
+            out[name] = body[name]
+    if isinstance(out.get("temperature"), int | float) and out["temperature"] > 1:
+        out["temperature"] = 1.0
+        notes.append("temperature capped at 1 (anthropic's range)")
+    stop = body.get("stop")
+    if stop:
+        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    tools = body.get("tools")
+    if tools:
+        out["tools"] = [_tool_out(tool, i) for i, tool in enumerate(tools)]
+    choice = _tool_choice_out(body.get("tool_choice"))
+    if body.get("parallel_tool_calls") is False and tools:
+        choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    if choice is not None:
+        out["tool_choice"] = choice
+    effort = body.get("reasoning_effort")
+    if effort in EFFORT_BUDGETS:
+        budget = EFFORT_BUDGETS[effort]
+        out["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if out["max_tokens"] <= budget:
+            out["max_tokens"] = budget + DEFAULT_MAX_TOKENS
+            notes.append(f"max_tokens raised to {out['max_tokens']} above the thinking budget")
+        out.pop("temperature", None)  # thinking requires the default temperature
+        out.pop("top_p", None)
+    if body.get("user"):
+        out["metadata"] = {"user_id": str(body["user"])}
+    for name in _CHAT_DROPPED:
+        if name in body:
+            notes.append(f"dropped {name}")
+    return out, notes
+
+
+def _plain_text(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "text"
+
+
+def _blocks_out(message: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    role = message.get("role")
+    if role == "tool":
+        return [
+            {
+                "type": "tool_result",
+                "tool_use_id": message.get("tool_call_id"),
+                "content": message_text(message.get("content")),
+            }
+        ], "user"
+    content = message.get("content")
+    blocks: list[dict[str, Any]] = []
+    if isinstance(content, str):
+        if content:
+            blocks.append({"type": "text", "text": content})
+    elif isinstance(content, list):
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                blocks.append({"type": "text", "text": str(part.get("text", ""))})
+            elif kind == "image_url":
+                url = (part.get("image_url") or {}).get("url", "")
+                blocks.append({"type": "image", "source": image_source(str(url))})
+            else:
+                raise Unmappable(
+                    f"a '{kind}' content part has no counterpart on anthropic targets.",
+                    param="messages",
+                )
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        try:
+            arguments = orjson.loads(function.get("arguments") or "{}")
+        except orjson.JSONDecodeError:
+            arguments = {"_raw": function.get("arguments")}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": arguments,
+            }
+        )
+    return blocks, "assistant" if role == "assistant" else "user"
+
+
+def _tool_out(tool: dict[str, Any], index: int) -> dict[str, Any]:
+    function = tool.get("function") if tool.get("type") == "function" else None
+    if not isinstance(function, dict):
+        raise Unmappable(
+            f"tools[{index}] is not a function tool; anthropic targets take function tools only.",
+            param="tools",
+        )
+    out: dict[str, Any] = {
+        "name": function.get("name"),
+        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if function.get("description"):
+        out["description"] = function["description"]
+    return out
+
+
+def _tool_choice_out(choice: Any) -> dict[str, Any] | None:
+    if choice in (None, "auto"):
+        return {"type": "auto"} if choice == "auto" else None
+    if choice == "required":
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") or choice.get("name")
+        return {"type": "tool", "name": name}
+    return None
+
+
+# ------------------------------------------------------------------------------ answers
+def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for block in body.get("content") or ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            reasoning.append(str(block.get("thinking", "")))
+        elif kind == "tool_use":
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {
+                        "name": block.get("name"),
+                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
+                    },
+                }
+            )
+    usage = body.get("usage") or {}
+    return completion(
+        id_=str(body.get("id") or ""),
+        model=str(body.get("model") or ""),
+        content="".join(texts) or None,
+        reasoning="".join(reasoning),
+        tool_calls=calls,
+        finish_reason=ANTHROPIC_TO_FINISH.get(str(body.get("stop_reason")), "stop"),
+        usage=_usage_in(usage),
+    )
+
+
+def _usage_in(usage: dict[str, Any]) -> dict[str, Any]:
+    return chat_usage(
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read=int(usage.get("cache_read_input_tokens") or 0),
+        cache_write=int(usage.get("cache_creation_input_tokens") or 0),
+    )
+
+
+def _usage_out(usage: dict[str, Any] | None) -> dict[str, Any]:
+    uncached, output, cache_read, cache_write = usage_parts(usage)
+    return {
+        "input_tokens": uncached,
+        "output_tokens": output,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+    }
+
+
+def _message_id(id_: str) -> str:
+    return id_ if id_.startswith("msg_") else f"msg_{id_ or uuid.uuid4().hex}"
+
+
+def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    content: list[dict[str, Any]] = []
+    if message.get("reasoning_content"):
+        content.append(
+            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
+        )
+    text = message_text(message.get("content"))
+    if text:
+        content.append({"type": "text", "text": text})
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        try:
+            arguments = orjson.loads(function.get("arguments") or "{}")
+        except orjson.JSONDecodeError:
+            arguments = {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id"),
+                "name": function.get("name"),
+                "input": arguments,
+            }
+        )
+    return {
+        "id": _message_id(str(body.get("id") or "")),
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": content,
+        "stop_reason": FINISH_TO_ANTHROPIC.get(str(choice.get("finish_reason")), "end_turn"),
+        "stop_sequence": None,
+        "usage": _usage_out(body.get("usage")),
+    }
+
+
+# ------------------------------------------------------------------------------ streams
+class StreamDecoder:
+    """An ``anthropic`` upstream's stream events → canonical chunks.
+
+    ``finished`` turns true at ``message_stop``: a body that ends before it was cut.
+    """
+
+    terminal = "message_stop"
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.model = ""
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+        self._usage: dict[str, Any] = {}
+        self._tool_index: dict[int, int] = {}
+
+    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                return [chunk(self.id, self.model, {"content": delta.get("text", "")})]
+            if dtype == "thinking_delta":
+                return [
+                    chunk(self.id, self.model, {"reasoning_content": delta.get("thinking", "")})
+                ]
+            if dtype == "input_json_delta":
+                index = self._tool_index.get(int(event.get("index") or 0), 0)
+                call = {"index": index, "function": {"arguments": delta.get("partial_json", "")}}
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            return []
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                index = len(self._tool_index)
+                self._tool_index[int(event.get("index") or 0)] = index
+                call = {
+                    "index": index,
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": ""},
+                }
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            if block.get("type") == "text" and block.get("text"):
+                return [chunk(self.id, self.model, {"content": block["text"]})]
+            return []
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.id = str(message.get("id") or "")
+            self.model = str(message.get("model") or "")
+            self._usage.update(message.get("usage") or {})
+            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
+        if kind == "message_delta":
+            self._usage.update(
+                {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+            )
+            reason = (event.get("delta") or {}).get("stop_reason")
+            if reason:
+                finish = ANTHROPIC_TO_FINISH.get(str(reason), "stop")
+                return [chunk(self.id, self.model, {}, finish)]
+            return []
+        if kind == "message_stop":
+            self.finished = True
+            self.usage = _usage_in(self._usage)
+            return [usage_chunk(self.id, self.model, self.usage)]
+        return []  # ping, content_block_stop, unknown future events
+
+
+def sse_event(kind: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def frame(payload: bytes, event: dict[str, Any]) -> bytes:
+    """An upstream event relayed as-is, with its ``event:`` name (the SDKs dispatch on it)."""
+    kind = event.get("type")
+    name = kind.encode() if isinstance(kind, str) else b"message"
+    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
+
+
+class StreamEncoder:
+    """Canonical chunks → the ``/v1/messages`` door's events.
+
+    ``message_start`` and ``ping`` go out with the first committed chunk (they are the
+    preamble the commit point held back); ``message_delta`` + ``message_stop`` at ``end``.
+    """
+
+    def __init__(self) -> None:
+        self._started = False
+        self._block: str | None = None  # "text" | "thinking" | "tool_use"
+        self._index = -1
+        self._tools: dict[int, int] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
+        out: list[bytes] = []
+        for item in chunks:
+            if not self._started:
+                self._started = True
+                out.append(self._start(item))
+            if item.get("usage"):
+                self._usage = item["usage"]
+            for choice in item.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    self._open("thinking", out)
+                    out.append(
+                        self._delta(
+                            {"type": "thinking_delta", "thinking": delta["reasoning_content"]}
+                        )
+                    )
+                if delta.get("content"):
+                    self._open("text", out)
+                    out.append(self._delta({"type": "text_delta", "text": delta["content"]}))
+                for call in delta.get("tool_calls") or ():
+                    self._tool(call, out)
+                if choice.get("finish_reason"):
+                    self._finish = choice["finish_reason"]
+        return b"".join(out)
+
+    def _start(self, item: dict[str, Any]) -> bytes:
+        message: dict[str, Any] = {
+            "id": _message_id(str(item.get("id") or "")),
+            "type": "message",
+            "role": "assistant",
+            "model": item.get("model"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return sse_event(
+            "message_start", {"type": "message_start", "message": message}
+        ) + sse_event("ping", {"type": "ping"})
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse_event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": self._index, "delta": delta},
+        )
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._block is not None:
+            if self._block == "thinking":
+                out.append(self._delta({"type": "signature_delta", "signature": ""}))
+            out.append(
+                sse_event(
+                    "content_block_stop", {"type": "content_block_stop", "index": self._index}
+                )
+            )
+            self._block = None
+
+    def _open(self, kind: str, out: list[bytes], block: dict[str, Any] | None = None) -> None:
+        if self._block == kind and block is None:
+            return
+        self._close(out)
+        self._index += 1
+        self._block = kind
+        if block is None:
+            block = (
+                {"type": "text", "text": ""}
+                if kind == "text"
+                else {
+                    "type": "thinking",
+                    "thinking": "",
+                    "signature": "",
+                }
+            )
+        out.append(
+            sse_event(
+                "content_block_start",
+                {"type": "content_block_start", "index": self._index, "content_block": block},
+            )
+        )
+
+    def _tool(self, call: dict[str, Any], out: list[bytes]) -> None:
+        function = call.get("function") or {}
+        index = int(call.get("index") or 0)
+        if call.get("id") or index not in self._tools:
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": function.get("name") or "",
+                "input": {},
+            }
+            self._open("tool_use", out, block)
+            self._tools[index] = self._index
+        arguments = function.get("arguments")
+        if arguments:
+            out.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))
+
+    def end(self) -> bytes:
+        out: list[bytes] = []
+        self._close(out)
+        stop = FINISH_TO_ANTHROPIC.get(str(self._finish), "end_turn")
+        out.append(
+            sse_event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": _usage_out(self._usage),
+                },
+            )
+        )
+        out.append(sse_event("message_stop", {"type": "message_stop"}))
+        return b"".join(out)
+
+
+# ------------------------------------------------------------------------------- errors
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+
+
+def error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+def error_body(message: str, *, status: int) -> bytes:
+    return orjson.dumps(
+        {"type": "error", "error": {"type": error_type(status), "message": message}}
+    )
+
+
+def error_event(message: str, *, status: int = 502) -> bytes:
+    """The event that ends a Messages stream that failed after its commit point."""
+    return sse_event(
+        "error", {"type": "error", "error": {"type": error_type(status), "message": message}}
+    )

@@ -1,0 +1,798 @@
+"""OpenAI Responses <-> the canonical (Chat Completions) view.
+
+Requests: ``to_canonical`` (the ``/v1/responses`` door's body: ``input`` as a string or
+items, ``instructions``, function tools, ``reasoning``) and ``from_canonical`` (the body an
+``openai-responses`` target gets, always ``store: false``). Answers and streams as in
+``messages``; ``StreamEncoder`` emits the standard event sequence with ``sequence_number``.
+
+The gateway is stateless here (SPEC §12): ``previous_response_id`` and
+``conversation`` are refused with a message saying to send the conversation in ``input``;
+``store`` is answered as false. Hosted tools (web/file search, code interpreter, MCP…)
+and item types other than messages, function calls/outputs and reasoning are refused
+when the target would need a translation.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from routing.protocols import Unmappable
+from routing.protocols.canonical import chat_usage, chunk, completion, message_text, usage_chunk
+
+_SAME = ("temperature", "top_p", "stream", "parallel_tool_calls")
+_DROPPED = ("include", "prompt_cache_key", "safety_identifier", "service_tier", "truncation")
+STATELESS = (
+    "Switchyard keeps no responses: send the whole conversation in 'input' (with "
+    "'store': false) instead of '{field}'."
+)
+
+
+def refuse_stored(body: dict[str, Any]) -> None:
+    """The door's check, whatever the target: stored state is refused clearly."""
+    for name in ("previous_response_id", "conversation"):
+        if body.get(name):
+            raise Unmappable(STATELESS.format(field=name), param=name)
+
+
+# --------------------------------------------------------------------------- requests in
+def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    refuse_stored(body)
+    notes: list[str] = []
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": str(body["instructions"])})
+    items = body.get("input")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+    elif isinstance(items, list):
+        pending_reasoning: list[str] = []
+        for i, item in enumerate(items):
+            _item_in(item, f"input[{i}]", messages, pending_reasoning)
+    else:
+        raise Unmappable("'input' must be a string or an array of items.", param="input")
+    out: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    for name in _SAME:
+        if name in body:
+            out[name] = body[name]
+    if body.get("stream"):
+        out["stream_options"] = {"include_usage": True}
+    if body.get("max_output_tokens"):
+        out["max_tokens"] = body["max_output_tokens"]
+    tools = body.get("tools")
+    if tools:
+        out["tools"] = [_tool_in(tool, i) for i, tool in enumerate(tools)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, str):
+        out["tool_choice"] = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and reasoning.get("effort"):
+        out["reasoning_effort"] = reasoning["effort"]
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+        out["response_format"] = {"type": "json_schema", "json_schema": schema}
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        out["response_format"] = {"type": "json_object"}
+    if body.get("user"):
+        out["user"] = body["user"]
+    for name in _DROPPED:
+        if name in body:
+            notes.append(f"dropped {name}")
+    if body.get("store"):
+        notes.append("store ignored (the gateway is stateless)")
+    return out, notes
+
+
+def _content_in(content: Any, where: str) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise Unmappable(f"'{where}.content' must be a string or an array.", param="input")
+    parts: list[dict[str, Any]] = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text"):
+            parts.append({"type": "text", "text": str(part.get("text", ""))})
+        elif kind == "input_image" and part.get("image_url"):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": str(part.get("refusal", ""))})
+        else:
+            raise Unmappable(
+                f"'{where}.content[{j}]' is a '{kind}' part, which only openai-responses "
+                "targets accept.",
+                param="input",
+            )
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def _item_in(
+    item: Any, where: str, messages: list[dict[str, Any]], pending_reasoning: list[str]
+) -> None:
+    if not isinstance(item, dict):
+        raise Unmappable(f"'{where}' must be an object.", param="input")
+    kind = item.get("type") or ("message" if "role" in item else None)
+    if kind == "message":
+        role = item.get("role")
+        if role not in ("user", "assistant", "system", "developer"):
+            raise Unmappable(
+                f"'{where}.role' must be user, assistant, system or developer.", param="input"
+            )
+        message: dict[str, Any] = {
+            "role": "system" if role == "developer" else role,
+            "content": _content_in(item.get("content"), where),
+        }
+        if role == "assistant" and pending_reasoning:
+            message["reasoning_content"] = "".join(pending_reasoning)
+            pending_reasoning.clear()
+        messages.append(message)
+    elif kind == "function_call":
+        call = {
+            "id": item.get("call_id"),
+            "type": "function",
+            "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+        }
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "assistant" and not _after_tools(messages):
+            last.setdefault("tool_calls", []).append(call)
+        else:
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+            if pending_reasoning:
+                message["reasoning_content"] = "".join(pending_reasoning)
+                pending_reasoning.clear()
+            messages.append(message)
+    elif kind == "function_call_output":
+        output = item.get("output")
+        text = output if isinstance(output, str) else message_text(_content_in(output, where))
+        messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
+    elif kind == "reasoning":
+        summary = item.get("summary") or []
+        text = "".join(str(s.get("text", "")) for s in summary if isinstance(s, dict))
+        if not text:
+            text = "".join(
+                str(c.get("text", "")) for c in item.get("content") or () if isinstance(c, dict)
+            )
+        if text:
+            pending_reasoning.append(text)
+    else:
+        raise Unmappable(
+            f"'{where}' is a '{kind}' item, which only openai-responses targets accept.",
+            param="input",
+        )
+
+
+def _after_tools(messages: list[dict[str, Any]]) -> bool:
+    return bool(messages) and messages[-1]["role"] == "tool"
+
+
+def _tool_in(tool: Any, index: int) -> dict[str, Any]:
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        raise Unmappable(
+            f"tools[{index}] is the hosted tool '{kind}', which only openai-responses targets run.",
+            param="tools",
+        )
+    function: dict[str, Any] = {
+        "name": tool.get("name"),
+        "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    if "strict" in tool:
+        function["strict"] = tool["strict"]
+    return {"type": "function", "function": function}
+
+
+# -------------------------------------------------------------------------- requests out
+def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
+    notes: list[str] = []
+    n = body.get("n")
+    if n not in (None, 1):
+        raise Unmappable("'n' > 1 has no counterpart on openai-responses targets.", param="n")
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    dropped_reasoning = False
+    for message in body.get("messages") or ():
+        role = message.get("role")
+        content = message.get("content")
+        if role in ("system", "developer"):
+            instructions.append(message_text(content))
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": message_text(content),
+                }
+            )
+        elif role == "assistant":
+            dropped_reasoning = dropped_reasoning or bool(message.get("reasoning_content"))
+            text = message_text(content)
+            if text:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": text}],
+                    }
+                )
+            for call in message.get("tool_calls") or ():
+                function = call.get("function") or {}
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.get("id"),
+                        "name": function.get("name"),
+                        "arguments": function.get("arguments") or "{}",
+                    }
+                )
+        else:
+            items.append({"type": "message", "role": "user", "content": _parts_out(content)})
+    if dropped_reasoning:
+        notes.append("dropped reasoning from history (Responses needs its own reasoning items)")
+    out: dict[str, Any] = {"model": model, "input": items, "store": False}
+    if instructions:
+        out["instructions"] = "\n\n".join(i for i in instructions if i)
+    for name in _SAME:
+        if name in body:
+            out[name] = body[name]
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    if max_tokens:
+        out["max_output_tokens"] = max_tokens
+    tools = body.get("tools")
+    if tools:
+        out["tools"] = [_tool_out(tool, i) for i, tool in enumerate(tools)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, str):
+        out["tool_choice"] = choice
+    elif isinstance(choice, dict):
+        out["tool_choice"] = {
+            "type": "function",
+            "name": (choice.get("function") or {}).get("name"),
+        }
+    if body.get("reasoning_effort"):
+        out["reasoning"] = {"effort": body["reasoning_effort"], "summary": "auto"}
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        out["text"] = {"format": {"type": "json_schema", **(fmt.get("json_schema") or {})}}
+    elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        out["text"] = {"format": {"type": "json_object"}}
+    if body.get("user"):
+        out["user"] = body["user"]
+    for name in (
+        "stop",
+        "frequency_penalty",
+        "presence_penalty",
+        "seed",
+        "logit_bias",
+        "stream_options",
+    ):
+        if name in body and name != "stream_options":
+            notes.append(f"dropped {name}")
+    return out, notes
+
+
+def _parts_out(content: Any) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    parts: list[dict[str, Any]] = []
+    for part in content or ():
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            parts.append({"type": "input_text", "text": str(part.get("text", ""))})
+        elif kind == "image_url":
+            url = (part.get("image_url") or {}).get("url", "")
+            parts.append({"type": "input_image", "image_url": url})
+        else:
+            raise Unmappable(
+                f"a '{kind}' content part has no counterpart on openai-responses targets.",
+                param="messages",
+            )
+    return parts
+
+
+def _tool_out(tool: dict[str, Any], index: int) -> dict[str, Any]:
+    function = tool.get("function") if tool.get("type") == "function" else None
+    if not isinstance(function, dict):
+        raise Unmappable(f"tools[{index}] is not a function tool.", param="tools")
+    out: dict[str, Any] = {
+        "type": "function",
+        "name": function.get("name"),
+        "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if function.get("description"):
+        out["description"] = function["description"]
+    if "strict" in function:
+        out["strict"] = function["strict"]
+    return out
+
+
+# ------------------------------------------------------------------------------ answers
+def _usage_in(usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not usage:
+        return None
+    cached = int((usage.get("input_tokens_details") or {}).get("cached_tokens") or 0)
+    out = chat_usage(
+        input_tokens=int(usage.get("input_tokens") or 0) - cached,
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read=cached,
+    )
+    reasoning = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+    if reasoning:
+        out["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return out
+
+
+def _usage_out(usage: dict[str, Any] | None) -> dict[str, Any]:
+    usage = usage or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    output = int(usage.get("completion_tokens") or 0)
+    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    reasoning = int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + output,
+    }
+
+
+def _finish_from(response: dict[str, Any], has_calls: bool) -> str:
+    if response.get("status") == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return "content_filter" if reason == "content_filter" else "length"
+    return "tool_calls" if has_calls else "stop"
+
+
+def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in body.get("output") or ():
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    texts.append(str(part.get("text", "")))
+                elif isinstance(part, dict) and part.get("type") == "refusal":
+                    texts.append(str(part.get("refusal", "")))
+        elif kind == "reasoning":
+            for part in item.get("summary") or ():
+                reasoning.append(str(part.get("text", "")))
+            for part in item.get("content") or ():
+                reasoning.append(str(part.get("text", "")))
+        elif kind == "function_call":
+            calls.append(
+                {
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {
+                        "name": item.get("name"),
+                        "arguments": item.get("arguments") or "",
+                    },
+                }
+            )
+    return completion(
+        id_=str(body.get("id") or ""),
+        model=str(body.get("model") or ""),
+        content="".join(texts) or None,
+        reasoning="".join(reasoning),
+        tool_calls=calls,
+        finish_reason=_finish_from(body, bool(calls)),
+        usage=_usage_in(body.get("usage")),
+    )
+
+
+def _ids() -> str:
+    return uuid.uuid4().hex[:24]
+
+
+def _response(
+    id_: str, model: str, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None
+) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": status,
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "instructions": None,
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "temperature": None,
+        "top_p": None,
+        "metadata": {},
+        "store": False,
+        "usage": _usage_out(usage) if usage is not None else None,
+    }
+
+
+def _message_item(text: str, id_: str | None = None, status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": id_ or f"msg_{_ids()}",
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": [{"type": "output_text", "text": text, "annotations": []}]
+        if text or status == "completed"
+        else [],
+    }
+
+
+def _reasoning_item(text: str, id_: str | None = None) -> dict[str, Any]:
+    return {
+        "id": id_ or f"rs_{_ids()}",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": text}] if text else [],
+    }
+
+
+def _call_item(
+    call_id: str, name: str, arguments: str, id_: str | None = None, status: str = "completed"
+) -> dict[str, Any]:
+    return {
+        "id": id_ or f"fc_{_ids()}",
+        "type": "function_call",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    }
+
+
+def _response_id(id_: str) -> str:
+    return id_ if id_.startswith("resp_") else f"resp_{id_ or _ids()}"
+
+
+def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    output: list[dict[str, Any]] = []
+    if message.get("reasoning_content"):
+        output.append(_reasoning_item(message["reasoning_content"]))
+    text = message_text(message.get("content"))
+    if text:
+        output.append(_message_item(text))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        output.append(
+            _call_item(
+                str(call.get("id")), str(function.get("name")), function.get("arguments") or ""
+            )
+        )
+    status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
+    return _response(
+        _response_id(str(body.get("id") or "")),
+        str(body.get("model") or ""),
+        status,
+        output,
+        body.get("usage") or {},
+    )
+
+
+# ------------------------------------------------------------------------------ streams
+class StreamDecoder:
+    """An ``openai-responses`` upstream's events → canonical chunks (``response.completed``
+    or ``response.incomplete`` end it; a body that ends before either was cut)."""
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.model = ""
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+        self._calls: dict[str, int] = {}  # item id -> tool call index
+
+    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            return [chunk(self.id, self.model, {"content": event.get("delta", "")})]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            return [chunk(self.id, self.model, {"reasoning_content": event.get("delta", "")})]
+        if kind == "response.function_call_arguments.delta":
+            index = self._calls.get(str(event.get("item_id")), 0)
+            call = {"index": index, "function": {"arguments": event.get("delta", "")}}
+            return [chunk(self.id, self.model, {"tool_calls": [call]})]
+        if kind == "response.output_item.added":
+            item = event.get("item") or {}
+            if item.get("type") == "function_call":
+                index = len(self._calls)
+                self._calls[str(item.get("id"))] = index
+                call = {
+                    "index": index,
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {
+                        "name": item.get("name"),
+                        "arguments": item.get("arguments") or "",
+                    },
+                }
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            return []
+        if kind == "response.created":
+            response = event.get("response") or {}
+            self.id = str(response.get("id") or "")
+            self.model = str(response.get("model") or "")
+            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
+        if kind in ("response.completed", "response.incomplete"):
+            response = event.get("response") or {}
+            self.finished = True
+            self.usage = _usage_in(response.get("usage"))
+            finish = _finish_from(response, bool(self._calls))
+            out = [chunk(self.id, self.model, {}, finish)]
+            if self.usage:
+                out.append(usage_chunk(self.id, self.model, self.usage))
+            return out
+        return []
+
+
+def frame(payload: bytes, event: dict[str, Any]) -> bytes:
+    kind = event.get("type")
+    name = kind.encode() if isinstance(kind, str) else b"message"
+    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
+
+
+def error_from_event(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The error object of a ``response.failed`` / ``error`` event, else None."""
+    kind = event.get("type")
+    if kind == "response.failed":
+        error = (event.get("response") or {}).get("error") or {}
+        return {"message": error.get("message") or "response failed", "code": error.get("code")}
+    if kind == "error":
+        return {"message": event.get("message") or "upstream error", "code": event.get("code")}
+    return None
+
+
+class StreamEncoder:
+    """Canonical chunks → the ``/v1/responses`` door's events, numbered.
+
+    ``response.created`` + ``response.in_progress`` (the preamble) go out with the first
+    committed chunk; each output item opens with ``output_item.added`` and closes with its
+    ``.done`` events; ``response.completed`` carries the whole output and usage at ``end``.
+    """
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self._id = ""
+        self._model = ""
+        self._output: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None  # the item being streamed
+        self._text: list[str] = []
+        self._tools: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def _event(self, kind: str, data: dict[str, Any]) -> bytes:
+        data = {"type": kind, **data, "sequence_number": self._seq}
+        self._seq += 1
+        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
+        out: list[bytes] = []
+        for item in chunks:
+            if not self._id:
+                self._id = _response_id(str(item.get("id") or ""))
+                self._model = str(item.get("model") or "")
+                shell = _response(self._id, self._model, "in_progress", [], None)
+                out.append(self._event("response.created", {"response": shell}))
+                out.append(self._event("response.in_progress", {"response": shell}))
+            if item.get("usage"):
+                self._usage = item["usage"]
+            for choice in item.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    self._reasoning(delta["reasoning_content"], out)
+                if delta.get("content"):
+                    self._content(delta["content"], out)
+                for call in delta.get("tool_calls") or ():
+                    self._tool(call, out)
+                if choice.get("finish_reason"):
+                    self._finish = choice["finish_reason"]
+        return b"".join(out)
+
+    def _begin(self, item: dict[str, Any], out: list[bytes]) -> None:
+        self._close(out)
+        self._open = item
+        self._text = []
+        out.append(
+            self._event(
+                "response.output_item.added", {"output_index": len(self._output), "item": item}
+            )
+        )
+
+    def _reasoning(self, text: str, out: list[bytes]) -> None:
+        if self._open is None or self._open["type"] != "reasoning":
+            self._begin(_reasoning_item(""), out)
+            out.append(
+                self._event(
+                    "response.reasoning_summary_part.added",
+                    {
+                        "item_id": self._open_id,
+                        "output_index": len(self._output),
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    },
+                )
+            )
+        self._text.append(text)
+        out.append(
+            self._event(
+                "response.reasoning_summary_text.delta",
+                {
+                    "item_id": self._open_id,
+                    "output_index": len(self._output),
+                    "summary_index": 0,
+                    "delta": text,
+                },
+            )
+        )
+
+    @property
+    def _open_id(self) -> str:
+        return str(self._open["id"]) if self._open is not None else ""
+
+    def _content(self, text: str, out: list[bytes]) -> None:
+        if self._open is None or self._open["type"] != "message":
+            self._begin(_message_item("", status="in_progress"), out)
+            out.append(
+                self._event(
+                    "response.content_part.added",
+                    {
+                        "item_id": self._open_id,
+                        "output_index": len(self._output),
+                        "content_index": 0,
+                        "part": {"type": "output_text", "text": "", "annotations": []},
+                    },
+                )
+            )
+        self._text.append(text)
+        out.append(
+            self._event(
+                "response.output_text.delta",
+                {
+                    "item_id": self._open_id,
+                    "output_index": len(self._output),
+                    "content_index": 0,
+                    "delta": text,
+                    "logprobs": [],
+                },
+            )
+        )
+
+    def _tool(self, call: dict[str, Any], out: list[bytes]) -> None:
+        function = call.get("function") or {}
+        index = int(call.get("index") or 0)
+        if call.get("id") or index not in self._tools:
+            item = _call_item(
+                str(call.get("id") or f"call_{_ids()}"),
+                str(function.get("name") or ""),
+                "",
+                status="in_progress",
+            )
+            self._begin(item, out)
+            self._tools[index] = item
+        arguments = function.get("arguments")
+        if arguments:
+            self._text.append(arguments)
+            out.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    {
+                        "item_id": self._open_id,
+                        "output_index": len(self._output),
+                        "delta": arguments,
+                    },
+                )
+            )
+
+    def _close(self, out: list[bytes]) -> None:
+        item = self._open
+        if item is None:
+            return
+        text = "".join(self._text)
+        index = len(self._output)
+        if item["type"] == "message":
+            part = {"type": "output_text", "text": text, "annotations": []}
+            out.append(
+                self._event(
+                    "response.output_text.done",
+                    {
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "text": text,
+                        "logprobs": [],
+                    },
+                )
+            )
+            out.append(
+                self._event(
+                    "response.content_part.done",
+                    {
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "content_index": 0,
+                        "part": part,
+                    },
+                )
+            )
+            item = {**item, "status": "completed", "content": [part]}
+        elif item["type"] == "reasoning":
+            part = {"type": "summary_text", "text": text}
+            out.append(
+                self._event(
+                    "response.reasoning_summary_text.done",
+                    {
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "summary_index": 0,
+                        "text": text,
+                    },
+                )
+            )
+            out.append(
+                self._event(
+                    "response.reasoning_summary_part.done",
+                    {
+                        "item_id": item["id"],
+                        "output_index": index,
+                        "summary_index": 0,
+                        "part": part,
+                    },
+                )
+            )
+            item = {**item, "summary": [part]}
+        else:
+            out.append(
+                self._event(
+                    "response.function_call_arguments.done",
+                    {"item_id": item["id"], "output_index": index, "arguments": text},
+                )
+            )
+            item = {**item, "arguments": text, "status": "completed"}
+        out.append(self._event("response.output_item.done", {"output_index": index, "item": item}))
+        self._output.append(item)
+        self._open = None
+        self._text = []
+
+    def end(self) -> bytes:
+        out: list[bytes] = []
+        self._close(out)
+        status = "incomplete" if self._finish == "length" else "completed"
+        response = _response(self._id, self._model, status, self._output, self._usage or {})
+        kind = "response.incomplete" if status == "incomplete" else "response.completed"
+        out.append(self._event(kind, {"response": response}))
+        return b"".join(out)
+
+    def error(self, message: str, code: str) -> bytes:
+        """``response.failed``: a stream that failed after its commit point."""
+        return failed_event(
+            self._id or _response_id(""), self._model, self._seq, message, code, self._output
+        )
+
+
+def failed_event(
+    id_: str,
+    model: str,
+    sequence_number: int,
+    message: str,
+    code: str,
+    output: list[dict[str, Any]] | None = None,
+) -> bytes:
+    """``response.failed`` for the response ``id_`` (clients check it is the same one)."""
+    response = _response(id_, model, "failed", output or [], None)
+    response["error"] = {"code": code, "message": message}
+    data = {"type": "response.failed", "response": response, "sequence_number": sequence_number}
+    return b"event: response.failed\ndata: " + orjson.dumps(data) + b"\n\n"
