@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic.base import RedirectView
 
+import routing.api.doors  # noqa: F401  (registers /v1/messages, /v1/responses, /v1/embeddings)
 from dashboard.views.auth import LoginView, LogoutView
 from routing.api.management import api as management_api
 from routing.api.openai import api as openai_api

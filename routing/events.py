@@ -63,6 +63,7 @@ class AttemptRecord:
     switched_to: str | None = None
     probe: bool = False
     rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
+    kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
 
 
 @dataclass(slots=True)
@@ -81,6 +82,7 @@ class CallRecord:
     error_code: str | None = None
     http_status: int = 200
     attempts: list[AttemptRecord] = field(default_factory=list)
+    front_door: str = "openai"  # the protocol the client spoke (a routing.protocols value)
 
     def trail(self) -> str:
         """Compact per-attempt trail for the ``x-switchyard-trail`` header."""

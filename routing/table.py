@@ -94,6 +94,7 @@ class GroupSpec:
     provider_names: tuple[str, ...] = field(init=False)  # providers used, for health reads
     by_key: Mapping[str, TargetSpec] = field(init=False)
     window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
+    kinds: frozenset[str] = field(init=False)  # upstream kinds of its targets (front doors)
 
     def __post_init__(self) -> None:
         compact = self.policy.get("compact_window")
@@ -111,6 +112,7 @@ class GroupSpec:
             self, "provider_names", tuple(dict.fromkeys(t.provider.name for t in self.targets))
         )
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
+        object.__setattr__(self, "kinds", frozenset(t.provider.kind for t in self.targets))
 
 
 def group_summary(group: GroupSpec) -> str:

@@ -18,8 +18,12 @@ from ninja import NinjaAPI
 from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
+from routing.protocols import Protocol, Unmappable
+from routing.protocols.legs import Prepared, translate_request
 from routing.runtime import get_runtime
-from routing.table import KeySpec, RoutingTable
+from routing.table import GroupSpec, KeySpec, RoutingTable
+
+CHAT_ONLY = frozenset({Protocol.CHAT.value})
 
 api = NinjaAPI(
     title="Switchyard OpenAI-compatible API",
@@ -43,45 +47,106 @@ def render(reply: Reply) -> HttpResponse:
         body, status=reply.status, content_type="application/json", headers=reply.headers
     )
     response["content-length"] = str(len(body))  # /v1 runs without CommonMiddleware
+    if isinstance(reply, ErrorReply):
+        # The gateway already retried and switched: a client retry would replay the chain.
+        response["x-should-retry"] = "false"
     return response
 
 
-def authenticate(request: HttpRequest, table: RoutingTable) -> KeySpec | ErrorReply:
+def authenticate(
+    request: HttpRequest, table: RoutingTable, door: Protocol = Protocol.CHAT
+) -> KeySpec | ErrorReply:
+    """``Authorization: Bearer`` everywhere; ``x-api-key`` too on the Messages door."""
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
+    if door is Protocol.MESSAGES and not secret.strip():
+        scheme, secret = "bearer", request.headers.get("x-api-key", "")
     if scheme.lower() != "bearer" or not secret.strip():
+        hint = "'x-api-key: <key>' or " if door is Protocol.MESSAGES else ""
         return ErrorReply(
-            401, "Missing API key: send 'Authorization: Bearer <key>'.", "missing_api_key"
+            401,
+            f"Missing API key: send {hint}'Authorization: Bearer <key>'.",
+            "missing_api_key",
+            door=door,
         )
     key = table.keys.get(hashlib.sha256(secret.strip().encode()).hexdigest())
     if key is None:
-        return ErrorReply(401, "Invalid or revoked API key.", "invalid_api_key")
+        return ErrorReply(401, "Invalid or revoked API key.", "invalid_api_key", door=door)
     return key
 
 
-def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
+def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str, Any] | ErrorReply:
+    """The body as a JSON object with a string ``model`` (every door's first check)."""
     try:
         raw = request.body
     except RequestDataTooBig:
-        return ErrorReply(413, "Request body is too large.", "request_too_large")
+        return ErrorReply(413, "Request body is too large.", "request_too_large", door=door)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return ErrorReply(400, "Request body is not valid JSON.", "invalid_json")
+        return ErrorReply(400, "Request body is not valid JSON.", "invalid_json", door=door)
     if not isinstance(body, dict):
-        return ErrorReply(400, "Request body must be a JSON object.", "invalid_request")
+        return ErrorReply(400, "Request body must be a JSON object.", "invalid_request", door=door)
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return ErrorReply(
-            400, "'model' is required and must be a string.", "invalid_request", param="model"
+            400,
+            "'model' is required and must be a string.",
+            "invalid_request",
+            param="model",
+            door=door,
         )
+    if "stream" in body and not isinstance(body["stream"], bool):
+        return ErrorReply(
+            400, "'stream' must be a boolean.", "invalid_request", param="stream", door=door
+        )
+    return body
+
+
+def resolve_group(
+    table: RoutingTable, key: KeySpec, model: str, door: Protocol = Protocol.CHAT
+) -> GroupSpec | ErrorReply:
+    group = table.resolve(model)
+    if group is None:
+        return ErrorReply(
+            404,
+            f"The model '{model}' does not exist.",
+            "model_not_found",
+            param="model",
+            door=door,
+        )
+    if key.groups and model not in key.groups:
+        return ErrorReply(
+            403,
+            f"This key may not use the model '{model}'.",
+            "model_not_allowed",
+            "permission_error",
+            "model",
+            door=door,
+        )
+    return group
+
+
+def prepare(door: Protocol, body: dict[str, Any], group: GroupSpec) -> Prepared | None | ErrorReply:
+    """The request translated for the group's other kinds; None when none is needed (the
+    chat door in front of chat targets: the existing pass-through, untouched)."""
+    if door is Protocol.CHAT and group.kinds <= CHAT_ONLY:
+        return None
+    try:
+        return translate_request(door, body, (Protocol(kind) for kind in group.kinds))
+    except Unmappable as exc:
+        return ErrorReply(400, str(exc), "unsupported_for_target", param=exc.param, door=door)
+
+
+def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
+    body = parse_json(request)
+    if isinstance(body, ErrorReply):
+        return body
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return ErrorReply(
             400, "'messages' must be a non-empty array.", "invalid_request", param="messages"
         )
-    if "stream" in body and not isinstance(body["stream"], bool):
-        return ErrorReply(400, "'stream' must be a boolean.", "invalid_request", param="stream")
     return body
 
 
@@ -104,24 +169,12 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
     body = parse_body(request)
     if isinstance(body, ErrorReply):
         return render(body)
-    model = body["model"]
-    group = table.resolve(model)
-    if group is None:
-        return render(
-            ErrorReply(
-                404, f"The model '{model}' does not exist.", "model_not_found", param="model"
-            )
-        )
-    if key.groups and model not in key.groups:
-        return render(
-            ErrorReply(
-                403,
-                f"This key may not use the model '{model}'.",
-                "model_not_allowed",
-                "permission_error",
-                "model",
-            )
-        )
+    group = resolve_group(table, key, body["model"])
+    if isinstance(group, ErrorReply):
+        return render(group)
+    prepared = prepare(Protocol.CHAT, body, group)
+    if isinstance(prepared, ErrorReply):
+        return render(prepared)
     call = Call(
         runtime,
         group,
@@ -129,6 +182,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         stream=bool(body.get("stream")),
         session=session_key(request, body),
         started=getattr(request, "scope", {}).get("switchyard.started"),
+        prepared=prepared,
     )
     return render(await call.run())
 
@@ -156,9 +210,28 @@ async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse
 async def list_models(request: HttpRequest) -> HttpResponse:
     runtime = get_runtime()
     table = await runtime.current_table()
-    key = authenticate(request, table)
+    anthropic = "anthropic-version" in request.headers
+    key = authenticate(request, table, Protocol.MESSAGES if anthropic else Protocol.CHAT)
     if isinstance(key, ErrorReply):
         return render(key)
+    if anthropic:  # what Anthropic clients discover models with (SPEC §12)
+        models = [
+            {
+                "type": "model",
+                "id": name,
+                "display_name": name,
+                "created_at": "1970-01-01T00:00:00Z",
+            }
+            for name in table.groups
+            if not key.groups or name in key.groups
+        ]
+        listing = {
+            "data": models,
+            "has_more": False,
+            "first_id": models[0]["id"] if models else None,
+            "last_id": models[-1]["id"] if models else None,
+        }
+        return HttpResponse(orjson.dumps(listing), content_type="application/json")
     data = [
         {
             "id": name,

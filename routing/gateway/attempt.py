@@ -24,6 +24,15 @@ import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.gateway.continuity import ServedTurn
+from routing.protocols import Protocol
+from routing.protocols.legs import (
+    Decoder,
+    Item,
+    completion_for_door,
+    completion_to_canonical,
+    decoder_for,
+    stream_error,
+)
 from routing.upstream.openai import (
     BodyReader,
     OpenAIClient,
@@ -56,22 +65,32 @@ def has_content(chunk: Mapping[str, Any]) -> bool:
     return False
 
 
-Chunk = tuple[bytes, dict[str, Any]]  # the raw ``data`` payload and its parsed JSON
-
-
 class EventReader:
     """Parsed ``data:`` payloads of one upstream stream, each network read bounded by its
-    deadline. ``next_batch`` returns every chunk one read completed, so the relay can send
-    them on in one write; ``next`` hands them out one at a time (before the commit point)."""
+    deadline. ``next_batch`` returns every item one read completed, so the relay can send
+    them on in one write; ``next`` hands them out one at a time (before the commit point).
+
+    An item is ``(payload, event, canonical chunks)``. A chat upstream's chunk is its own
+    canonical chunk; the other kinds' events go through their ``Decoder``, whose terminal
+    event (``message_stop``, ``response.completed``) must arrive: a body that ends before
+    it is a cut (``TRANSPORT``), never a clean end."""
 
     def __init__(
-        self, response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float
+        self,
+        response: httpx.Response,
+        timeouts: Timeouts,
+        *,
+        started: float,
+        deadline: float,
+        kind: Protocol = Protocol.CHAT,
     ) -> None:
         self._response = response
+        self._kind = kind
+        self._decoder: Decoder | None = decoder_for(kind)
         self._body = BodyReader(response)
         self._watch = ReadDeadline()
         self._parser = SSEParser()
-        self._ready: deque[Chunk] = deque()
+        self._ready: deque[Item] = deque()
         self._finished = False
         self._failure: Failure | None = None  # raised once the chunks before it are handed out
         self._total_deadline = min(started + timeouts.total_s, deadline)
@@ -91,7 +110,7 @@ class EventReader:
     def ttft_s(self) -> float | None:
         return None if self.first_content_at is None else self.first_content_at - self.started
 
-    async def next(self) -> Chunk | None:
+    async def next(self) -> Item | None:
         """The next JSON chunk, or None at ``[DONE]`` or a clean end of the body."""
         while not self._ready:
             if self._failure is not None:
@@ -101,7 +120,7 @@ class EventReader:
             await self._read()
         return self._ready.popleft()
 
-    async def next_batch(self) -> list[Chunk] | None:
+    async def next_batch(self) -> list[Item] | None:
         """Every chunk available now (at least one), or None at the end."""
         while not self._ready:
             if self._failure is not None:
@@ -139,7 +158,10 @@ class EventReader:
         self._accept(self._parser.feed(data))
 
     def _answer_complete(self) -> bool:
-        """Every choice that appeared carried a finish_reason, and the last line parsed."""
+        """Every choice that appeared carried a finish_reason, and the last line parsed;
+        for a decoded kind, its final event (``message_stop``, ``response.completed``) came."""
+        if self._decoder is not None:
+            return self._decoder.finished
         return bool(self._done) and self._seen <= self._done and not self._last_malformed
 
     def _end_of_body(self) -> None:
@@ -149,9 +171,13 @@ class EventReader:
             return
         self._finished = True
         if not self._answer_complete():
-            self._failure = Failure(FailureCode.TRANSPORT, "stream ended before a finish reason")
+            what = "a finish reason" if self._decoder is None else "its final event"
+            self._failure = Failure(FailureCode.TRANSPORT, f"stream ended before {what}")
 
     def _accept(self, payloads: list[bytes]) -> None:
+        if self._decoder is not None:
+            self._accept_decoded(payloads, self._decoder)
+            return
         for payload in payloads:
             if payload == DONE:
                 self._finished = True
@@ -186,7 +212,37 @@ class EventReader:
                 self.got_content = True
                 self.first_content_at = asyncio.get_running_loop().time()
             self.turn.feed(chunk)
-            self._ready.append((payload, chunk))
+            self._ready.append((payload, chunk, (chunk,)))
+
+    def _accept_decoded(self, payloads: list[bytes], decoder: Decoder) -> None:
+        for payload in payloads:
+            if self._finished and decoder.finished:
+                break
+            try:
+                event = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                self.malformed += 1
+                log.warning("skipped a malformed stream line (%d bytes)", len(payload))
+                continue
+            if not isinstance(event, dict):
+                self.malformed += 1
+                continue
+            error = stream_error(self._kind, event)
+            if error:
+                self._finished = True
+                self._failure = classify_error_object(error, None)
+                break
+            chunks = tuple(decoder.decode(event))
+            for canonical in chunks:
+                self.turn.feed(canonical)
+            if not self.got_content and any(has_content(c) for c in chunks):
+                self.got_content = True
+                self.first_content_at = asyncio.get_running_loop().time()
+            self._ready.append((payload, event, chunks))
+            if decoder.finished:
+                self.usage = decoder.usage
+                self._finished = True
+                break
 
     async def aclose(self) -> None:
         self._watch.cancel()
@@ -258,6 +314,7 @@ class Answer:
 
     prefix: list[bytes]  # SSE payloads (streams) or the single JSON body (non-stream)
     reader: EventReader | None = None  # live stream continuation; None when complete
+    items: list[Item] = field(default_factory=list)  # the held-back stream items
     usage: dict[str, Any] | None = None
     ttft_s: float | None = None  # send → first content, for latency-aware routing
     extra: dict[str, Any] = field(default_factory=dict)
@@ -272,8 +329,17 @@ async def run_attempt(
     commit: str,
     model: str,
     deadline: float,
+    door: Protocol = Protocol.CHAT,
+    kind: Protocol = Protocol.CHAT,
+    endpoint: str | None = None,
 ) -> Answer:
-    """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it."""
+    """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it.
+
+    ``endpoint`` ``"embeddings"`` posts to ``<base>/embeddings`` (JSON only; an answer
+    without vectors is ``EMPTY_RESPONSE``).
+
+    ``door`` is the protocol the client speaks, ``kind`` the target's: a JSON answer is
+    returned in the door's shape; a stream's items are left for the door's relay."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     timeouts = client.timeouts
@@ -282,16 +348,23 @@ async def run_attempt(
     try:
         header_deadline = started + (timeouts.first_token_s if stream else timeouts.total_s)
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s, header_deadline)):
-            response = await client.send(body)
+            response = await client.send(body, path=f"/{endpoint}" if endpoint else None)
     except TimeoutError as exc:
         raise UpstreamFailure(
             Failure(FailureCode.TIMEOUT, "no response headers before timeout")
         ) from exc
     if not stream:
         return await _read_completion(
-            response, timeouts, started=started, deadline=deadline, model=model
+            response,
+            timeouts,
+            started=started,
+            deadline=deadline,
+            model=model,
+            door=door,
+            kind=kind,
+            vectors=endpoint == "embeddings",
         )
-    reader = EventReader(response, timeouts, started=started, deadline=deadline)
+    reader = EventReader(response, timeouts, started=started, deadline=deadline, kind=kind)
     try:
         return await _read_to_commit(reader, commit=commit)
     except BaseException:
@@ -303,6 +376,7 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
     """Hold back role, usage and everything else until first content (or the end, for
     ``complete``). An end without content is ``EMPTY_RESPONSE``."""
     held: list[bytes] = []
+    items: list[Item] = []
     while True:
         item = await reader.next()
         if item is None:
@@ -316,13 +390,20 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
                 )
             await reader.aclose()
             return Answer(
-                prefix=held, reader=None, usage=reader.usage, ttft_s=reader.ttft_s, turn=reader.turn
+                prefix=held,
+                reader=None,
+                items=items,
+                usage=reader.usage,
+                ttft_s=reader.ttft_s,
+                turn=reader.turn,
             )
         held.append(item[0])
+        items.append(item)
         if reader.got_content and commit != "complete":
             return Answer(
                 prefix=held,
                 reader=reader,
+                items=items,
                 usage=reader.usage,
                 ttft_s=reader.ttft_s,
                 turn=reader.turn,
@@ -330,7 +411,15 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
 
 
 async def _read_completion(
-    response: httpx.Response, timeouts: Timeouts, *, started: float, deadline: float, model: str
+    response: httpx.Response,
+    timeouts: Timeouts,
+    *,
+    started: float,
+    deadline: float,
+    model: str,
+    door: Protocol = Protocol.CHAT,
+    kind: Protocol = Protocol.CHAT,
+    vectors: bool = False,
 ) -> Answer:
     try:
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
@@ -351,16 +440,24 @@ async def _read_completion(
         raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not a JSON object"))
     if completion.get("error"):
         raise UpstreamFailure(classify_error_object(completion["error"], response.status_code))
-    if not has_content(completion):
+    if vectors:
+        if not completion.get("data"):
+            raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "no embeddings in answer"))
+        ttft = asyncio.get_running_loop().time() - started
+        return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
+    canonical = completion if kind is Protocol.CHAT else completion_to_canonical(kind, completion)
+    if not has_content(canonical):
         raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "completion has no content"))
     if not completion.get("model"):
-        completion["model"] = model
+        completion["model"] = canonical["model"] = model
         raw = orjson.dumps(completion)
+    if door is not kind:
+        raw = completion_for_door(door, canonical)
     ttft = asyncio.get_running_loop().time() - started
     return Answer(
         prefix=[raw],
         reader=None,
-        usage=completion.get("usage"),
+        usage=canonical.get("usage"),
         ttft_s=ttft,
-        turn=ServedTurn.from_completion(completion),
+        turn=ServedTurn.from_completion(canonical),
     )

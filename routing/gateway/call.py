@@ -19,7 +19,7 @@ import asyncio
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from routing.engine.health import Availability, EventKind, HealthEvent, availabi
 from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
-from routing.gateway.continuity import Continuity
+from routing.gateway.continuity import UNREWRITABLE, Continuity
 from routing.gateway.replies import (
     SSE_DONE,
     ErrorReply,
@@ -41,6 +41,8 @@ from routing.gateway.replies import (
     sse,
     sse_error,
 )
+from routing.protocols import Protocol
+from routing.protocols.legs import Prepared, Relay, relay_for, translate_body
 from routing.runtime import Runtime
 from routing.state import Snapshot
 from routing.table import GroupSpec, TargetSpec
@@ -78,12 +80,25 @@ class Call:
         session: str | None = None,
         call_id: str | None = None,
         started: float | None = None,
+        door: Protocol = Protocol.CHAT,
+        prepared: Prepared | None = None,
+        endpoint: str | None = None,
+        skipped: Mapping[str, str] | None = None,
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
-        ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us."""
+        ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
+
+        ``door`` is the protocol the client speaks; ``prepared`` its request translated for
+        every kind of the group (``routing.protocols.legs``; None: chat door, chat targets).
+        ``endpoint`` ``"embeddings"`` sends the body as-is to ``<base>/embeddings``;
+        ``skipped`` targets (key → why) are never tried and say why in an exhaustion."""
         self.runtime = runtime
         self.group = group
         self.body = body
+        self.door = door
+        self.prepared = prepared or Prepared(door, body)
+        self.endpoint = endpoint
+        self.skipped: Mapping[str, str] = skipped or {}
         self.stream = stream
         self.session = session
         self.call_id = call_id or uuid.uuid4().hex
@@ -97,15 +112,17 @@ class Call:
             session=session,
             stream=stream,
             started_at=runtime.clock(),
+            front_door=door.value,
         )
         self.outcomes: dict[str, TargetOutcome] = {}
-        self.failed: set[str] = set()
+        self.failed: set[str] = set(self.skipped)
         # (a context window was exceeded, the declared window of the target it happened on)
         self.context_limit: tuple[bool, int | None] = (False, None)
         self.track_inflight = group.algorithm.uses_inflight
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
-        self.continuity = Continuity(runtime.store, body, session)
+        # Continuity reads the canonical (chat) view, whatever the door.
+        self.continuity = Continuity(runtime.store, self.prepared.canonical, session)
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
 
     # ------------------------------------------------------------------ main loop
@@ -195,8 +212,13 @@ class Call:
         self, target: TargetSpec, probe: bool
     ) -> Answer | tuple[Decision, Failure]:
         client = self.runtime.client_for(target.provider)
-        outbound, rewrites = await self.continuity.outbound(target)
-        body = orjson.dumps(outbound)
+        kind = Protocol(target.provider.kind)
+        rewrites: list[str] = []
+        if self.endpoint:  # embeddings: no history to rewrite
+            body = orjson.dumps({**self.body, "model": target.model})
+        else:
+            outbound, rewrites = await self.continuity.outbound(target)
+            body, rewrites = self._outbound_bytes(kind, target, outbound, rewrites)
         store, group = self.runtime.store, self.group
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
@@ -215,6 +237,9 @@ class Call:
                     commit=group.commit,
                     model=target.model,
                     deadline=self.deadline,
+                    door=self.door,
+                    kind=kind,
+                    endpoint=self.endpoint,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -283,6 +308,27 @@ class Call:
             await self.runtime.sleep(decision.delay_s)
             self.upstream_s += self.loop.time() - slept_from
 
+    def _outbound_bytes(
+        self, kind: Protocol, target: TargetSpec, outbound: dict[str, Any], rewrites: list[str]
+    ) -> tuple[bytes, list[str]]:
+        """The attempt's body in the target's protocol, and every rewrite made to it.
+
+        ``outbound`` is the continuity-rewritten canonical body. Chat to chat sends it as
+        is; a cross-protocol target gets it translated (the door's request was already
+        checked translatable at the door); a same-protocol target other than chat gets the
+        door's body with only ``model`` rewritten — continuity rewrites of Messages and
+        Responses histories are not applied there (said in the rewrites)."""
+        if kind is Protocol.CHAT and self.door is Protocol.CHAT:
+            return orjson.dumps(outbound), rewrites
+        notes = list(self.prepared.notes.get(kind, ()))
+        if kind is self.door:
+            skipped = [UNREWRITABLE] if rewrites else []
+            return self.prepared.request(kind, target.model), skipped
+        if not rewrites:
+            return self.prepared.request(kind, target.model), notes
+        body, translation = translate_body(kind, outbound, target.model)
+        return body, rewrites + translation
+
     def _attempt(
         self,
         target: TargetSpec,
@@ -305,6 +351,7 @@ class Call:
             message=failure.message if failure else "",
             probe=probe,
             rewrites=tuple(rewrites or ()),
+            kind=target.provider.kind,
         )
         self.record.attempts.append(record)
         return record
@@ -394,7 +441,11 @@ class Call:
             self.record.usage = answer.usage
             self._finish("ok")
             return JsonReply(answer.prefix[0], headers=headers)
-        return StreamReply(self._relay(target, answer), headers=headers)
+        kind = Protocol(target.provider.kind)
+        if kind is Protocol.CHAT and self.door is Protocol.CHAT:
+            return StreamReply(self._relay(target, answer), headers=headers)
+        relay = relay_for(self.door, kind, self.body)
+        return StreamReply(self._relay_leg(target, answer, relay), headers=headers)
 
     async def _relay(self, target: TargetSpec, answer: Answer) -> AsyncIterator[bytes]:
         """Send the held-back prefix, then the live rest. After the commit point a failure
@@ -434,7 +485,7 @@ class Call:
                     if batch is None:
                         break
                     out: list[bytes] = []
-                    for payload, chunk in batch:
+                    for payload, chunk, _ in batch:
                         if chunk.get("usage") and not chunk.get("choices"):
                             if usage_sent:
                                 continue
@@ -449,14 +500,64 @@ class Call:
             outcome, error_code = "aborted", FailureCode.ABORTED.value
             raise
         finally:
+            await self._stream_ended(target, answer, outcome, error_code)
+
+    async def _relay_leg(
+        self, target: TargetSpec, answer: Answer, relay: Relay
+    ) -> AsyncIterator[bytes]:
+        """``_relay`` for every other door/kind pair: the same commit rules, the door's own
+        framing, end and after-commit error event (``routing.protocols.legs``)."""
+        reader = answer.reader
+        outcome, error_code = "ok", None
+        try:
+            yield relay.encode(answer.items)
             if reader is not None:
-                self.record.usage = reader.usage
-                await reader.aclose()
-                if self.track_inflight:
-                    await self.runtime.store.inflight_add(target.key, -1)
-            else:
-                self.record.usage = answer.usage
-            self._finish(outcome, error_code=error_code)
+                while True:
+                    try:
+                        batch = await reader.next_batch()
+                    except UpstreamFailure as exc:
+                        failure = _scrubbed(exc.failure, target)
+                        outcome, error_code = "failed", failure.code.value
+                        log.warning(
+                            "failed after content call=%s group=%s target=%s code=%s: %s "
+                            "(surfaced as the door's error event: too late to retry or switch)",
+                            self.call_id,
+                            self.group.name,
+                            target.key,
+                            failure.code.value,
+                            failure.message,
+                        )
+                        yield relay.error(failure.message, code=failure.code.value)
+                        await self._charge(target, failure, probe=False)
+                        return
+                    if batch is None:
+                        break
+                    out = relay.encode(batch)
+                    if out:
+                        yield out
+                # Before the end: a client's next request must find this turn remembered.
+                await self.continuity.remember(target, answer.turn)
+            tail = relay.end()
+            if tail:
+                yield tail
+        except (asyncio.CancelledError, GeneratorExit):
+            outcome, error_code = "aborted", FailureCode.ABORTED.value
+            raise
+        finally:
+            await self._stream_ended(target, answer, outcome, error_code)
+
+    async def _stream_ended(
+        self, target: TargetSpec, answer: Answer, outcome: str, error_code: str | None
+    ) -> None:
+        reader = answer.reader
+        if reader is not None:
+            self.record.usage = reader.usage
+            await reader.aclose()
+            if self.track_inflight:
+                await self.runtime.store.inflight_add(target.key, -1)
+        else:
+            self.record.usage = answer.usage
+        self._finish(outcome, error_code=error_code)
 
     def _surface(self, failure: Failure) -> ErrorReply:
         status = failure.status if failure.status and 400 <= failure.status < 600 else 502
@@ -475,6 +576,7 @@ class Call:
             code=failure.code.value,
             type="invalid_request_error" if status < 500 else "upstream_error",
             headers=self._trail_headers(),
+            door=self.door,
         )
 
     async def _exhausted(self) -> ErrorReply:
@@ -498,6 +600,7 @@ class Call:
             code="ROUTES_EXHAUSTED",
             type="upstream_error",
             headers=headers,
+            door=self.door,
         )
 
     def _target_lines(self, snapshot: Snapshot, now: float) -> tuple[list[str], list[float]]:
@@ -516,7 +619,9 @@ class Call:
                 continue
             provider_health = snapshot.providers.get(target.provider.name)
             health = snapshot.targets.get(target.key)
-            if provider_health is not None and provider_health.disabled:
+            if target.key in self.skipped:
+                lines.append(f"{target.key} → skipped: {self.skipped[target.key]}")
+            elif provider_health is not None and provider_health.disabled:
                 lines.append(f"{target.key} → disabled: {provider_health.code}")
             elif health is not None and availability(health, now) is Availability.COOLING:
                 revivals.append(health.until)

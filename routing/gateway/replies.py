@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from routing.protocols import Protocol
+from routing.protocols.legs import door_error_body
+
 
 @dataclass(slots=True)
 class JsonReply:
@@ -33,9 +36,14 @@ class ErrorReply:
     type: str = "invalid_request_error"
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    door: Protocol = Protocol.CHAT  # the error leaves in this protocol's shape
 
     @property
     def body(self) -> bytes:
+        if self.door is Protocol.MESSAGES:
+            return door_error_body(
+                self.door, self.message, code=self.code, type=self.type, status=self.status
+            )
         return error_body(self.message, code=self.code, type=self.type, param=self.param)
 
 

@@ -53,12 +53,20 @@ def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """A door's request ready for every kind of its group: the canonical view and, per
-    kind, the body (without ``model``) and the rewrite notes."""
+    kind, the body (without ``model``) and the rewrite notes.
+
+    ``canonical`` is the chat view continuity rewrites (the door's body itself for the
+    chat door, and for a request only same-protocol targets take that has no chat view)."""
 
     door: Protocol
     body: dict[str, Any]
     bodies: dict[Protocol, dict[str, Any]] = field(default_factory=dict)
     notes: dict[Protocol, tuple[str, ...]] = field(default_factory=dict)
+    canonical: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.canonical:
+            object.__setattr__(self, "canonical", self.body)
 
     def request(self, kind: Protocol, model: str) -> bytes:
         if kind is self.door:
@@ -82,16 +90,19 @@ def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Prot
     """Translate ``body`` for every kind in ``kinds``; raises ``Unmappable``."""
     if door is Protocol.RESPONSES:
         responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
-    prepared = Prepared(door, body)
     others = [k for k in dict.fromkeys(kinds) if k is not door]
-    if not others:
-        return prepared
     door_notes: list[str] = []
     notes: list[str] = []
     if door is Protocol.CHAT:
         canonical = body
     else:
-        canonical, door_notes = _TO_CANONICAL[door](body)
+        try:
+            canonical, door_notes = _TO_CANONICAL[door](body)
+        except Unmappable:
+            if others:
+                raise
+            return Prepared(door, body)  # pass-through only: no chat view needed
+    prepared = Prepared(door, body, canonical=canonical)
     model = str(body.get("model") or "")
     for kind in others:
         if kind is Protocol.CHAT:
@@ -105,6 +116,17 @@ def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Prot
                 ) from exc
         prepared.notes[kind] = tuple(door_notes + notes)
     return prepared
+
+
+def translate_body(
+    kind: Protocol, canonical: dict[str, Any], model: str
+) -> tuple[bytes, list[str]]:
+    """A (rewritten) canonical body in ``kind``'s protocol: checked translatable at the
+    door already, so ``Unmappable`` here would be a bug."""
+    if kind is Protocol.CHAT:
+        return orjson.dumps({**canonical, "model": model}), []
+    body, notes = _FROM_CANONICAL[kind](canonical, model)
+    return orjson.dumps(body), notes
 
 
 # ------------------------------------------------------------------------ answers (JSON)

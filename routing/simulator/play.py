@@ -337,15 +337,17 @@ async def _stream_end_early(ex: Exchange, end: EndBeforeFinish) -> web.StreamRes
         _cut(ex, reset=True)
         raise CutByScript(sse.response)
     if end.how == "malformed":
-        line = _dumps(ex.completion().finish_chunk("stop"))
-        await sse.raw(line[: len(line) // 2])
+        assert sse.wire is not None
+        name, last = sse.wire.finish("stop", None)[-1]
+        line = _dumps(last)
+        await sse.raw(line[: len(line) // 2], name)
     return await sse.end(done=False)
 
 
 async def _json_end_early(ex: Exchange, end: EndBeforeFinish) -> web.StreamResponse:
     """Half a completion body: a short body with a clean end, or a reset after it."""
     content = fill_model(end.content, ex.model)
-    raw = _dumps(ex.completion().body(content=content, usage=usage_for(ex.body, content)))
+    raw = _dumps(ex.wire().body(content=content, usage=usage_for(ex.body, content)))
     half = raw[: len(raw) // 2]
     if end.how != "reset":
         return await _send(ex, 200, half)
