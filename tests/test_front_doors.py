@@ -1,0 +1,649 @@
+"""Three front doors × three upstream kinds (SPEC §12), end to end over real sockets:
+the official ``openai`` SDK (chat and ``responses``) and ``anthropic`` SDK → Switchyard →
+the simulator speaking Chat Completions, Anthropic Messages or OpenAI Responses.
+
+Each group's first target is of one kind and fails over to a target of another kind, so
+the matrix also covers failover across kinds. The door adapters below turn each SDK's
+answer into the same ``Seen`` facts so every cell asserts the same things.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from routing.events import CallRecord
+from routing.simulator.script import DropAfter, Fail, Reply
+from tests.conftest import Harness
+
+THREE_KINDS = """
+providers:
+  - name: chat
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-chat
+  - name: claude
+    kind: anthropic
+    base_url: {upstream}
+    api_key: upstream-key-claude
+  - name: resp
+    kind: openai-responses
+    base_url: {upstream}
+    api_key: upstream-key-resp
+groups:
+  - name: via-openai
+    targets:
+      - {provider: chat, model: c-model}
+      - {provider: claude, model: a-model}
+  - name: via-anthropic
+    targets:
+      - {provider: claude, model: a-model}
+      - {provider: resp, model: r-model}
+  - name: via-openai-responses
+    targets:
+      - {provider: resp, model: r-model}
+      - {provider: chat, model: c-model}
+"""
+
+# kind -> (first target's model, its failover's model, the upstream path the kind posts to)
+KINDS = {
+    "openai": ("c-model", "a-model", "/v1/chat/completions"),
+    "anthropic": ("a-model", "r-model", "/v1/messages"),
+    "openai-responses": ("r-model", "c-model", "/v1/responses"),
+}
+PATH_OF_MODEL = {
+    "c-model": "/v1/chat/completions",
+    "a-model": "/v1/messages",
+    "r-model": "/v1/responses",
+}
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+ANSWER = Reply(
+    "Sunny in Paris.",
+    reasoning="Need the weather tool.",
+    tool_call=True,
+    finish_reason="tool_calls",
+)
+
+
+@dataclass
+class Seen:
+    """What a client got, in protocol-neutral terms."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    stop: str | None = None
+    model: str | None = None
+    usage_out: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
+
+
+class ChatDoor:
+    name = "chat"
+    stop_for_tools = "tool_calls"
+
+    def __init__(self, h: Harness) -> None:
+        self.client = h.client()
+
+    def call(self, model: str, *, stream: bool) -> Seen:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {"name": "get_weather", "parameters": SCHEMA},
+                }
+            ],
+            "reasoning_effort": "low",
+        }
+        seen = Seen()
+        if not stream:
+            raw = self.client.chat.completions.with_raw_response.create(**kwargs)
+            reply = raw.parse()
+            message = reply.choices[0].message
+            seen.text = message.content or ""
+            seen.reasoning = (message.model_extra or {}).get("reasoning_content") or ""
+            if message.tool_calls:
+                seen.tool_name = message.tool_calls[0].function.name
+                seen.tool_args = _json(message.tool_calls[0].function.arguments)
+            seen.stop, seen.model = reply.choices[0].finish_reason, reply.model
+            seen.usage_out = reply.usage.completion_tokens if reply.usage else None
+            seen.headers = dict(raw.headers)
+            return seen
+        args = ""
+        for chunk in self.client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True}
+        ):
+            seen.model = chunk.model
+            if chunk.usage:
+                seen.usage_out = chunk.usage.completion_tokens
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            seen.text += delta.content or ""
+            seen.reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+            for call in delta.tool_calls or ():
+                if call.function and call.function.name:
+                    seen.tool_name = call.function.name
+                args += (call.function.arguments or "") if call.function else ""
+            seen.stop = chunk.choices[0].finish_reason or seen.stop
+        seen.tool_args = _json(args) if args else None
+        return seen
+
+    def cut_after_commit(self, model: str) -> tuple[str, Exception | None]:
+        text, error = "", None
+        try:
+            for chunk in self.client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}], stream=True
+            ):
+                if chunk.choices:
+                    text += chunk.choices[0].delta.content or ""
+        except openai.APIError as exc:
+            error = exc
+        return text, error
+
+    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with pytest.raises(openai.APIStatusError) as info:
+            self.client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": "hi"}]
+            )
+        response = info.value.response
+        return response.status_code, response.json(), dict(response.headers)
+
+
+class MessagesDoor:
+    name = "messages"
+    stop_for_tools = "tool_use"
+
+    def __init__(self, h: Harness) -> None:
+        self.client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+
+    def _kwargs(self, model: str) -> dict[str, Any]:
+        return {
+            "model": model,
+            "max_tokens": 4096,
+            "system": "You are terse.",
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [{"name": "get_weather", "input_schema": SCHEMA}],
+            "thinking": {"type": "enabled", "budget_tokens": 2048},
+        }
+
+    def call(self, model: str, *, stream: bool) -> Seen:
+        seen = Seen()
+        if stream:
+            with self.client.messages.stream(**self._kwargs(model)) as events:
+                seen.events = [event.type for event in events]
+                message = events.get_final_message()
+        else:
+            raw = self.client.messages.with_raw_response.create(**self._kwargs(model))
+            message = raw.parse()
+            seen.headers = dict(raw.headers)
+        for block in message.content:
+            if block.type == "text":
+                seen.text += block.text
+            elif block.type == "thinking":
+                seen.reasoning += block.thinking
+            elif block.type == "tool_use":
+                seen.tool_name, seen.tool_args = block.name, dict(block.input)  # type: ignore[arg-type]
+        seen.stop, seen.model = message.stop_reason, message.model
+        seen.usage_out = message.usage.output_tokens
+        return seen
+
+    def cut_after_commit(self, model: str) -> tuple[str, Exception | None]:
+        text, error = "", None
+        try:
+            with self.client.messages.stream(
+                model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            ) as events:
+                for event in events:
+                    if event.type == "text":
+                        text += event.text
+        except anthropic.APIError as exc:
+            error = exc
+        return text, error
+
+    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with pytest.raises(anthropic.APIStatusError) as info:
+            self.client.messages.create(
+                model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            )
+        response = info.value.response
+        return response.status_code, response.json(), dict(response.headers)
+
+
+class ResponsesDoor:
+    name = "responses"
+    stop_for_tools = "completed"
+
+    def __init__(self, h: Harness) -> None:
+        self.client = h.client()
+
+    def _kwargs(self, model: str) -> dict[str, Any]:
+        return {
+            "model": model,
+            "instructions": "You are terse.",
+            "input": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [{"type": "function", "name": "get_weather", "parameters": SCHEMA}],
+            "reasoning": {"effort": "low"},
+            "store": False,
+        }
+
+    def call(self, model: str, *, stream: bool) -> Seen:
+        seen = Seen()
+        if stream:
+            with self.client.responses.stream(**self._kwargs(model)) as events:
+                seen.events = [event.type for event in events]
+                response = events.get_final_response()
+        else:
+            raw = self.client.responses.with_raw_response.create(**self._kwargs(model))
+            response = raw.parse()
+            seen.headers = dict(raw.headers)
+        for item in response.output:
+            if item.type == "message":
+                seen.text += "".join(p.text for p in item.content if p.type == "output_text")
+            elif item.type == "reasoning":
+                seen.reasoning += "".join(s.text for s in item.summary)
+            elif item.type == "function_call":
+                seen.tool_name, seen.tool_args = item.name, _json(item.arguments)
+        seen.stop, seen.model = response.status, response.model
+        seen.usage_out = response.usage.output_tokens if response.usage else None
+        return seen
+
+    def cut_after_commit(self, model: str) -> tuple[str, Exception | None]:
+        text, error = "", None
+        try:
+            with self.client.responses.stream(model=model, input="hi") as events:
+                for event in events:
+                    if event.type == "response.output_text.delta":
+                        text += event.delta
+                    elif event.type == "response.failed":
+                        error = RuntimeError(event.response.error.message)  # type: ignore[union-attr]
+                    elif event.type == "response.completed":
+                        raise AssertionError("a cut stream must not complete")
+        except openai.APIError as exc:
+            error = exc
+        return text, error
+
+    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with pytest.raises(openai.APIStatusError) as info:
+            self.client.responses.create(model=model, input="hi")
+        response = info.value.response
+        return response.status_code, response.json(), dict(response.headers)
+
+
+DOORS = [ChatDoor, MessagesDoor, ResponsesDoor]
+Door = ChatDoor | MessagesDoor | ResponsesDoor
+
+
+def _json(text: str) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads(text))
+
+
+@pytest.fixture
+def h(harness: Harness) -> Harness:
+    harness.configure(THREE_KINDS)
+    return harness
+
+
+def _cells() -> list[Any]:
+    return [
+        pytest.param(door, kind, id=f"{door.name}-door-{kind}") for door in DOORS for kind in KINDS
+    ]
+
+
+def _check_answer(seen: Seen, door: Door, model: str) -> None:
+    assert seen.text == "Sunny in Paris."
+    assert seen.reasoning == "Need the weather tool."
+    assert seen.tool_name == "get_weather" and seen.tool_args == {"city": "Paris"}
+    assert seen.stop == door.stop_for_tools
+    assert seen.model == model  # the concrete upstream model that answered
+    assert seen.usage_out and seen.usage_out > 0
+
+
+def _check_upstream_request(h: Harness, kind: str) -> None:
+    """The target got the request in its own protocol: tools, system prompt, reasoning."""
+    sent = h.upstream.requests[-1]
+    assert sent.path == KINDS[kind][2]
+    body = sent.body
+    if kind == "openai":
+        assert body["tools"][0]["function"]["name"] == "get_weather"
+        assert body["messages"][0]["role"] in ("system", "user")
+        assert body["reasoning_effort"] == "low"
+    elif kind == "anthropic":
+        assert body["tools"][0] == {"name": "get_weather", "input_schema": SCHEMA}
+        assert body["max_tokens"] > body["thinking"]["budget_tokens"] == 2048
+        assert sent.headers["x-api-key"] == "upstream-key-claude"
+        assert sent.headers["anthropic-version"]
+    else:
+        assert body["tools"][0]["name"] == "get_weather" and body["store"] is False
+        assert body["reasoning"]["effort"] == "low"
+        assert body["input"][-1]["role"] == "user"
+
+
+@pytest.mark.parametrize(("door_cls", "kind"), _cells())
+def test_non_streaming_answer_with_tools_and_thinking(
+    h: Harness, door_cls: type, kind: str
+) -> None:
+    door = door_cls(h)
+    model = KINDS[kind][0]
+    h.upstream.script(model, ANSWER)
+    seen = door.call(f"via-{kind}", stream=False)
+    _check_answer(seen, door, model)
+    _check_upstream_request(h, kind)
+    assert seen.headers["x-switchyard-target"].endswith("/" + model)
+    assert seen.headers["x-switchyard-attempts"] == "1"
+
+
+@pytest.mark.parametrize(("door_cls", "kind"), _cells())
+def test_streaming_answer_with_tools_and_thinking(h: Harness, door_cls: type, kind: str) -> None:
+    door = door_cls(h)
+    model = KINDS[kind][0]
+    h.upstream.script(model, ANSWER)
+    seen = door.call(f"via-{kind}", stream=True)
+    _check_answer(seen, door, model)
+    _check_upstream_request(h, kind)
+    if door.name == "messages":
+        assert seen.events[0] == "message_start" and seen.events[-1] == "message_stop"
+    if door.name == "responses":
+        assert seen.events[:2] == ["response.created", "response.in_progress"]
+        assert seen.events[-1] == "response.completed"
+        assert "response.function_call_arguments.delta" in seen.events
+
+
+@pytest.mark.parametrize(("door_cls", "kind"), _cells())
+def test_failover_across_kinds_is_one_valid_stream(h: Harness, door_cls: type, kind: str) -> None:
+    door = door_cls(h)
+    first, second, _ = KINDS[kind]
+    h.upstream.script(first, Fail(401, "bad key"))  # not retried: switches at once
+    h.upstream.script(second, ANSWER)
+    seen = door.call(f"via-{kind}", stream=True)
+    _check_answer(seen, door, second)
+    assert h.upstream.count(first) == 1 and h.upstream.count(second) == 1
+    assert h.upstream.requests[-1].path == PATH_OF_MODEL[second]
+    [record] = h.events(CallRecord, at_least=1)
+    assert (
+        record.front_door
+        == {"chat": "openai", "messages": "anthropic", "responses": "openai-responses"}[door.name]
+    )
+    assert [a.kind for a in record.attempts] == [kind, _kind_of(second)]
+    assert record.outcome == "ok"
+
+
+@pytest.mark.parametrize(("door_cls", "kind"), _cells())
+def test_failure_after_commit_is_the_doors_error_event(
+    h: Harness, door_cls: type, kind: str
+) -> None:
+    door = door_cls(h)
+    first, second, _ = KINDS[kind]
+    h.upstream.script(first, DropAfter(2, content="one two "))
+    text, error = door.cut_after_commit(f"via-{kind}")
+    assert text == "one two "
+    assert error is not None  # never a clean end
+    assert h.upstream.count(second) == 0  # never a switch after the commit point
+    [record] = h.events(CallRecord, at_least=1)
+    assert record.outcome == "failed" and record.error_code == "TRANSPORT"
+
+
+@pytest.mark.parametrize(("door_cls", "kind"), _cells())
+def test_exhaustion_in_the_doors_shape(h: Harness, door_cls: type, kind: str) -> None:
+    door = door_cls(h)
+    first, second, _ = KINDS[kind]
+    h.upstream.script(first, Fail(400, "nope", code="invalid_request_error"))
+    h.upstream.script(second, then=Fail(403, "not for you"))
+    harness_config_switch_on_bad_request(h)
+    status, body, headers = door.exhausted(f"via-{kind}")
+    assert status == 502
+    assert headers["x-should-retry"] == "false"
+    if door.name == "messages":
+        assert body["type"] == "error" and body["error"]["type"] == "api_error"
+        message = body["error"]["message"]
+    else:
+        assert body["error"]["code"] == "ROUTES_EXHAUSTED"
+        message = body["error"]["message"]
+    assert f"/{first} → BAD_REQUEST (HTTP 400)" in message
+    assert f"/{second} → FORBIDDEN (HTTP 403)" in message
+
+
+def harness_config_switch_on_bad_request(h: Harness) -> None:
+    """Switch on BAD_REQUEST too, so both targets are tried with plain, fast failures."""
+    h.configure(
+        THREE_KINDS.replace(
+            "    targets:\n",
+            "    switch_codes: [BAD_REQUEST, FORBIDDEN, SERVER]\n    targets:\n",
+        )
+    )
+
+
+def _kind_of(model: str) -> str:
+    return {"c-model": "openai", "a-model": "anthropic", "r-model": "openai-responses"}[model]
+
+
+# ------------------------------------------------------------------ each kind's failures
+@pytest.mark.parametrize("door_cls", DOORS, ids=lambda d: d.name)
+def test_anthropic_overloaded_529_is_retried_in_place(h: Harness, door_cls: type) -> None:
+    h.upstream.script("a-model", Fail(529, "Overloaded"), ANSWER)
+    seen = door_cls(h).call("via-anthropic", stream=False)
+    assert seen.text == "Sunny in Paris."
+    assert seen.headers["x-switchyard-trail"] == "claude/a-model:SERVER:529,claude/a-model:ok"
+    assert h.sleeps.delays == [pytest.approx(0.5, rel=0.11)]
+
+
+def test_anthropic_rate_limit_keeps_retry_after(h: Harness) -> None:
+    h.upstream.script(
+        "a-model", Fail(429, "slow down", headers={"retry-after": "2"}), Reply("later")
+    )
+    raw = h.client().chat.completions.with_raw_response.create(
+        model="via-anthropic", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert raw.parse().choices[0].message.content == "later"
+    assert h.sleeps.delays == [2.0]
+    assert raw.headers["x-switchyard-trail"].startswith("claude/a-model:RATE_LIMIT:429")
+
+
+def test_anthropic_authentication_error_disables_the_provider(h: Harness) -> None:
+    h.upstream.script("a-model", Fail(401, "invalid x-api-key"))
+    raw = h.client().chat.completions.with_raw_response.create(
+        model="via-anthropic", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert raw.headers["x-switchyard-target"] == "resp/r-model"
+    assert raw.headers["x-switchyard-trail"].startswith("claude/a-model:AUTH:401")
+
+
+def test_anthropic_prompt_too_long_is_a_context_window_failure(h: Harness) -> None:
+    from routing.simulator.script import ContextLength
+
+    h.upstream.script("a-model", ContextLength())
+    raw = h.client().chat.completions.with_raw_response.create(
+        model="via-anthropic", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert raw.headers["x-switchyard-trail"].startswith(
+        "claude/a-model:CONTEXT_WINDOW_EXCEEDED:400"
+    )
+    assert raw.headers["x-switchyard-target"] == "resp/r-model"
+
+
+def test_anthropic_error_event_before_content_switches_invisibly(h: Harness) -> None:
+    """An Anthropic ``event: error`` (overloaded) before any content is a SERVER failure
+    retried in place; the client sees one clean Messages stream."""
+    from routing.simulator.script import UsageThenError
+
+    h.upstream.script("a-model", UsageThenError(), ANSWER)
+    seen = MessagesDoor(h).call("via-anthropic", stream=True)
+    assert seen.text == "Sunny in Paris."
+    assert seen.events.count("message_start") == 1
+
+
+def test_responses_failed_event_before_content_switches_invisibly(h: Harness) -> None:
+    from routing.simulator.script import UsageThenError
+
+    h.upstream.script("r-model", UsageThenError(), ANSWER)
+    seen = ResponsesDoor(h).call("via-openai-responses", stream=True)
+    assert seen.text == "Sunny in Paris."
+    assert seen.events.count("response.created") == 1
+
+
+# ------------------------------------------------------------------------- honest limits
+def test_messages_door_refuses_a_server_tool_for_an_openai_target_before_any_upstream(
+    h: Harness,
+) -> None:
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client.messages.create(
+            model="via-openai",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "search"}],
+            tools=[{"type": "web_search_20250305", "name": "web_search"}],  # type: ignore[list-item]
+        )
+    body = info.value.response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "web_search_20250305" in body["error"]["message"]
+    assert info.value.response.headers["x-should-retry"] == "false"
+    assert h.upstream.count() == 0
+
+
+def test_responses_door_refuses_previous_response_id_clearly(h: Harness) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        h.client().responses.create(
+            model="via-openai-responses", input="and then?", previous_response_id="resp_123"
+        )
+    error = info.value.response.json()["error"]
+    assert error["param"] == "previous_response_id"
+    assert "send the whole conversation in 'input'" in error["message"]
+    assert h.upstream.count() == 0
+
+
+def test_dropped_fields_are_noted_in_the_rewrites_header(h: Harness) -> None:
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    h.upstream.script("c-model", Reply("ok"))
+    raw = client.messages.with_raw_response.create(
+        model="via-openai",
+        max_tokens=100,
+        extra_body={"top_k": 5},
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    assert raw.parse().content[0].text == "ok"  # type: ignore[union-attr]
+    assert "dropped top_k" in raw.headers["x-switchyard-rewrites"]
+    assert "top_k" not in h.upstream.requests[-1].body
+
+
+def test_pass_through_sends_the_body_with_only_the_model_rewritten(h: Harness) -> None:
+    body = {
+        "model": "via-anthropic",
+        "max_tokens": 50,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+        "metadata": {"user_id": "u1"},
+        "top_k": 3,
+    }
+    response = httpx.post(
+        h.gateway.url + "/v1/messages",
+        json=body,
+        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
+    )
+    assert response.status_code == 200, response.text
+    assert h.upstream.requests[-1].body == {**body, "model": "a-model"}
+    assert "x-switchyard-rewrites" not in response.headers
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    ("path", "body", "shape"),
+    [
+        ("/v1/messages", b"{not json", "anthropic"),
+        ("/v1/messages", b'{"model": "via-openai", "messages": []}', "anthropic"),
+        (
+            "/v1/messages",
+            b'{"model": "via-openai", "messages": [{"role": "user", "content": "x"}]}',
+            "anthropic",
+        ),
+        ("/v1/responses", b"[1, 2]", "openai"),
+        ("/v1/responses", b'{"model": "via-openai"}', "openai"),
+        ("/v1/responses", b'{"model": "via-openai", "input": "x", "stream": "yes"}', "openai"),
+        ("/v1/embeddings", b'{"model": "via-openai"}', "openai"),
+    ],
+)
+def test_malformed_bodies_get_the_doors_400_and_reach_no_upstream(
+    h: Harness, path: str, body: bytes, shape: str
+) -> None:
+    response = httpx.post(
+        h.gateway.url + path,
+        content=body,
+        headers={"authorization": f"Bearer {h.key}", "content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.headers["x-should-retry"] == "false"
+    data = response.json()
+    if shape == "anthropic":
+        assert data["type"] == "error" and data["error"]["type"] == "invalid_request_error"
+    else:
+        assert data["error"]["message"]
+    assert h.upstream.count() == 0
+
+
+def test_messages_door_accepts_x_api_key_and_refuses_a_bad_one_in_its_shape(h: Harness) -> None:
+    good = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    h.upstream.script("a-model", Reply("hi back"))
+    reply = good.messages.create(
+        model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.content[0].text == "hi back"  # type: ignore[union-attr]
+    bad = anthropic.Anthropic(base_url=h.gateway.url, api_key="sk-wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as info:
+        bad.messages.create(
+            model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert info.value.response.json()["error"]["type"] == "authentication_error"
+    assert h.upstream.count() == 1
+
+
+def test_unknown_model_at_the_messages_door(h: Harness) -> None:
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as info:
+        client.messages.create(
+            model="nope", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert info.value.response.json()["error"]["type"] == "not_found_error"
+
+
+# ---------------------------------------------------------------------- models, embeddings
+def test_models_in_anthropic_shape_for_anthropic_clients(h: Harness) -> None:
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    page = client.models.list()
+    ids = [m.id for m in page.data]
+    assert ids == ["via-anthropic", "via-openai", "via-openai-responses"] or sorted(ids) == sorted(
+        ["via-anthropic", "via-openai", "via-openai-responses"]
+    )
+    assert all(m.type == "model" and m.display_name == m.id for m in page.data)
+    openai_ids = {m.id for m in h.client().models.list()}
+    assert openai_ids == set(ids)
+
+
+def test_embeddings_are_routed_through_groups_and_skip_anthropic_targets(h: Harness) -> None:
+    raw = h.client().embeddings.with_raw_response.create(
+        model="via-anthropic", input=["one", "two words"]
+    )
+    reply = raw.parse()
+    assert [len(d.embedding) for d in reply.data] == [4, 4]
+    assert raw.headers["x-switchyard-target"] == "resp/r-model"  # claude/a-model skipped
+    assert [r.path for r in h.upstream.requests] == ["/v1/embeddings"]
+    h.upstream.script("r-model", Fail(404, "no such model"))
+    with pytest.raises(openai.APIStatusError) as info:
+        h.client().embeddings.create(model="via-anthropic", input="x")
+    assert info.value.status_code == 502
+    message = info.value.response.json()["error"]["message"]
+    assert "claude/a-model → skipped: kind 'anthropic' has no embeddings endpoint" in message
+    assert "resp/r-model → UNKNOWN_MODEL (HTTP 404)" in message
