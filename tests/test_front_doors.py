@@ -647,3 +647,21 @@ def test_embeddings_are_routed_through_groups_and_skip_anthropic_targets(h: Harn
     message = info.value.response.json()["error"]["message"]
     assert "claude/a-model → skipped: kind 'anthropic' has no embeddings endpoint" in message
     assert "resp/r-model → UNKNOWN_MODEL (HTTP 404)" in message
+
+
+@pytest.mark.parametrize("door_cls", DOORS, ids=lambda d: d.name)
+@pytest.mark.parametrize("kind", ["anthropic", "openai-responses"])
+def test_a_clean_close_before_the_final_event_is_a_cut(
+    h: Harness, door_cls: type, kind: str
+) -> None:
+    """A Messages stream without ``message_stop`` (a Responses stream without
+    ``response.completed``) that closes cleanly is a cut: the door's error event, TRANSPORT,
+    never a clean end — whatever the door."""
+    from routing.simulator.script import EndBeforeFinish
+
+    first = KINDS[kind][0]
+    h.upstream.script(first, EndBeforeFinish(chunks=2, content="one two "))
+    text, error = door_cls(h).cut_after_commit(f"via-{kind}")
+    assert text == "one two " and error is not None
+    [record] = h.events(CallRecord, at_least=1)
+    assert record.outcome == "failed" and record.error_code == "TRANSPORT"
