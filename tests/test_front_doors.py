@@ -665,3 +665,13 @@ def test_a_clean_close_before_the_final_event_is_a_cut(
     assert text == "one two " and error is not None
     [record] = h.events(CallRecord, at_least=1)
     assert record.outcome == "failed" and record.error_code == "TRANSPORT"
+
+
+def test_the_readme_front_door_example_runs(h: Harness) -> None:
+    from tests.test_readme_examples import readme_example
+
+    code = readme_example("front-doors").replace("http://127.0.0.1:8000", h.gateway.url)
+    h.configure(THREE_KINDS.replace("via-openai\n", "auto\n", 1))
+    h.upstream.script("c-model", Reply("one"), Reply("two"))
+    exec(compile(code, "README.md", "exec"), {"KEY": h.key})  # noqa: S102
+    assert [r.path for r in h.upstream.requests] == ["/v1/chat/completions"] * 2
