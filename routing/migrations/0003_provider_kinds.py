@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("routing", "0001_initial"),
+        ("routing", "0002_target_options"),
     ]
 
     operations = [
