@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from routing.continuity.messages import MessagesHistory
 from routing.engine.algorithms import SelectionView
 from routing.engine.failures import CREDENTIAL_CODES, Failure, FailureCode, scrub
 from routing.engine.health import Availability, EventKind, HealthEvent, availability
@@ -123,6 +124,12 @@ class Call:
         self.clean: set[str] = set()  # targets picked with no health state at all
         # Continuity reads the canonical (chat) view, whatever the door.
         self.continuity = Continuity(runtime.store, self.prepared.canonical, session)
+        # The Messages door's pass-through rewrites its own shape, losslessly.
+        self.door_continuity = (
+            Continuity(runtime.store, body, session, view=MessagesHistory)
+            if door is Protocol.MESSAGES
+            else None
+        )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
 
     # ------------------------------------------------------------------ main loop
@@ -216,6 +223,9 @@ class Call:
         rewrites: list[str] = []
         if self.endpoint:  # embeddings: no history to rewrite
             body = orjson.dumps({**self.body, "model": target.model})
+        elif kind is self.door and self.door_continuity is not None:
+            outbound, rewrites = await self.door_continuity.history(target)
+            body = orjson.dumps(outbound)
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             body, rewrites = self._outbound_bytes(kind, target, outbound, rewrites)
@@ -316,8 +326,9 @@ class Call:
         ``outbound`` is the continuity-rewritten canonical body. Chat to chat sends it as
         is; a cross-protocol target gets it translated (the door's request was already
         checked translatable at the door); a same-protocol target other than chat gets the
-        door's body with only ``model`` rewritten — continuity rewrites of Messages and
-        Responses histories are not applied there (said in the rewrites)."""
+        door's body with only ``model`` rewritten (the Messages door's pass-through is
+        rewritten in its own shape before this; a Responses pass-through is not rewritten,
+        and the rewrites say so)."""
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
             return orjson.dumps(outbound), rewrites
         notes = list(self.prepared.notes.get(kind, ()))

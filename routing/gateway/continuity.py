@@ -27,6 +27,7 @@ from routing.continuity.chat import (
 )
 from routing.continuity.effort import apply_effort
 from routing.continuity.history import UnknownShape
+from routing.continuity.messages import MessagesHistory
 from routing.continuity.provenance import (
     PROVENANCE_TTL_S,
     SESSION_TURNS_LIMIT,
@@ -54,9 +55,19 @@ STATS = Stats()
 
 
 class Continuity:
-    def __init__(self, store: HealthStore, body: dict[str, Any], session: str | None) -> None:
+    def __init__(
+        self,
+        store: HealthStore,
+        body: dict[str, Any],
+        session: str | None,
+        *,
+        view: type[ChatHistory] | type[MessagesHistory] = ChatHistory,
+    ) -> None:
+        """``view``: the HistoryView of ``body``'s protocol (chat, or Messages for the
+        Messages door's pass-through to ``anthropic`` targets)."""
         self.store = store
         self.body = body
+        self._view = view
         self.scope = session or ""
         self._targets: frozenset[str] | None = None
         self._producers: dict[int, Producer] | None = None
@@ -67,6 +78,12 @@ class Continuity:
         body, rewrites = await self._history_for(target)
         body, effort = apply_effort(body, target.reasoning_effort, target.efforts)
         return {**body, "model": target.model}, rewrites + effort
+
+    async def history(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
+        """Only the history rules (the effort policy reads Chat's ``reasoning_effort``, which
+        a Messages body does not have)."""
+        body, rewrites = await self._history_for(target)
+        return {**body, "model": target.model}, rewrites
 
     async def _history_for(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         if self._targets is None:
@@ -83,7 +100,7 @@ class Continuity:
             return self.body, [UNREWRITABLE]
         if not producers:
             return self.body, []
-        view = ChatHistory(self.body, checked=True)
+        view = self._view(self.body, checked=True)
         rewrites = rewrite_history(view, producers, target.continuity)
         if rewrites:
             STATS.rewritten += 1
@@ -94,7 +111,7 @@ class Continuity:
             return self._producers
         self._producers = {}
         try:
-            view = ChatHistory(self.body)
+            view = self._view(self.body)
         except UnknownShape as exc:
             self._unknown_shape = True
             STATS.unrewritable += 1
