@@ -41,10 +41,17 @@ providers:
     kind: openai
     base_url: http://127.0.0.1:{port}/v1
     api_key: {key}
+  - name: claude
+    kind: anthropic
+    base_url: http://127.0.0.1:{port}/v1
+    api_key: {key}
 groups:
   - name: bench
     algorithm: priority
     targets: [{{provider: up, model: fast}}]
+  - name: bench-claude
+    algorithm: priority
+    targets: [{{provider: claude, model: fast}}]
   - name: bench-failover
     algorithm: priority
     retry: {{max_retries: 0}}

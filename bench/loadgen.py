@@ -48,6 +48,7 @@ class Target:
     request: bytes
     stream: bool
     expect_chunks: int
+    door: str = "chat"  # "messages": Anthropic Messages requests and answers
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -110,7 +111,8 @@ class Recorder:
     def _valid(self, answer: Answer) -> bool:
         sse = answer.sse
         if not self.target.stream:
-            if sse is not None or b'"choices"' not in answer.body:
+            marker = b'"content"' if self.target.door == "messages" else b'"choices"'
+            if sse is not None or marker not in answer.body:
                 self.error("bad-body", answer.body.decode("utf-8", "replace"))
                 return False
             return True
@@ -256,7 +258,8 @@ async def _finish(tasks: list[asyncio.Task[None]], rec: Recorder, until: float) 
 def make_target(args: argparse.Namespace) -> Target:
     url = urlsplit(args.url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    path = (url.path.rstrip("/") or "/v1") + "/chat/completions"
+    endpoint = "/messages" if args.door == "messages" else "/chat/completions"
+    path = (url.path.rstrip("/") or "/v1") + endpoint
     body = {
         "model": args.model,
         "messages": [{"role": "user", "content": "ping"}],
@@ -264,7 +267,9 @@ def make_target(args: argparse.Namespace) -> Target:
         "stream": bool(args.stream),
     }
     request = build_request(host=host, port=port, path=path, body=orjson.dumps(body), key=args.key)
-    return Target(host, port, request, bool(args.stream), args.expect_chunks if args.stream else 0)
+    return Target(
+        host, port, request, bool(args.stream), args.expect_chunks if args.stream else 0, args.door
+    )
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
@@ -300,6 +305,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="required")
     parser.add_argument("--key", default="", help="sent as Authorization: Bearer")
     parser.add_argument("--stream", action="store_true")
+    parser.add_argument(
+        "--door", choices=("chat", "messages"), default="chat", help="the protocol to speak"
+    )
     parser.add_argument(
         "--expect-chunks",
         type=int,

@@ -54,6 +54,7 @@ class Scenario:
     chunks: int = 20
     delay_ms: float = 0.0
     group: str = "bench"  # what THROUGH calls ask for; DIRECT always asks the upstream for fast
+    door: str = "chat"  # the protocol the client speaks (DIRECT speaks it to the upstream too)
 
 
 SCENARIOS = {
@@ -77,9 +78,37 @@ SCENARIOS = {
             1,
             group="bench-failover",
         ),
+        Scenario(
+            "i",
+            "(a) through the Messages door to an anthropic target: pass-through",
+            1,
+            group="bench-claude",
+            door="messages",
+        ),
+        Scenario(
+            "j",
+            "(c) through the Messages door to an anthropic target: pass-through stream",
+            8,
+            stream=True,
+            group="bench-claude",
+            door="messages",
+        ),
+        Scenario(
+            "k",
+            "(a) through the chat door to an anthropic target: translated both ways",
+            1,
+            group="bench-claude",
+        ),
+        Scenario(
+            "l",
+            "(c) through the chat door to an anthropic target: translated stream",
+            8,
+            stream=True,
+            group="bench-claude",
+        ),
     )
 }
-DEFAULT_SCENARIOS = "a,b,c,d,e,f"
+DEFAULT_SCENARIOS = "a,b,c,d,e,f,i,j,k,l"
 # Four paths per scenario double the time; these three show what a shared store costs
 # per call (a), under load (b) and when health changes on every call (e).
 SCALE_OUT_SCENARIOS = "a,b,e"
@@ -228,6 +257,8 @@ class Runner:
         ]
         if scenario.stream:
             argv += ["--stream", "--expect-chunks", str(scenario.chunks)]
+        if scenario.door != "chat":
+            argv += ["--door", scenario.door]
         if self.args.rate:
             argv += ["--rate", str(self.args.rate)]
         try:

@@ -9,7 +9,8 @@ Behaviour is chosen by the requested ``model``:
 
 ``fast``
     answers; non-streaming JSON, or SSE with ``chunks`` content chunks when
-    ``"stream": true``. The first byte waits ``delay_ms``; ``gap_ms`` separates chunks.
+    ``"stream": true`` — on ``/v1/chat/completions`` in Chat Completions shapes, on
+    ``/v1/messages`` in Anthropic Messages shapes (``x-api-key`` accepted there). The first byte waits ``delay_ms``; ``gap_ms`` separates chunks.
 ``fail503``
     always HTTP 503 with an OpenAI-shaped error body.
 anything else
@@ -173,6 +174,77 @@ def stream_events(model: str, chunks: int, usage: bool) -> list[bytes]:
     return events
 
 
+def messages_body(model: str) -> bytes:
+    """The Anthropic Messages answer (``POST /v1/messages``, kind ``anthropic``)."""
+    return orjson.dumps(
+        {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": "pong from the bench upstream"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 8, "output_tokens": 5},
+        }
+    )
+
+
+def _named_event(kind: str, payload: dict[str, object]) -> bytes:
+    data = b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def messages_stream_events(model: str, chunks: int) -> list[bytes]:
+    """A Messages stream: message_start, ping, one text block of ``chunks`` deltas, stop."""
+    start: dict[str, object] = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": 8, "output_tokens": 1},
+    }
+    events = [
+        _named_event("message_start", {"type": "message_start", "message": start}),
+        _named_event("ping", {"type": "ping"}),
+        _named_event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+    ]
+    events += [
+        _named_event(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": f"tok{i} "},
+            },
+        )
+        for i in range(chunks)
+    ]
+    events.append(_named_event("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    events.append(
+        _named_event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": chunks},
+            },
+        )
+    )
+    events.append(_named_event("message_stop", {"type": "message_stop"}))
+    events.append(b"0\r\n\r\n")
+    return events
+
+
 class UpstreamProtocol(asyncio.Protocol):
     """One keep-alive connection. Requests are answered strictly one at a time."""
 
@@ -253,6 +325,8 @@ class UpstreamProtocol(asyncio.Protocol):
             self._finish(self._control(method, path, body))
             return
         key = self.settings.api_key
+        if headers.get(b"x-api-key"):  # how kind: anthropic sends the credential
+            headers[b"authorization"] = b"Bearer " + headers[b"x-api-key"]
         if key and headers.get(b"authorization", b"") != b"Bearer " + key.encode():
             self.settings.stats["- 401"] += 1
             self._finish(UNAUTHORIZED)
@@ -261,6 +335,8 @@ class UpstreamProtocol(asyncio.Protocol):
             self._finish(MODELS)
         elif path == b"/v1/chat/completions" and method == b"POST":
             self._chat(body)
+        elif path == b"/v1/messages" and method == b"POST":
+            self._chat(body, messages=True)
         else:
             self._finish(NOT_FOUND)
 
@@ -276,7 +352,7 @@ class UpstreamProtocol(asyncio.Protocol):
             return _response("200 OK", orjson.dumps(self.settings.public()))
         return NOT_FOUND
 
-    def _chat(self, body: bytes) -> None:
+    def _chat(self, body: bytes, *, messages: bool = False) -> None:
         try:
             request = orjson.loads(body)
             model = str(request.get("model", ""))
@@ -300,7 +376,11 @@ class UpstreamProtocol(asyncio.Protocol):
             )
             return
         settings.stats["fast 200"] += 1
-        if request.get("stream"):
+        if messages and request.get("stream"):
+            pieces = [STREAM_HEAD, *messages_stream_events(model, settings.chunks)]
+        elif messages:
+            pieces = [_response("200 OK", messages_body(model))]
+        elif request.get("stream"):
             usage = bool((request.get("stream_options") or {}).get("include_usage"))
             pieces = [STREAM_HEAD, *stream_events(model, settings.chunks, usage)]
         else:

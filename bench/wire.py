@@ -68,6 +68,15 @@ class SseWatch:
         if obj.get("error"):
             self.error = self.error or "sse-error-event"
             return
+        kind = obj.get("type")
+        if kind is not None:  # Anthropic Messages events
+            if kind == "content_block_delta":
+                self.content_events += 1
+                if self.first_content is None:
+                    self.first_content = now
+            elif kind == "message_stop":
+                self.done = True
+            return
         for choice in obj.get("choices") or ():
             delta = choice.get("delta") or {}
             if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
