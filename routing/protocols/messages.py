@@ -242,7 +242,8 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
     notes: list[str] = []
     for name, what in _CHAT_UNMAPPABLE.items():
         value = body.get(name)
-        if value in (None, False, 1) or (name == "response_format" and _plain_text(value)):
+        harmless = value is None or value is False or (name == "n" and value == 1)
+        if harmless or (name == "response_format" and _plain_text(value)):
             continue
         raise Unmappable(
             f"'{name}' asks for {what}, which anthropic targets cannot give.", param=name
