@@ -91,17 +91,14 @@ def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Prot
     if door is Protocol.RESPONSES:
         responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
     others = [k for k in dict.fromkeys(kinds) if k is not door]
+    if not others:  # pass-through only: no chat view is needed (the cheap path)
+        return Prepared(door, body)
     door_notes: list[str] = []
     notes: list[str] = []
     if door is Protocol.CHAT:
         canonical = body
     else:
-        try:
-            canonical, door_notes = _TO_CANONICAL[door](body)
-        except Unmappable:
-            if others:
-                raise
-            return Prepared(door, body)  # pass-through only: no chat view needed
+        canonical, door_notes = _TO_CANONICAL[door](body)
     prepared = Prepared(door, body, canonical=canonical)
     model = str(body.get("model") or "")
     for kind in others:
