@@ -719,7 +719,9 @@ def test_messages_pass_through_history_is_rewritten_in_its_own_shape(h: Harness)
     assert messages[1]["content"] == [{"type": "text", "text": "from r"}]  # thinking stripped
     assert messages[-1] == {
         "role": "user",
-        "content": [{"type": "text", "text": NOTICE.format(src="chat/c-model", dst="claude/a-model")}],
+        "content": [
+            {"type": "text", "text": NOTICE.format(src="chat/c-model", dst="claude/a-model")}
+        ],
     }
     assert raw.headers["x-switchyard-rewrites"]
 
