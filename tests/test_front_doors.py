@@ -750,3 +750,32 @@ def test_translated_history_is_rewritten_for_the_target(h: Harness) -> None:
         "role": "user",
         "content": NOTICE.format(src="resp/r-model", dst="chat/c-model"),
     }
+
+
+def test_anthropic_beta_reaches_anthropic_targets_only(h: Harness) -> None:
+    """Claude Code's ``anthropic-beta`` (interleaved thinking, …) is part of the Messages
+    protocol: an anthropic target gets it as sent; a translated target does not."""
+    client = anthropic.Anthropic(
+        base_url=h.gateway.url,
+        api_key=h.key,
+        max_retries=0,
+        default_headers={
+            "anthropic-beta": "interleaved-thinking-2025-05-14",
+            "anthropic-version": "2023-06-01",
+        },
+    )
+    h.upstream.script("a-model", Fail(503, "down"), then=Fail(503, "down"))
+    h.upstream.script("r-model", Reply("from r"))
+    h.configure(
+        THREE_KINDS.replace(
+            "  - name: via-anthropic\n", "  - name: via-anthropic\n    retry: {max_retries: 0}\n"
+        )
+    )
+    reply = client.messages.create(
+        model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.content[0].text == "from r"  # type: ignore[union-attr]
+    to_claude, to_responses = h.upstream.requests
+    assert to_claude.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
+    assert to_claude.headers["anthropic-version"] == "2023-06-01"
+    assert "anthropic-beta" not in to_responses.headers

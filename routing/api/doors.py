@@ -29,6 +29,9 @@ from routing.protocols import Protocol
 from routing.runtime import get_runtime
 
 EMBEDDING_KINDS = frozenset({Protocol.CHAT.value, Protocol.RESPONSES.value})
+# What a Messages client says about the protocol itself: an anthropic target gets it as
+# sent (Claude Code's betas: interleaved thinking, longer context...); other kinds do not.
+ANTHROPIC_PASS_HEADERS = ("anthropic-beta", "anthropic-version")
 
 
 def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
@@ -99,8 +102,15 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponse:
         started=getattr(request, "scope", {}).get("switchyard.started"),
         door=door,
         prepared=prepared,
+        protocol_headers=_protocol_headers(request) if door is Protocol.MESSAGES else None,
     )
     return render(await call.run())
+
+
+def _protocol_headers(request: HttpRequest) -> dict[str, str]:
+    return {
+        name: request.headers[name] for name in ANTHROPIC_PASS_HEADERS if name in request.headers
+    }
 
 
 @api.post("/messages", auth=None, include_in_schema=False)

@@ -332,6 +332,7 @@ async def run_attempt(
     door: Protocol = Protocol.CHAT,
     kind: Protocol = Protocol.CHAT,
     endpoint: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Answer:
     """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it.
 
@@ -348,7 +349,9 @@ async def run_attempt(
     try:
         header_deadline = started + (timeouts.first_token_s if stream else timeouts.total_s)
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s, header_deadline)):
-            response = await client.send(body, path=f"/{endpoint}" if endpoint else None)
+            response = await client.send(
+                body, path=f"/{endpoint}" if endpoint else None, headers=headers
+            )
     except TimeoutError as exc:
         raise UpstreamFailure(
             Failure(FailureCode.TIMEOUT, "no response headers before timeout")

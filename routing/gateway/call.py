@@ -85,6 +85,7 @@ class Call:
         prepared: Prepared | None = None,
         endpoint: str | None = None,
         skipped: Mapping[str, str] | None = None,
+        protocol_headers: Mapping[str, str] | None = None,
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
         ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
@@ -92,7 +93,8 @@ class Call:
         ``door`` is the protocol the client speaks; ``prepared`` its request translated for
         every kind of the group (``routing.protocols.legs``; None: chat door, chat targets).
         ``endpoint`` ``"embeddings"`` sends the body as-is to ``<base>/embeddings``;
-        ``skipped`` targets (key → why) are never tried and say why in an exhaustion."""
+        ``skipped`` targets (key → why) are never tried and say why in an exhaustion;
+        ``protocol_headers`` (the door's ``anthropic-beta``…) go to same-protocol targets."""
         self.runtime = runtime
         self.group = group
         self.body = body
@@ -100,6 +102,7 @@ class Call:
         self.prepared = prepared or Prepared(door, body)
         self.endpoint = endpoint
         self.skipped: Mapping[str, str] = skipped or {}
+        self.protocol_headers = protocol_headers or None
         self.stream = stream
         self.session = session
         self.call_id = call_id or uuid.uuid4().hex
@@ -250,6 +253,7 @@ class Call:
                     door=self.door,
                     kind=kind,
                     endpoint=self.endpoint,
+                    headers=self.protocol_headers if kind is self.door else None,
                 )
                 committed = True
             except UpstreamFailure as exc:

@@ -138,15 +138,18 @@ class OpenAIClient:
     def credential_headers(api_key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"}
 
-    async def send(self, body: bytes, *, path: str | None = None) -> httpx.Response:
+    async def send(
+        self, body: bytes, *, path: str | None = None, headers: Mapping[str, str] | None = None
+    ) -> httpx.Response:
         """Send a request (to the kind's endpoint, or ``path`` under the base URL, e.g.
-        ``/embeddings``) and return once the response headers arrived.
+        ``/embeddings``) and return once the response headers arrived. ``headers`` are
+        added to this request only (a pass-through's protocol headers, e.g. ``anthropic-beta``).
 
         Raises ``UpstreamFailure`` for transport errors and for any status >= 400 (whose
         bounded error body is read and classified). The caller owns closing the response.
         """
         url = self.url if path is None else self.base_url + path
-        request = self._client.build_request("POST", url, content=body)
+        request = self._client.build_request("POST", url, content=body, headers=headers)
         try:
             response = await self._client.send(request, stream=True)
         except (httpx.HTTPError, OSError) as exc:
