@@ -779,3 +779,29 @@ def test_anthropic_beta_reaches_anthropic_targets_only(h: Harness) -> None:
     assert to_claude.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     assert to_claude.headers["anthropic-version"] == "2023-06-01"
     assert "anthropic-beta" not in to_responses.headers
+
+
+def test_the_demo_claude_group_fails_over_across_kinds(h: Harness) -> None:
+    """``make run``'s demo: a Messages client on ``claude`` is served by steady-model
+    (OpenAI-compatible) once broken-model (behind the Anthropic provider) fails."""
+    from routing.simulator.presets import DEMO_CONFIG
+
+    text = DEMO_CONFIG.read_text().replace(
+        "http://127.0.0.1:${SWITCHYARD_DEMO_PORT}/v1", "{upstream}"
+    )
+    h.configure(text)
+    h.upstream.script("broken-model", then=Fail(503, "simulated outage"))
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="claude", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+    )
+    reply = raw.parse()
+    assert reply.model == "steady-model" and reply.content[0].type == "text"
+    assert raw.headers["x-switchyard-trail"] == (
+        "sim-claude/broken-model:SERVER:503,sim-claude/broken-model:SERVER:503,sim/steady-model:ok"
+    )
+    assert [r.path for r in h.upstream.requests] == [
+        "/v1/messages",
+        "/v1/messages",
+        "/v1/chat/completions",
+    ]

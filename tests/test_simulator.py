@@ -676,7 +676,12 @@ def test_manage_py_demo_needs_no_database(tmp_path: Path) -> None:
 
 def test_demo_config_matches_the_preset() -> None:
     config = yaml.safe_load(DEMO_CONFIG.read_text())
-    (provider,) = config["providers"]
+    provider, claude = config["providers"]
+    assert (claude["name"], claude["kind"], claude["base_url"]) == (
+        "sim-claude",
+        "anthropic",
+        "http://127.0.0.1:${SWITCHYARD_DEMO_PORT}/v1",
+    )
     assert provider["name"] == "sim" and provider["kind"] == "openai"
     assert provider["base_url"] == "http://127.0.0.1:${SWITCHYARD_DEMO_PORT}/v1"
     assert provider["api_key"] == DEMO_API_KEY and provider["models"] == DEMO_MODELS
@@ -684,4 +689,7 @@ def test_demo_config_matches_the_preset() -> None:
     assert [t["model"] for t in groups["auto"]["targets"]] == ["flaky-model", "steady-model"]
     assert groups["auto"]["retry"] == {"initial_delay_ms": 200, "max_retries": 2}
     assert [t["model"] for t in groups["failover"]["targets"]] == ["broken-model", "steady-model"]
-    assert all(t["provider"] == "sim" for g in groups.values() for t in g["targets"])
+    assert [t["provider"] for t in groups["claude"]["targets"]] == ["sim-claude", "sim"]
+    assert all(
+        t["provider"] == "sim" for name in ("auto", "failover") for t in groups[name]["targets"]
+    )
