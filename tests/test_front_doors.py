@@ -805,3 +805,33 @@ def test_the_demo_claude_group_fails_over_across_kinds(h: Harness) -> None:
         "/v1/messages",
         "/v1/chat/completions",
     ]
+
+
+def test_responses_pass_through_history_is_rewritten_in_its_own_shape(h: Harness) -> None:
+    """A Codex session served by an Anthropic target, then by a Responses one: the Responses
+    target gets the door's own items with the other target's reasoning item removed and
+    the model-changed notice appended."""
+    client = h.client(default_headers={"x-session-id": "s-codex"})
+    h.upstream.script("a-model", Reply("from c", reasoning="c thinks"))
+    first = client.responses.create(model="via-anthropic", input="hi", store=False)
+    assert [item.type for item in first.output] == ["reasoning", "message"]
+    history = [
+        {"role": "user", "content": "hi"},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+        {"role": "user", "content": "and now?"},
+    ]
+    h.upstream.script("r-model", Reply("from r"))
+    raw = client.responses.with_raw_response.create(
+        model="via-openai-responses", input=history, store=False
+    )
+    assert raw.parse().output_text == "from r"
+    sent = h.upstream.requests[-1]
+    assert sent.path == "/v1/responses"
+    kinds = [item.get("type", "message") for item in sent.body["input"]]
+    assert kinds == ["message", "message", "message", "message"]  # reasoning item removed
+    assert sent.body["input"][1]["content"][0]["text"] == "from c"
+    assert sent.body["input"][-1] == {
+        "role": "user",
+        "content": NOTICE.format(src="claude/a-model", dst="resp/r-model"),
+    }
+    assert raw.headers["x-switchyard-rewrites"]

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from routing.continuity.messages import MessagesHistory
+from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import SelectionView
 from routing.engine.failures import CREDENTIAL_CODES, Failure, FailureCode, scrub
 from routing.engine.health import Availability, EventKind, HealthEvent, availability
@@ -59,6 +60,10 @@ NOT_THE_TARGETS_FAULT = frozenset(
     }
 )
 AFFINITY_TTL_S = 3600.0
+DOOR_VIEWS: dict[Protocol, type[MessagesHistory] | type[ResponsesHistory]] = {
+    Protocol.MESSAGES: MessagesHistory,
+    Protocol.RESPONSES: ResponsesHistory,
+}
 log = logging.getLogger("switchyard.gateway")
 PROBE_LEASE_CAP_S = 120.0
 
@@ -127,11 +132,10 @@ class Call:
         self.clean: set[str] = set()  # targets picked with no health state at all
         # Continuity reads the canonical (chat) view, whatever the door.
         self.continuity = Continuity(runtime.store, self.prepared.canonical, session)
-        # The Messages door's pass-through rewrites its own shape, losslessly.
+        # A Messages or Responses pass-through rewrites the door's own shape, losslessly.
+        view = DOOR_VIEWS.get(door)
         self.door_continuity = (
-            Continuity(runtime.store, body, session, view=MessagesHistory)
-            if door is Protocol.MESSAGES
-            else None
+            Continuity(runtime.store, body, session, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
 
@@ -330,9 +334,8 @@ class Call:
         ``outbound`` is the continuity-rewritten canonical body. Chat to chat sends it as
         is; a cross-protocol target gets it translated (the door's request was already
         checked translatable at the door); a same-protocol target other than chat gets the
-        door's body with only ``model`` rewritten (the Messages door's pass-through is
-        rewritten in its own shape before this; a Responses pass-through is not rewritten,
-        and the rewrites say so)."""
+        door's body with only ``model`` rewritten (a Messages or Responses pass-through is
+        rewritten in its own shape before this, so this is only a safety net)."""
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
             return orjson.dumps(outbound), rewrites
         notes = list(self.prepared.notes.get(kind, ()))

@@ -35,6 +35,7 @@ from routing.continuity.provenance import (
     Producer,
     fingerprint_of,
 )
+from routing.continuity.responses import ResponsesHistory
 from routing.continuity.rewrite import rewrite_history
 from routing.state.base import HealthStore
 from routing.table import TargetSpec
@@ -61,10 +62,10 @@ class Continuity:
         body: dict[str, Any],
         session: str | None,
         *,
-        view: type[ChatHistory] | type[MessagesHistory] = ChatHistory,
+        view: type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory] = ChatHistory,
     ) -> None:
-        """``view``: the HistoryView of ``body``'s protocol (chat, or Messages for the
-        Messages door's pass-through to ``anthropic`` targets)."""
+        """``view``: the HistoryView of ``body``'s protocol (chat; Messages or Responses
+        for those doors' pass-through to targets of their own kind)."""
         self.store = store
         self.body = body
         self._view = view
@@ -81,7 +82,7 @@ class Continuity:
 
     async def history(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         """Only the history rules (the effort policy reads Chat's ``reasoning_effort``, which
-        a Messages body does not have)."""
+        Messages and Responses bodies do not have)."""
         body, rewrites = await self._history_for(target)
         return {**body, "model": target.model}, rewrites
 
