@@ -835,3 +835,19 @@ def test_responses_pass_through_history_is_rewritten_in_its_own_shape(h: Harness
         "content": NOTICE.format(src="claude/a-model", dst="resp/r-model"),
     }
     assert raw.headers["x-switchyard-rewrites"]
+
+
+@pytest.mark.parametrize(
+    ("path", "anthropic_shape"),
+    [("/v1/messages", True), ("/v1/responses", False), ("/v1/embeddings", False)],
+)
+def test_wrong_method_is_a_405_in_the_doors_shape(
+    h: Harness, path: str, anthropic_shape: bool
+) -> None:
+    response = httpx.get(h.gateway.url + path, headers={"authorization": f"Bearer {h.key}"})
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    body = response.json()
+    if anthropic_shape:
+        assert body["type"] == "error" and body["error"]["message"].startswith("GET")
+    else:
+        assert body["error"]["code"] == "method_not_allowed"

@@ -160,3 +160,33 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
         skipped=skipped,
     )
     return render(await call.run())
+
+
+def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponse:
+    reply = ErrorReply(
+        405, f"{request.method} is not supported here; use POST.", "method_not_allowed", door=door
+    )
+    response = render(reply)
+    response["allow"] = "POST"
+    return response
+
+
+@api.api_operation(
+    ["GET", "PUT", "PATCH", "DELETE"], "/messages", auth=None, include_in_schema=False
+)
+async def messages_wrong_method(request: HttpRequest) -> HttpResponse:
+    return _wrong_method(request, Protocol.MESSAGES)
+
+
+@api.api_operation(
+    ["GET", "PUT", "PATCH", "DELETE"], "/responses", auth=None, include_in_schema=False
+)
+async def responses_wrong_method(request: HttpRequest) -> HttpResponse:
+    return _wrong_method(request, Protocol.RESPONSES)
+
+
+@api.api_operation(
+    ["GET", "PUT", "PATCH", "DELETE"], "/embeddings", auth=None, include_in_schema=False
+)
+async def embeddings_wrong_method(request: HttpRequest) -> HttpResponse:
+    return _wrong_method(request, Protocol.CHAT)
