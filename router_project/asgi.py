@@ -18,10 +18,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "router_project.settings")
 django_asgi_app = get_asgi_application()
 
 from routing.limits import raise_open_file_limit  # noqa: E402
-from routing.sync import start_listener  # noqa: E402
+from routing.sync import start_listener, start_watcher  # noqa: E402
 
 raise_open_file_limit()  # two files per open stream: as many as the system allows
-start_listener()  # with REDIS_URL: other processes' config changes invalidate our table
+start_watcher()  # any process's config change reaches this one within CONFIG_CHECK_S
+start_listener()  # with REDIS_URL: at once, over pub/sub
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

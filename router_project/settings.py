@@ -137,6 +137,9 @@ SWITCHYARD = {
     ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),
+    # How often each gateway process reads the configuration version (seconds, <= 1):
+    # a change made by any process reaches this one within this interval, Redis or not.
+    "CONFIG_CHECK_S": float(os.environ.get("SWITCHYARD_CONFIG_CHECK_S", "0.5")),
     # /metrics needs an admin key or a staff session unless this is set.
     "METRICS_PUBLIC": os.environ.get("SWITCHYARD_METRICS_PUBLIC", "") == "1",
     # attach(hub) functions called whenever the runtime installs an event hub: they

@@ -31,8 +31,8 @@ from routing.config.policy import (
 )
 from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, target_options
 from routing.config.signals import config_changed
-from routing.keys import revoke_key
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
+from routing.services import key_revoke
 
 # --- shared pieces -------------------------------------------------------------------
 
@@ -372,7 +372,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         count = 0
+        actor = f"admin:{request.user.get_username()}"
         for key in queryset.filter(revoked_at__isnull=True):
-            revoke_key(key_id=key.pk)
+            key_revoke(key_id=key.pk, actor=actor, path="admin")
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)

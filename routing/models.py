@@ -11,7 +11,11 @@ per layer: ``GlobalSettings.file_policy`` (the config file's ``defaults:``),
 
 ``version`` on Provider, Group and GlobalSettings is the optimistic-concurrency token:
 every write that changes the row bumps it, and a write based on an older version is
-refused by the API/page/admin.
+refused by the API/page/admin. ``file_version`` on Provider and Group is the ``version`` the
+config file last left the row at (null: never written by the file); ``version !=
+file_version`` means the page, API or admin changed it since, which a file load must not
+undo silently (``routing.config.loader``). ``ConfigVersion`` counts every committed
+configuration write, so gateway processes without Redis notice changes (``routing.sync``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class Provider(models.Model):
     idle_timeout_s = models.FloatField(default=60)
     total_timeout_s = models.FloatField(default=600)
     version = models.PositiveIntegerField(default=1)
+    file_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Last on purpose: this field shadows the ``models`` module for the rest of the body.
@@ -109,6 +114,7 @@ class Group(models.Model):
     name = models.CharField(max_length=100, unique=True, validators=[GroupNameValidator()])
     policy = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
+    file_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -194,3 +200,19 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class ConfigVersion(models.Model):
+    """Singleton (pk=1): bumped inside every transaction that writes configuration.
+
+    Gateway processes poll it off the request path (``routing.sync.VersionWatcher``) and
+    recompile when it moves: the database itself is the notice, with or without Redis.
+    """
+
+    version = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "configuration version"
+
+    def __str__(self) -> str:
+        return f"configuration version {self.version}"

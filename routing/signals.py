@@ -1,8 +1,10 @@
 """Keep every process's compiled routing table in step with the database.
 
 Any committed write to the configuration models marks the table stale; the next call
-compiles a fresh one. (With ``REDIS_URL`` set, ``routing.sync`` also broadcasts the change
-to the other gateway processes.)
+compiles a fresh one. The same write bumps ``ConfigVersion`` inside its transaction, so
+every other gateway process notices it on its next version check (``routing.sync``,
+at most ``CONFIG_CHECK_S`` later) whatever process wrote it; with ``REDIS_URL`` set the
+change is also broadcast at once over pub/sub.
 """
 
 from __future__ import annotations
@@ -18,7 +20,24 @@ CONFIG_MODELS = ("Provider", "Group", "Target", "GlobalSettings", "ApiKey")
 
 
 def configuration_changed(**_: Any) -> None:
+    bump_config_version()  # inside the writer's transaction: rolls back with it
     transaction.on_commit(_invalidate_everywhere)
+
+
+def config_change_announced(**_: Any) -> None:
+    """``config_changed`` is sent after commit; writes made with ``update()`` or
+    ``bulk_create()`` fire no model signal, so the announcement bumps the version too."""
+    bump_config_version()
+    transaction.on_commit(_invalidate_everywhere)  # at once when sent after commit
+
+
+def bump_config_version() -> None:
+    from django.db.models import F
+
+    from routing.models import ConfigVersion
+
+    if not ConfigVersion.objects.filter(pk=1).update(version=F("version") + 1):
+        ConfigVersion.objects.get_or_create(pk=1, defaults={"version": 1})
 
 
 def _invalidate_everywhere() -> None:
@@ -40,4 +59,4 @@ def connect() -> None:
         post_delete.connect(
             configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-delete"
         )
-    config_changed.connect(configuration_changed, dispatch_uid="switchyard-config-changed")
+    config_changed.connect(config_change_announced, dispatch_uid="switchyard-config-changed")

@@ -1,4 +1,14 @@
-"""Cross-process configuration change notices over Redis pub/sub (when ``REDIS_URL`` is set).
+"""Cross-process configuration change notices: a version check always, Redis pub/sub when set.
+
+Every configuration write bumps ``ConfigVersion`` in its own transaction
+(``routing.signals``). Each gateway process runs one :class:`VersionWatcher` (started by
+:func:`start_watcher` from the ASGI entry point): a daemon thread that reads that one
+integer every ``CONFIG_CHECK_S`` seconds (default 0.5, at most 1) and invalidates the
+local routing table and key index when it moved. That is what makes a ``manage.py``
+command, the admin or another gateway process reach this one within a second on the
+embedded default (SQLite, no Redis), and it is the safety net for a pub/sub notice lost
+while Redis was away. The read is a primary-key lookup in a thread of its own, never on a
+call's path.
 
 A config write commits in one process (a daphne worker, ``manage.py loadconfig``, the
 admin); ``routing.signals`` then invalidates that process's compiled routing table and
@@ -44,7 +54,9 @@ PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 _publishers: dict[str, redis.Redis] = {}
 _listener: ConfigListener | None = None
+_watcher: VersionWatcher | None = None
 _lock = threading.Lock()
+MAX_CHECK_S = 1.0  # SPEC §10: a change reaches every process within 1 s
 
 
 def publish_change(client: redis.Redis, *, channel: str = CHANNEL, origin: str = PROCESS_ID) -> int:
@@ -88,6 +100,118 @@ def stop_listener(timeout: float = 5.0) -> None:
         listener, _listener = _listener, None
     if listener is not None:
         listener.stop(timeout)
+
+
+def start_watcher() -> VersionWatcher:
+    """Start this process's configuration-version watcher once (idempotent)."""
+    global _watcher
+    with _lock:
+        if _watcher is None or not _watcher.alive:
+            _watcher = VersionWatcher(
+                read=read_config_version,
+                on_change=_invalidate_runtime,
+                interval_s=check_interval(),
+            )
+            _watcher.start()
+        return _watcher
+
+
+def stop_watcher(timeout: float = 5.0) -> None:
+    global _watcher
+    with _lock:
+        watcher, _watcher = _watcher, None
+    if watcher is not None:
+        watcher.stop(timeout)
+
+
+def check_interval() -> float:
+    """``CONFIG_CHECK_S`` clamped to (0, 1] (``routing.E006`` reports a bad value)."""
+    try:
+        value = float(settings.SWITCHYARD.get("CONFIG_CHECK_S", 0.5))
+    except (TypeError, ValueError):
+        return 0.5
+    return value if 0 < value <= MAX_CHECK_S else min(max(value, 0.05), MAX_CHECK_S)
+
+
+def read_config_version() -> int:
+    """The committed configuration version (0 before the first write)."""
+    from django.db import close_old_connections
+
+    from routing.models import ConfigVersion
+
+    close_old_connections()  # a dropped connection is reopened, never reused broken
+    value = ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first()
+    return int(value or 0)
+
+
+class VersionWatcher:
+    """Calls ``read()`` every ``interval_s`` in a daemon thread and ``on_change()`` whenever
+    the value differs from the last one seen. A failing read (database briefly away) is
+    logged once and retried; the first read only sets the baseline, because the table is
+    compiled lazily from the same database anyway."""
+
+    def __init__(
+        self,
+        *,
+        read: Callable[[], int],
+        on_change: Callable[[], None],
+        interval_s: float = 0.5,
+    ) -> None:
+        self._read = read
+        self._on_change = on_change
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.seen: int | None = None
+        self.checks = 0  # completed reads (tests wait on it)
+        self._failing = False
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name="switchyard-config-version", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def check(self) -> bool:
+        """One check; True when the version moved (and ``on_change`` was called)."""
+        try:
+            version = self._read()
+        except Exception as exc:  # any database error: keep serving the current table
+            if not self._failing:
+                log.warning("config version check failed (%s); retrying", type(exc).__name__)
+            self._failing = True
+            return False
+        if self._failing:
+            log.info("config version check works again")
+            self._failing = False
+        previous, self.seen = self.seen, version
+        self.checks += 1
+        if previous is None or previous == version:
+            return False
+        try:
+            self._on_change()
+        except Exception:  # the watcher must outlive a failing callback
+            log.exception("config version watcher: invalidation failed")
+        return True
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.check()
+                self._stop.wait(self.interval_s)
+        finally:
+            from django.db import connections
+
+            connections.close_all()
 
 
 def _invalidate_runtime() -> None:

@@ -207,8 +207,8 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
     ),
     (
         "missing env var",
-        lambda d: d["providers"][1].update(api_key="${MISSING_VAR}"),
-        "providers.1.api_key",
+        lambda d: d["providers"][1].update(base_url="${MISSING_VAR}"),
+        "providers.1.base_url",
         "environment variable MISSING_VAR is not set",
     ),
     (
@@ -556,7 +556,13 @@ def test_credential_and_models_are_kept_unless_the_file_sets_them() -> None:
     primary.refresh_from_db()
     assert (primary.get_api_key(), primary.version) == ("sk-rotated-0123456789", 2)
 
+    # The one credential rule of every write path: "" keeps, null clears.
     doc["providers"][0]["api_key"] = ""
+    apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+    primary.refresh_from_db()
+    assert (primary.get_api_key(), primary.version) == ("sk-rotated-0123456789", 2)
+
+    doc["providers"][0]["api_key"] = None
     doc["providers"][0]["models"] = []
     apply_config(load_text(as_yaml(doc), env=ENV), source="x")
     primary.refresh_from_db()
@@ -574,11 +580,11 @@ def test_a_failure_mid_apply_changes_nothing(
     real = loader._apply_group
     calls: list[str] = []
 
-    def failing(group: Any, item: Any, providers: Any) -> Any:
+    def failing(group: Any, item: Any, providers: Any, plan: Any) -> Any:
         calls.append(item.name)
         if len(calls) == 2:
             raise RuntimeError("database went away")
-        return real(group, item, providers)
+        return real(group, item, providers, plan)
 
     monkeypatch.setattr(loader, "_apply_group", failing)
     doc = base_doc()
@@ -869,7 +875,7 @@ def test_loadconfig_check_validates_without_writing(
 @pytest.mark.django_db
 def test_loadconfig_lists_every_error(tmp_path: Path) -> None:
     doc = base_doc()
-    doc["providers"][0]["api_key"] = "${NOT_SET_ANYWHERE}"
+    doc["providers"][0]["base_url"] = "${NOT_SET_ANYWHERE}"
     _group(doc)["switch_codes"] = []
     _group(doc)["cooldown_ms"] = 5
     bad = tmp_path / "bad.yaml"
@@ -878,7 +884,7 @@ def test_loadconfig_lists_every_error(tmp_path: Path) -> None:
         call_command("loadconfig", str(bad), "--check")
     message = str(caught.value)
     assert message.startswith(f"{bad}: 3 errors, nothing applied:\n")
-    assert "providers.0.api_key: environment variable NOT_SET_ANYWHERE is not set" in message
+    assert "providers.0.base_url: environment variable NOT_SET_ANYWHERE is not set" in message
     assert "groups.0.switch_codes: must list at least one failure code" in message
     assert (
         "groups.0.cooldown_ms: `cooldown_ms` was renamed: write `circuit.cooldown_base_ms` instead"

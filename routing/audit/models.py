@@ -59,6 +59,7 @@ class ChangePath(models.TextChoices):
     API = "api", "management API"
     PAGE = "page", "dashboard page"
     ADMIN = "admin", "Django admin"
+    CLI = "cli", "management command"
 
 
 class Call(models.Model):

@@ -8,10 +8,12 @@ admin) leaves a trace. Decisions:
 - **After commit only**: the note is queued from ``transaction.on_commit``, so a write
   that rolls back (validation, conflict) leaves no record of a change that never
   happened. Outside a transaction it is queued at once.
-- **Credentials never enter the record.** Any field whose name looks like a credential
-  (api_key, secret, token, password, authorization, credential, cookie), and every value
-  under a ``headers`` mapping (extra provider headers often carry keys), is replaced by
-  ``[redacted]`` in ``before``, ``after`` and the diff. The diff is computed on the real
+- **Credentials never enter the record.** Any field whose name *is* a credential name
+  (``api_key``, ``secret``, ``token``, ``password``, ``authorization``, ``credential``,
+  ``cookie``, alone or as the last word: ``access_token``, ``client_secret``), and every
+  value under a ``headers`` mapping (extra provider headers often carry keys), is replaced
+  by ``[redacted]`` in ``before``, ``after`` and the diff. A name that merely contains such
+  a word (``timeouts.first_token_s``, ``max_tokens``) is configuration, shown as is. The diff is computed on the real
   values first, so a changed credential still shows up as changed.
 """
 
@@ -32,7 +34,8 @@ from routing.audit.rows import ConfigChangeNote
 
 REDACTED = "[redacted]"
 _SENSITIVE = re.compile(
-    r"api[_-]?key|secret|token|passw|authorization|credential|cookie", re.IGNORECASE
+    r"^(?:.*[_-])?(?:api[_-]?key|secret|token|passw(?:or)?d|authorization|credentials?|cookie)$",
+    re.IGNORECASE,
 )
 _SENSITIVE_CONTAINERS = frozenset({"headers"})
 
@@ -102,7 +105,7 @@ def config_change_record(
 ) -> None:
     """Record that ``actor`` changed ``object_type`` ``object_name`` through ``path``.
 
-    ``path`` is one of ``file``, ``api``, ``page``, ``admin``; ``before`` is None for a
+    ``path`` is one of ``file``, ``api``, ``page``, ``admin``, ``cli``; ``before`` is None for a
     creation and ``after`` None for a deletion. Returns at once; the row is written by
     the audit writer after the surrounding transaction commits.
     """

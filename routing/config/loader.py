@@ -159,14 +159,47 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> tuple[Any
     return value, errors
 
 
+_CREDENTIAL_PATH = re.compile(r"^providers\.(\d+)\.api_key$")
+_WHOLE_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def _unset_credentials(
+    raw: Any, interpolated: Any, env_errors: list[FieldError], env: Mapping[str, str]
+) -> tuple[dict[str, str], list[FieldError]]:
+    """Credentials written as one ``${VAR}`` whose variable is unset: dropped from the
+    document (absent = keep the stored credential) and returned as ``{provider: VAR}``;
+    the apply checks that there is a stored credential to keep."""
+    kept: dict[str, str] = {}
+    remaining: list[FieldError] = []
+    for error in env_errors:
+        match = _CREDENTIAL_PATH.match(error.path)
+        provider = interpolated["providers"][int(match.group(1))] if match else None
+        written = raw["providers"][int(match.group(1))].get("api_key") if match else None
+        whole = _WHOLE_REF.match(written) if isinstance(written, str) else None
+        name = provider.get("name") if isinstance(provider, dict) else None
+        if (
+            whole
+            and isinstance(provider, dict)
+            and isinstance(name, str)
+            and whole.group(1) not in env
+        ):
+            provider.pop("api_key", None)
+            kept[name] = whole.group(1)
+        else:
+            remaining.append(error)
+    return kept, remaining
+
+
 def load_text(text: str, *, env: Mapping[str, str] | None = None) -> ConfigFileIn:
     """Parse, interpolate and validate a config document; ConfigError lists every error."""
     raw = parse_yaml(text)
     if raw is None:
         raise ConfigError.single("", "the config file is empty")
-    raw, env_errors = interpolate(raw, os.environ if env is None else env)
+    env = os.environ if env is None else env
+    interpolated, env_errors = interpolate(raw, env)
+    kept, env_errors = _unset_credentials(raw, interpolated, env_errors, env)
     try:
-        config = parse_config(raw)
+        config = parse_config(interpolated)
     except ConfigError as exc:
         # A value still holding an unresolved ${VAR} fails the schema too; say it once.
         bad = {error.path for error in env_errors}
@@ -174,6 +207,7 @@ def load_text(text: str, *, env: Mapping[str, str] | None = None) -> ConfigFileI
         raise ConfigError(env_errors + schema_errors) from None
     if env_errors:
         raise ConfigError(env_errors)
+    config.unset_credentials = kept
     return config
 
 
@@ -207,6 +241,8 @@ class ApplyResult:
     groups_deleted: list[str] = field(default_factory=list)
     defaults_changed: bool = False
     warnings: list[str] = field(default_factory=list)  # accepted, but worth a look
+    kept: list[str] = field(default_factory=list)  # operator work the file layer left alone
+    credentials_kept: list[str] = field(default_factory=list)  # unset ${VAR}: stored one kept
 
     @property
     def changed(self) -> bool:
@@ -236,7 +272,14 @@ class ApplyResult:
         ]
         if self.defaults_changed:
             lines.append("defaults changed")
+        lines += [f"kept the stored credential of {note}" for note in self.credentials_kept]
+        lines += [f"kept (not overwritten): {note}" for note in self.kept]
         return lines or ["no changes"]
+
+
+class OperatorWork(ConfigError):
+    """Applying the file layer would overwrite or delete what the page, API or admin did;
+    ``--replace`` (``replace=True``) does it anyway."""
 
 
 class _DryRun(Exception):
@@ -276,34 +319,109 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
     )
 
 
-def _set_api_key(provider: Provider, item: ProviderIn) -> bool:
-    """Apply ``api_key`` when the file gives one; True when the credential changed."""
-    if item.api_key is None:
-        return False
-    new = item.api_key.get_secret_value().strip()
+def new_credential(provider: Provider, *, given: bool, value: str | None) -> str | None:
+    """The one credential rule of every write path (file, API, page, admin, commands).
+
+    ``api_key`` absent or ``""`` keeps the stored credential; a non-empty string replaces
+    it; ``null`` clears it. Returns the credential to store (``""`` = clear) or None when
+    the stored one stays as it is (including "replaced by the same value").
+    """
+    if not given:
+        return None
+    if value is None:
+        return "" if provider.has_api_key else None
+    plain = value.strip()
+    if not plain:
+        return None
     try:
-        unchanged = provider.get_api_key() == new
+        if provider.has_api_key and provider.get_api_key() == plain:
+            return None
     except CredentialDecryptError:
-        unchanged = False  # unreadable under the current secret: the file's value wins
-    if not unchanged:
-        provider.set_api_key(new)
-    return not unchanged
+        pass  # unreadable under the current secret: the new value wins
+    return plain
 
 
-def _apply_providers(cfg: ConfigFileIn, result: ApplyResult) -> None:
+def _set_api_key(provider: Provider, item: ProviderIn) -> bool:
+    """Apply the file's ``api_key`` by :func:`new_credential`; True when it changed."""
+    value = item.api_key.get_secret_value() if item.api_key is not None else None
+    credential = new_credential(provider, given="api_key" in item.model_fields_set, value=value)
+    if credential is None:
+        return False
+    provider.set_api_key(credential)
+    return True
+
+
+def _origin_note(kind: str, name: str, row: Provider | Group) -> str:
+    how = "made" if row.file_version is None else "changed"
+    return f"{kind} {name} ({how} through the page, API or admin since the file set it)"
+
+
+class _Plan:
+    """One apply's bookkeeping: what it did, and what it would have overwritten."""
+
+    def __init__(self, *, replace: bool, actor: str, origin: str, result: ApplyResult) -> None:
+        self.replace, self.actor, self.origin, self.result = replace, actor, origin, result
+        self.conflicts: list[str] = []
+
+    def protected(self, kind: str, name: str, row: Provider | Group) -> bool:
+        """True when the file layer must not overwrite or delete ``row`` (it is noted)."""
+        if self.replace or row.file_version == row.version:
+            return False
+        self.conflicts.append(_origin_note(kind, name, row))
+        return True
+
+    def record(
+        self, kind: str, name: str, before: dict[str, Any] | None, after: dict[str, Any] | None
+    ) -> None:
+        from routing.audit.services import config_change_record
+
+        # The apply announces itself once on commit (config_changed), not once per object.
+        config_change_record(
+            actor=self.actor,
+            path=self.origin,
+            object_type=kind,
+            object_name=name,
+            before=before,
+            after=after,
+        )
+
+
+def _snapshot(row: Provider | Group) -> dict[str, Any]:
+    from routing.services.groups import group_snapshot
+    from routing.services.providers import provider_snapshot
+
+    return provider_snapshot(row) if isinstance(row, Provider) else group_snapshot(row)
+
+
+def _mark_from_file(row: Provider | Group) -> None:
+    if row.file_version != row.version:
+        type(row).objects.filter(pk=row.pk).update(file_version=row.version)
+        row.file_version = row.version
+
+
+def _apply_providers(cfg: ConfigFileIn, plan: _Plan) -> None:
     existing = {p.name: p for p in Provider.objects.select_for_update()}
     for item in cfg.providers:
         provider = existing.get(item.name) or Provider(name=item.name)
         before = _provider_state(provider) if provider.pk else None
+        snapshot = _snapshot(provider) if provider.pk else None
         copy_provider_fields(provider, item)
         key_changed = _set_api_key(provider, item)
         if before is None:
+            provider.file_version = provider.version
             provider.save()
-            result.providers_created.append(item.name)
+            plan.result.providers_created.append(item.name)
+            plan.record("provider", item.name, None, _snapshot(provider))
         elif key_changed or before != _provider_state(provider):
+            if plan.protected("provider", item.name, existing[item.name]):
+                continue
             provider.version += 1
+            provider.file_version = provider.version
             provider.save()
-            result.providers_updated.append(item.name)
+            plan.result.providers_updated.append(item.name)
+            plan.record("provider", item.name, snapshot, _snapshot(provider))
+        else:
+            _mark_from_file(provider)  # the same content: the file layer owns it again
 
 
 def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
@@ -325,8 +443,10 @@ def _default(model: type[Any], column: str) -> Any:
     return model._meta.get_field(column).default
 
 
-def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provider]) -> str | None:
-    """Upsert one group and its targets; returns "created", "updated" or None."""
+def _apply_group(
+    group: Group | None, item: GroupIn, providers: dict[str, Provider], plan: _Plan
+) -> None:
+    """Upsert one group and its targets (unless the file layer must keep it)."""
     flat = policy_flat(item)
     desired = [
         (
@@ -339,9 +459,12 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
         )
         for t in item.targets
     ]
+    before: dict[str, Any] | None = None
     if group is None:
-        group, outcome = Group(name=item.name, policy=flat), "created"
+        group = Group(name=item.name, policy=flat)
+        group.file_version = group.version
         group.save()
+        plan.result.groups_created.append(item.name)
     else:
         current = list(
             group.targets.order_by("position").values_list(
@@ -349,11 +472,17 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
             )
         )
         if group.policy == flat and current == desired:
-            return None
-        group.policy, outcome = flat, "updated"
+            _mark_from_file(group)
+            return
+        if plan.protected("group", item.name, group):
+            return
+        before = _snapshot(group)
+        group.policy = flat
         group.version += 1
+        group.file_version = group.version
         group.save()
         group.targets.all().delete()
+        plan.result.groups_updated.append(item.name)
     Target.objects.bulk_create(
         Target(
             group=group,
@@ -369,40 +498,90 @@ def _apply_group(group: Group | None, item: GroupIn, providers: dict[str, Provid
             desired
         )
     )
-    return outcome
+    plan.record("group", item.name, before, _snapshot(group))
 
 
-def _apply(cfg: ConfigFileIn, *, source: str, prune: bool, result: ApplyResult) -> None:
+def _prune(cfg: ConfigFileIn, plan: _Plan) -> None:
+    """Delete what the file no longer lists: everything (``replace``), or, for the file
+    layer, only what came from the file and was not changed elsewhere since."""
+    # Groups first: their targets are what PROTECT the providers below.
+    for group in Group.objects.exclude(name__in=[g.name for g in cfg.groups]).order_by("name"):
+        if not plan.replace and (
+            group.file_version is None or plan.protected("group", group.name, group)
+        ):
+            continue
+        before = _snapshot(group)
+        group.delete()
+        plan.result.groups_deleted.append(group.name)
+        plan.record("group", group.name, before, None)
+    stale = Provider.objects.exclude(name__in=[p.name for p in cfg.providers]).order_by("name")
+    for provider in stale:
+        if not plan.replace and (
+            provider.file_version is None or plan.protected("provider", provider.name, provider)
+        ):
+            continue
+        users = sorted(set(provider.targets.values_list("group__name", flat=True)))
+        if users:  # only a group the file layer kept can still use it
+            plan.conflicts.append(
+                f"provider {provider.name} (no longer in the file, but group(s) "
+                f"{', '.join(users)} made or changed elsewhere use it)"
+            )
+            continue
+        before = _snapshot(provider)
+        provider.delete()
+        plan.result.providers_deleted.append(provider.name)
+        plan.record("provider", provider.name, before, None)
+
+
+def _check_credentials(cfg: ConfigFileIn, result: ApplyResult) -> None:
+    """A ``${VAR}`` credential whose variable is unset keeps the stored credential; a
+    provider with none stored cannot be configured that way."""
+    kept = cfg.unset_credentials
+    if not kept:
+        return
+    stored = {p.name: p.has_api_key for p in Provider.objects.filter(name__in=list(kept))}
+    errors: list[FieldError] = []
+    for index, item in enumerate(cfg.providers):
+        variable = kept.get(item.name)
+        if variable is None:
+            continue
+        if stored.get(item.name):
+            result.credentials_kept.append(f"{item.name} ({variable} is not set)")
+        else:
+            errors.append(
+                FieldError(
+                    f"providers.{index}.api_key",
+                    f"environment variable {variable} is not set "
+                    f"(and provider {item.name} has no stored credential to keep)",
+                )
+            )
+    if errors:
+        raise ConfigError(errors)
+
+
+def _apply(cfg: ConfigFileIn, *, source: str, plan: _Plan) -> None:
     GlobalSettings.load()
     settings_row = GlobalSettings.objects.select_for_update().get(pk=1)  # serializes applies
     file_flat = policy_flat(cfg.defaults) if cfg.defaults else {}
     _check_effective(cfg, file_flat, settings_row.policy)
+    _check_credentials(cfg, plan.result)
 
-    _apply_providers(cfg, result)
+    _apply_providers(cfg, plan)
     providers = {p.name: p for p in Provider.objects.all()}
     groups = {g.name: g for g in Group.objects.select_for_update()}
     for item in cfg.groups:
-        outcome = _apply_group(groups.get(item.name), item, providers)
-        if outcome == "created":
-            result.groups_created.append(item.name)
-        elif outcome == "updated":
-            result.groups_updated.append(item.name)
-
-    if prune:
-        # Groups first: their targets are what PROTECT the providers below.
-        stale_groups = Group.objects.exclude(name__in=[g.name for g in cfg.groups])
-        result.groups_deleted = sorted(stale_groups.values_list("name", flat=True))
-        stale_groups.delete()
-        stale_providers = Provider.objects.exclude(name__in=[p.name for p in cfg.providers])
-        result.providers_deleted = sorted(stale_providers.values_list("name", flat=True))
-        stale_providers.delete()
+        _apply_group(groups.get(item.name), item, providers, plan)
+    _prune(cfg, plan)
 
     if settings_row.file_policy != file_flat:
+        before = {"defaults": dict(settings_row.file_policy or {})}
         settings_row.file_policy = file_flat
         settings_row.version += 1
-        result.defaults_changed = True
+        plan.result.defaults_changed = True
+        plan.record("defaults", "file layer", before, {"defaults": file_flat})
+    changed_source = settings_row.config_source != source
     settings_row.config_source = source
-    if result.defaults_changed or settings_row.config_source != source:
+    if plan.result.defaults_changed or changed_source:
         settings_row.save()  # only on change: every save of a config row triggers a rebuild
 
 
@@ -422,20 +601,37 @@ def apply_config(
     cfg: ConfigFileIn,
     *,
     source: str,
-    prune: bool = True,
+    replace: bool = True,
+    keep_operator_work: bool = False,
     dry_run: bool = False,
     origin: str = "file",
+    actor: str = "",
 ) -> ApplyResult:
-    """Make the database match ``cfg`` atomically; raises ConfigError and changes nothing
-    when the effective policy would be invalid. ``dry_run`` computes the result and rolls
-    back. On commit, sends ``config_changed(sender=origin, source=source)`` if anything
-    changed.
+    """Apply ``cfg`` atomically; raises ConfigError and changes nothing when it is invalid.
+
+    ``replace=True``: the file is the full desired state (create, overwrite, delete what it
+    does not list). ``replace=False``: the file *layer* (SPEC §5): it creates what is new
+    and updates or deletes what came from the file, and never touches objects made on the
+    page/API/admin; objects it set that were changed elsewhere since are operator work:
+    :class:`OperatorWork` is raised naming each of them (nothing applied), or, with
+    ``keep_operator_work`` (a start-up), they are left as they are and listed in
+    ``result.kept``. ``dry_run`` computes the result and rolls back. Every change leaves a
+    config-change record (``origin``, ``actor``) and is announced on commit.
     """
     result = ApplyResult(source=source, dry_run=dry_run)
     result.warnings = config_warnings(cfg)
+    plan = _Plan(replace=replace, actor=actor or default_actor(), origin=origin, result=result)
     try:
         with transaction.atomic():
-            _apply(cfg, source=source, prune=prune, result=result)
+            _apply(cfg, source=source, plan=plan)
+            if plan.conflicts and not keep_operator_work:
+                raise OperatorWork(
+                    [
+                        FieldError("", f"would overwrite {note}")
+                        for note in sorted(set(plan.conflicts))
+                    ]
+                )
+            result.kept = sorted(set(plan.conflicts))
             if dry_run:
                 raise _DryRun(result)
             if result.changed:
@@ -443,6 +639,16 @@ def apply_config(
     except _DryRun:
         pass
     return result
+
+
+def default_actor() -> str:
+    """Who runs a command: ``cli:<os user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
 
 
 # --- exporting -----------------------------------------------------------------------

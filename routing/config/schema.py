@@ -38,6 +38,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
@@ -47,7 +48,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from routing.config.errors import ConfigError, FieldError
-from routing.engine.algorithms import ALGORITHMS
+from routing.engine.algorithms import ALGORITHMS, UnknownAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 
 GROUP_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"  # \Z: "$" would accept a trailing newline
@@ -145,8 +146,18 @@ def extra_algorithms() -> Mapping[str, str]:
 
 
 def _algorithm(name: str) -> str:
-    # Only the shape is checked here; the routing-table compiler imports dotted paths.
-    if name in ALGORITHMS or name in extra_algorithms() or _DOTTED_PATH.match(name):
+    # A registered name or dotted path must import and be a RoutingAlgorithm now, on
+    # write: a group that cannot compile is refused instead of breaking the routing table.
+    if name in ALGORITHMS:
+        return name
+    extra = extra_algorithms()
+    if name in extra or _DOTTED_PATH.match(name):
+        try:
+            get_algorithm(name, extra)
+        except UnknownAlgorithm as exc:
+            raise PydanticCustomError(
+                "algorithm_unusable", "{problem}", {"problem": str(exc)}
+            ) from None
         return name
     raise PydanticCustomError(
         "unknown_algorithm",
@@ -385,7 +396,8 @@ class TimeoutsIn(_Strict):
 
 
 class ProviderIn(_Strict):
-    """One provider. ``api_key`` absent = keep the stored credential; ``""`` = clear it.
+    """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
+    replaces it, ``null`` clears it (``routing.config.loader.new_credential``, every path).
 
     ``models`` absent = keep the list refreshed from the upstream.
     """
@@ -412,11 +424,25 @@ class GroupIn(PolicyIn):
 
 
 class ConfigFileIn(_Strict):
-    """The whole config file: the composition layer."""
+    """The whole config file: the composition layer.
+
+    ``unset_credentials`` (set by the loader, not part of the document): providers whose
+    ``api_key: ${VAR}`` names an unset variable, ``{provider: VAR}``; they keep the stored
+    credential.
+    """
 
     defaults: PolicyIn | None = None
     providers: list[ProviderIn] = Field(default_factory=list)
     groups: list[GroupIn] = Field(default_factory=list)
+    _unset_credentials: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def unset_credentials(self) -> dict[str, str]:
+        return self._unset_credentials
+
+    @unset_credentials.setter
+    def unset_credentials(self, value: dict[str, str]) -> None:
+        self._unset_credentials = dict(value)
 
     @model_validator(mode="after")
     def _references(self) -> ConfigFileIn:

@@ -9,9 +9,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from routing.config.errors import ConfigError
-from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields
+from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields, new_credential
 from routing.config.schema import parse_provider
-from routing.crypto import CredentialDecryptError
 from routing.models import Provider
 from routing.services.base import (
     NotFound,
@@ -88,21 +87,11 @@ def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
 
 
 def _new_credential(provider: Provider, data: Mapping[str, Any]) -> str | None:
-    """The credential to store (``""`` = clear), or None to keep the stored one."""
-    if "api_key" not in data:
-        return None
-    value = data["api_key"]
-    if value is None:
-        return "" if provider.has_api_key else None
-    plain = str(value).strip()  # the schema already checked that it is a string
-    if not plain:
-        return None
-    try:
-        if provider.get_api_key() == plain:
-            return None
-    except CredentialDecryptError:
-        pass  # unreadable under the current secret: the new value wins
-    return plain
+    """The credential to store (``""`` = clear), or None to keep: the shared rule."""
+    value = data.get("api_key")
+    return new_credential(
+        provider, given="api_key" in data, value=None if value is None else str(value)
+    )
 
 
 def _merged(provider: Provider, data: Mapping[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def test_staff_see_lists_and_details(staff_viewer: Client, model: type[Model]) -
         (Fallback, "at__gte", "2000-01-01 00:00:00+00:00", "2100-01-01 00:00:00+00:00"),
         (HealthTransition, "target", "p1/a", "p2/b"),
         (HealthTransition, "code", "SERVER", "AUTH"),
-        (ConfigChange, "path__exact", "page", "file"),
+        (ConfigChange, "path__exact", "page", "admin"),
     ],
 )
 def test_filters_narrow_the_lists(
@@ -141,6 +141,6 @@ def test_a_call_page_shows_its_attempts_inline(records: Audit, admin_client: Cli
 
 
 def test_a_config_change_page_shows_the_diff(records: Audit, admin_client: Client) -> None:
-    change = ConfigChange.objects.get()
+    change = ConfigChange.objects.get(path="page")
     html = admin_client.get(url(ConfigChange, f"{change.pk}/change/")).content.decode()
     assert "retry.max_retries" in html and "user:alice" in html

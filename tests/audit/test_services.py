@@ -99,6 +99,23 @@ def test_credentials_and_header_values_are_redacted_but_their_change_shows() -> 
     assert unchanged.diff == {}
 
 
+def test_field_names_that_only_contain_a_credential_word_are_not_redacted() -> None:
+    record(
+        object_type="provider",
+        object_name="p1",
+        before={"timeouts": {"first_token_s": 60}, "max_tokens": 10, "access_token": "t-old"},
+        after={"timeouts": {"first_token_s": 30}, "max_tokens": 20, "access_token": "t-new"},
+    )
+    assert writer.flush(10)
+    change = ConfigChange.objects.get()
+    assert change.diff == {
+        "access_token": {"before": REDACTED, "after": REDACTED},
+        "max_tokens": {"before": 10, "after": 20},
+        "timeouts.first_token_s": {"before": 60, "after": 30},
+    }
+    assert change.after["timeouts"] == {"first_token_s": 30}
+
+
 def test_a_rolled_back_write_leaves_no_record() -> None:
     class Refused(Exception):
         pass

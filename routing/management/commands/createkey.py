@@ -1,7 +1,9 @@
 """``manage.py createkey NAME [--admin] [--groups a,b]``: create a gateway key.
 
 The secret is printed once, alone on the last line of stdout (scripts can ``tail -n1``);
-only its sha256 is stored.
+only its sha256 is stored. Goes through ``routing.services.key_create`` like the API and
+the page (config-change record with path ``cli``); running gateways accept the key
+within a second.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.keys import ApiKeyError, generate_key
+from routing.config.errors import ConfigError
+from routing.config.loader import default_actor
+from routing.services import key_create
 
 
 class Command(BaseCommand):
@@ -29,9 +33,11 @@ class Command(BaseCommand):
         groups = [g.strip() for g in options["groups"].split(",") if g.strip()]
         kind = "admin" if options["admin"] else "client"
         try:
-            key, secret = generate_key(name=options["name"], kind=kind, groups=groups)
-        except ApiKeyError as exc:
-            raise CommandError(str(exc)) from None
+            key, secret = key_create(
+                name=options["name"], kind=kind, groups=groups, actor=default_actor(), path="cli"
+            )
+        except ConfigError as exc:
+            raise CommandError("; ".join(error.message for error in exc.errors)) from None
         scope = ", ".join(key.groups) if key.groups else "all groups"
         if kind == "admin":
             scope = "management API"
