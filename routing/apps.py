@@ -7,6 +7,6 @@ class RoutingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from routing import signals
+        from routing import checks, signals  # noqa: F401  (checks register on import)
 
         signals.connect()

@@ -45,6 +45,7 @@ class Runtime:
         self.sleep = sleep
         self.rand = rand
         self.table: RoutingTable | None = None
+        self._last_good: RoutingTable | None = None
         self._generation = 0
         self._summarized = False
         self._lock = threading.Lock()
@@ -68,10 +69,21 @@ class Runtime:
         return table
 
     def reload(self) -> RoutingTable:
-        """Compile the table from the database and swap it in (sync; never per call)."""
+        """Compile the table from the database and swap it in (sync; never per call).
+
+        If compiling fails (the database is away mid-change), the last good table keeps
+        serving until a later change compiles; with no table yet, the error propagates.
+        """
         with self._lock:
             generation = self._generation
-            table = compile_table()
+            try:
+                table = compile_table()
+            except Exception:
+                if self._last_good is None:
+                    raise
+                log.exception("routing table not recompiled; serving the last good one")
+                table = self._last_good
+            self._last_good = table
             if generation == self._generation:  # no newer invalidation raced us
                 self.table = table
             if not self._summarized:  # once per process: what this gateway routes, and how

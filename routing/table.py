@@ -4,11 +4,16 @@ Calls never touch the database. ``compile_table()`` reads providers, groups, tar
 global settings and client keys once, resolves every group's effective policy through the
 configuration layers, and returns a frozen ``RoutingTable``. The runtime swaps in a new
 table whenever configuration changes (``routing.runtime``), in every process.
+
+Groups compile independently: a group whose algorithm no longer imports (its module
+vanished after the write that checked it) lands in ``RoutingTable.broken`` with the reason,
+and ``/v1`` answers an OpenAI-shaped 503 naming it while every other group keeps serving.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +29,8 @@ from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
 from routing.engine.retry import RetryPolicy
 from routing.upstream.openai import Timeouts
+
+log = logging.getLogger("switchyard.table")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +151,7 @@ class RoutingTable:
     groups: Mapping[str, GroupSpec]
     providers: Mapping[str, ProviderSpec]
     keys: Mapping[str, KeySpec]  # sha256 hex of the secret -> key facts
+    broken: Mapping[str, str] = field(default_factory=dict)  # group name -> why it cannot serve
     base_policy: Mapping[str, object] = field(
         default_factory=dict
     )  # defaults + file + global layers
@@ -287,6 +295,7 @@ def compile_table() -> RoutingTable:
         )
 
     groups: dict[str, GroupSpec] = {}
+    broken: dict[str, str] = {}
     for group in Group.objects.prefetch_related("targets__provider").all():
         enabled = [t for t in group.targets.all() if t.enabled]
         targets = tuple(
@@ -305,18 +314,25 @@ def compile_table() -> RoutingTable:
             )
             for index, t in enumerate(enabled)
         )
-        groups[group.name] = _build_group(
-            name=group.name,
-            targets=targets,
-            policy=_layered(base_policy, group.policy or {}),
-            version=group.version,
-            circuits={
-                f"{t.provider.name}/{t.model}": (t.options or {}).get("circuit") for t in enabled
-            },
-        )
+        try:
+            groups[group.name] = _build_group(
+                name=group.name,
+                targets=targets,
+                policy=_layered(base_policy, group.policy or {}),
+                version=group.version,
+                circuits={
+                    f"{t.provider.name}/{t.model}": (t.options or {}).get("circuit")
+                    for t in enabled
+                },
+            )
+        except Exception as exc:  # one bad group must not take the others down
+            broken[group.name] = str(exc) or type(exc).__name__
+            log.error("group %s cannot be served: %s", group.name, broken[group.name])
 
     keys = {
         row.hashed: KeySpec(kind=row.kind, groups=frozenset(row.groups or ()), name=row.name)
         for row in ApiKey.objects.filter(revoked_at__isnull=True)
     }
-    return RoutingTable(groups=groups, providers=providers, keys=keys, base_policy=base_policy)
+    return RoutingTable(
+        groups=groups, providers=providers, keys=keys, broken=broken, base_policy=base_policy
+    )

@@ -107,6 +107,16 @@ def resolve_group(
     table: RoutingTable, key: KeySpec, model: str, door: Protocol = Protocol.CHAT
 ) -> GroupSpec | ErrorReply:
     group = table.resolve(model)
+    if group is None and model in table.broken:
+        return ErrorReply(
+            503,
+            f"The model '{model}' cannot be served: {table.broken[model]}. "
+            "Fix the group's configuration; other models are unaffected.",
+            "group_unavailable",
+            "server_error",
+            "model",
+            door=door,
+        )
     if group is None:
         return ErrorReply(
             404,

@@ -1,8 +1,21 @@
 """``manage.py serve``: everything ``make run`` does, in one command.
 
-Migrates the database, applies the configuration (``SWITCHYARD_CONFIG`` when set, else the
-demo: a simulated upstream started alongside, with one flaky and one healthy route),
-issues a fresh demo client key, prints copy-paste examples, and serves through daphne.
+A start never undoes operator work (SPEC §10):
+
+1. The ports are checked first: a busy port exits non-zero with a clear message before
+   anything is written (no migration, no key, no config).
+2. Migrates the database.
+3. Configuration: ``SWITCHYARD_CONFIG`` set -> that file is applied as the *file layer*
+   (``loadconfig`` without ``--replace``): new objects are created, what came from the
+   file is updated, objects made on the page/API/admin are untouched, and file objects
+   changed there since are kept and listed. Unset -> the demo configuration (a simulated
+   upstream started alongside, one flaky and one healthy route) is applied only to a
+   fresh database (no providers, no groups); otherwise the database is served as it is
+   (the demo upstream is still started when the demo was what configured it).
+4. The demo client key is created once and kept in ``var/demo-key`` (mode 0600); each
+   start prints it again as long as it is not revoked (revoked or missing: a new one is
+   created; no key is ever revoked by a start).
+5. Serves through daphne; its exit status is this command's.
 """
 
 from __future__ import annotations
@@ -35,6 +48,41 @@ def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
     return f"tcp:port={port}:interface={interface}:backlog={backlog}"
 
 
+def ensure_free(host: str, port: int, variable: str) -> None:
+    """Refuse to start on a port something already listens on (before anything is written)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"cannot serve on {host}:{port}: {exc.strerror or exc} (is Switchyard already "
+                f"running there?). Stop it or choose another port with {variable}=...; "
+                "nothing was changed."
+            ) from None
+
+
+def _fresh_database() -> bool:
+    from routing.models import Group, Provider
+
+    return not Provider.objects.exists() and not Group.objects.exists()
+
+
+def _demo_configured() -> bool:
+    """No file given: the demo runs on a fresh database or one the demo configured."""
+    from django.db import DatabaseError
+
+    from routing.models import GlobalSettings
+
+    try:
+        if _fresh_database():
+            return True
+        row = GlobalSettings.objects.filter(pk=1).first()
+    except DatabaseError:  # not migrated yet: a fresh database
+        return True
+    return row is not None and row.config_source == str(DEMO_CONFIG)
+
+
 def wait_for_port(host: str, port: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -61,22 +109,34 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        host, port = options["host"], options["port"]
+        config_file = settings.SWITCHYARD["CONFIG_FILE"]
+        ensure_free(host, port, "SWITCHYARD_PORT")
+        demo = not config_file and _demo_configured()
+        if demo:
+            ensure_free("127.0.0.1", options["demo_port"], "SWITCHYARD_DEMO_PORT")
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
-        host, port = options["host"], options["port"]
         children: list[subprocess.Popen[bytes]] = []
         try:
-            config_file = settings.SWITCHYARD["CONFIG_FILE"]
             if config_file:
-                call_command("loadconfig", config_file)
-                self.stdout.write(f"Applied {config_file}.")
-                demo = False
-            else:
+                self._apply_file(config_file)
+            elif demo:
                 children.append(self._start_demo_upstream(options["demo_port"]))
-                call_command("loadconfig", str(DEMO_CONFIG))
-                demo = True
-            secret = self._demo_key()
-            self._print_welcome(host, port, secret, demo)
+                if _fresh_database():
+                    call_command("loadconfig", str(DEMO_CONFIG))
+                else:
+                    self.stdout.write(
+                        "Kept the configuration in the database (the demo is applied only "
+                        "to a fresh database)."
+                    )
+            else:
+                self.stdout.write(
+                    "Serving the configuration in the database (the demo is applied only "
+                    "to a fresh database; set SWITCHYARD_CONFIG to apply a file)."
+                )
+            secret, where = self._demo_key()
+            self._print_welcome(host, port, secret, demo, where)
             server = subprocess.Popen(
                 [
                     sys.executable,
@@ -90,7 +150,9 @@ class Command(BaseCommand):
             )
             children.append(server)
             signal.signal(signal.SIGTERM, lambda *_: server.terminate())
-            server.wait()
+            code = server.wait()
+            if code not in (0, -signal.SIGTERM):
+                raise CommandError(f"daphne exited with status {code}", returncode=code or 1)
         except KeyboardInterrupt:
             pass
         finally:
@@ -101,6 +163,20 @@ class Command(BaseCommand):
                         child.wait(timeout=5)
                     except subprocess.TimeoutExpired:
                         child.kill()
+
+    def _apply_file(self, config_file: str) -> None:
+        from routing.config.errors import ConfigError
+        from routing.config.loader import apply_config, load_file
+
+        try:
+            result = apply_config(
+                load_file(config_file), source=config_file, replace=False, keep_operator_work=True
+            )
+        except ConfigError as exc:
+            raise CommandError(f"{config_file}: nothing applied:\n{exc.format()}") from None
+        self.stdout.write(f"Applied {config_file} (the file layer):")
+        for line in result.summary():
+            self.stdout.write(f"  {line}")
 
     def _start_demo_upstream(self, demo_port: int) -> subprocess.Popen[bytes]:
         os.environ["SWITCHYARD_DEMO_PORT"] = str(demo_port)
@@ -121,26 +197,38 @@ class Command(BaseCommand):
             raise CommandError(f"the demo upstream did not start on port {demo_port}")
         return child
 
-    def _demo_key(self) -> str:
-        from django.utils import timezone
-
-        from routing.keys import generate_key
+    def _demo_key(self) -> tuple[str, Path]:
+        """The demo client key: the one kept in ``var/demo-key`` while it is active, else a
+        new one written there (0600). Never revokes anything."""
+        from routing.config.loader import default_actor
+        from routing.keys import hash_secret
         from routing.models import ApiKey
+        from routing.services import key_create
 
-        # A fresh key per start: secrets are stored hashed and cannot be shown twice.
-        ApiKey.objects.filter(name="demo", revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-        _, secret = generate_key(name="demo", kind="client")
-        return secret
+        path = settings.VAR_DIR / "demo-key"
+        try:
+            kept = path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeError):
+            kept = ""
+        if (
+            kept
+            and ApiKey.objects.filter(hashed=hash_secret(kept), revoked_at__isnull=True).exists()
+        ):
+            return kept, path
+        _, secret = key_create(name="demo", kind="client", actor=default_actor(), path="cli")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(secret + "\n")
+        os.chmod(path, 0o600)  # an existing file keeps its mode on O_CREAT
+        return secret, path
 
-    def _print_welcome(self, host: str, port: int, secret: str, demo: bool) -> None:
+    def _print_welcome(self, host: str, port: int, secret: str, demo: bool, where: Path) -> None:
         base = f"http://{host}:{port}/v1"
         model = "auto"
         lines = [
             "",
             f"Switchyard is starting on http://{host}:{port}  (settings page: http://{host}:{port}/ , admin: /admin/)",
-            "Demo client key (shown once):" if demo else "Client key (shown once):",
+            f"Client key (kept in {where}, mode 0600; printed at every start until revoked):",
             f"  {secret}",
             "",
             "Try it:",

@@ -1,0 +1,43 @@
+"""``manage.py check`` reports misconfigured Switchyard settings as ``routing.E00x``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.checks import run_checks
+
+
+def ids(settings: Any, **overrides: object) -> list[str]:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, **overrides}
+    return sorted(m.id for m in run_checks() if m.id and m.id.startswith("routing."))
+
+
+def test_the_default_settings_pass(settings: Any) -> None:
+    assert ids(settings) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"STATE_STORE": "nope.Store"}, ["routing.E001"]),
+        ({"STATE_STORE": "routing.models.Provider"}, ["routing.E001"]),
+        ({"STATE_STORE": "redis", "REDIS_URL": ""}, ["routing.E002"]),
+        ({"ALGORITHMS": {"cheap": "nope.Cheap"}}, ["routing.E003"]),
+        ({"ALGORITHMS": {"cheap": "routing.models.Provider"}}, ["routing.E003"]),
+        ({"EVENT_SUBSCRIBERS": ["nope.attach"]}, ["routing.E004"]),
+        ({"EVENT_SUBSCRIBERS": ["routing.sync.CHANNEL"]}, ["routing.E004"]),
+        ({"SECRET_KEY": "   "}, ["routing.E005"]),
+        ({"CONFIG_CHECK_S": 5}, ["routing.E006"]),
+        ({"CONFIG_CHECK_S": 0}, ["routing.E006"]),
+        ({"CONFIG_CHECK_S": "soon"}, ["routing.E006"]),
+    ],
+)
+def test_each_misconfiguration_is_one_error(
+    settings: Any, overrides: dict[str, object], expected: list[str]
+) -> None:
+    assert ids(settings, **overrides) == expected
+
+
+def test_a_registered_algorithm_that_imports_passes(settings: Any) -> None:
+    assert ids(settings, ALGORITHMS={"first": "routing.engine.algorithms.Priority"}) == []
