@@ -22,6 +22,7 @@ from django.db.models import F, QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
+from routing.audit.services import config_change_record
 from routing.config.errors import ConfigError
 from routing.config.policy import (
     BUILTIN_DEFAULTS,
@@ -33,6 +34,8 @@ from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, 
 from routing.config.signals import config_changed
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services import key_revoke
+from routing.services.groups import group_snapshot, policy_snapshot
+from routing.services.providers import provider_snapshot
 
 # --- shared pieces -------------------------------------------------------------------
 
@@ -70,22 +73,64 @@ def _policy_layers() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class NotifiesConfigChange(admin.ModelAdmin):
-    """Sends ``config_changed`` after any admin save or delete commits."""
+    """Records every admin save or delete as a config change (path ``admin``) and sends
+    ``config_changed`` after it commits, like the services do for the API and the page."""
+
+    object_type = ""
+
+    def snapshot(self, obj: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def object_name(self, obj: Any) -> str:
+        return str(obj.name)
+
+    def _actor(self, request: HttpRequest) -> str:
+        return f"admin:{request.user.get_username()}"
+
+    def _record(
+        self,
+        request: HttpRequest,
+        obj: Any,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+    ) -> None:
+        if before == after:
+            return
+        config_change_record(
+            actor=self._actor(request),
+            path="admin",
+            object_type=self.object_type,
+            object_name=self.object_name(obj),
+            before=before,
+            after=after,
+        )
 
     def _notify(self, request: HttpRequest) -> None:
-        source = f"admin:{request.user.get_username()}"
+        source = self._actor(request)
         transaction.on_commit(lambda: config_changed.send(sender="admin", source=source))
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        stored = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
+        request.switchyard_before = self.snapshot(stored) if stored is not None else None  # type: ignore[attr-defined]
+        super().save_model(request, obj, form, change)
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
+        before = getattr(request, "switchyard_before", None)
+        self._record(request, form.instance, before, self.snapshot(form.instance))
         self._notify(request)
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        before = self.snapshot(obj)
         super().delete_model(request, obj)
+        self._record(request, obj, before, None)
         self._notify(request)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        doomed = [(obj, self.snapshot(obj)) for obj in queryset]
         super().delete_queryset(request, queryset)
+        for obj, before in doomed:
+            self._record(request, obj, before, None)
         self._notify(request)
 
 
@@ -170,6 +215,11 @@ class ProviderAdminForm(VersionedForm):
 @admin.register(Provider)
 class ProviderAdmin(NotifiesConfigChange):
     form = ProviderAdminForm
+    object_type = "provider"
+
+    def snapshot(self, obj: Any) -> dict[str, Any]:
+        return provider_snapshot(obj)
+
     list_display = ("name", "kind", "base_url", "credential", "version")
     search_fields = ("name", "base_url")
     readonly_fields = ("credential", "models_loaded_at", "version", "created_at", "updated_at")
@@ -293,6 +343,11 @@ class GroupAdminForm(VersionedForm):
 @admin.register(Group)
 class GroupAdmin(NotifiesConfigChange):
     form = GroupAdminForm
+    object_type = "group"
+
+    def snapshot(self, obj: Any) -> dict[str, Any]:
+        return group_snapshot(obj)
+
     inlines = (TargetInline,)
     list_display = ("name", "target_count", "version", "updated_at")
     search_fields = ("name",)
@@ -335,6 +390,14 @@ class GlobalSettingsAdminForm(VersionedForm):
 @admin.register(GlobalSettings)
 class GlobalSettingsAdmin(NotifiesConfigChange):
     form = GlobalSettingsAdminForm
+    object_type = "global"
+
+    def snapshot(self, obj: Any) -> dict[str, Any]:
+        return policy_snapshot(obj.policy)
+
+    def object_name(self, obj: Any) -> str:
+        return "global settings"  # as the services name it
+
     fields = ("policy", "based_on_version", "file_policy", "config_source", "version")
     readonly_fields = ("file_policy", "config_source", "version")
 

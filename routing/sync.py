@@ -108,9 +108,7 @@ def start_watcher() -> VersionWatcher:
     with _lock:
         if _watcher is None or not _watcher.alive:
             _watcher = VersionWatcher(
-                read=read_config_version,
-                on_change=_invalidate_runtime,
-                interval_s=check_interval(),
+                read=read_config_version, on_version=follow_version, interval_s=check_interval()
             )
             _watcher.start()
         return _watcher
@@ -144,21 +142,35 @@ def read_config_version() -> int:
     return int(value or 0)
 
 
+def follow_version(version: int) -> bool:
+    """Invalidate this process's table if it was compiled before ``version``; True if so.
+
+    Comparing with the table's own version (not the last one seen) means a write made by
+    this process, already followed through ``routing.signals``, costs no second compile."""
+    from routing import runtime
+
+    current = runtime._runtime
+    table = current.table if current is not None else None
+    if table is None or getattr(table, "config_version", None) == version:
+        return False
+    current.invalidate()  # type: ignore[union-attr]
+    return True
+
+
 class VersionWatcher:
-    """Calls ``read()`` every ``interval_s`` in a daemon thread and ``on_change()`` whenever
-    the value differs from the last one seen. A failing read (database briefly away) is
-    logged once and retried; the first read only sets the baseline, because the table is
-    compiled lazily from the same database anyway."""
+    """Calls ``read()`` every ``interval_s`` in a daemon thread and hands each value to
+    ``on_version`` (:func:`follow_version` in a gateway). A failing read (database briefly
+    away) is logged once and retried; the current table keeps serving meanwhile."""
 
     def __init__(
         self,
         *,
         read: Callable[[], int],
-        on_change: Callable[[], None],
+        on_version: Callable[[int], bool],
         interval_s: float = 0.5,
     ) -> None:
         self._read = read
-        self._on_change = on_change
+        self._on_version = on_version
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -182,7 +194,7 @@ class VersionWatcher:
             self._thread.join(timeout)
 
     def check(self) -> bool:
-        """One check; True when the version moved (and ``on_change`` was called)."""
+        """One check; True when it invalidated the routing table."""
         try:
             version = self._read()
         except Exception as exc:  # any database error: keep serving the current table
@@ -193,15 +205,13 @@ class VersionWatcher:
         if self._failing:
             log.info("config version check works again")
             self._failing = False
-        previous, self.seen = self.seen, version
+        self.seen = version
         self.checks += 1
-        if previous is None or previous == version:
-            return False
         try:
-            self._on_change()
+            return self._on_version(version)
         except Exception:  # the watcher must outlive a failing callback
             log.exception("config version watcher: invalidation failed")
-        return True
+            return False
 
     def _run(self) -> None:
         try:

@@ -152,6 +152,7 @@ class RoutingTable:
     providers: Mapping[str, ProviderSpec]
     keys: Mapping[str, KeySpec]  # sha256 hex of the secret -> key facts
     broken: Mapping[str, str] = field(default_factory=dict)  # group name -> why it cannot serve
+    config_version: int = 0  # ConfigVersion read before compiling (routing.sync compares it)
     base_policy: Mapping[str, object] = field(
         default_factory=dict
     )  # defaults + file + global layers
@@ -268,8 +269,11 @@ def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> T
 def compile_table() -> RoutingTable:
     """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
     from routing.config.policy import BUILTIN_DEFAULTS
-    from routing.models import ApiKey, GlobalSettings, Group, Provider
+    from routing.models import ApiKey, ConfigVersion, GlobalSettings, Group, Provider
 
+    # Read first: a write committing mid-compile then shows as a newer version, so the
+    # version watcher recompiles once more rather than keeping a half-old table.
+    config_version = ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first()
     global_settings = (
         GlobalSettings.objects.filter(pk=1).first() or GlobalSettings()
     )  # read-only: never create here
@@ -334,5 +338,10 @@ def compile_table() -> RoutingTable:
         for row in ApiKey.objects.filter(revoked_at__isnull=True)
     }
     return RoutingTable(
-        groups=groups, providers=providers, keys=keys, broken=broken, base_policy=base_policy
+        groups=groups,
+        providers=providers,
+        keys=keys,
+        broken=broken,
+        base_policy=base_policy,
+        config_version=int(config_version or 0),
     )

@@ -257,3 +257,33 @@ def test_an_unset_credential_variable_with_nothing_stored_is_an_error(tmp_path: 
     assert "providers.0.api_key: environment variable P1_API_KEY is not set" in str(refused.value)
     assert "no stored credential to keep" in str(refused.value)
     assert not Provider.objects.exists()
+
+
+def test_the_admins_writes_and_key_revocations_leave_records(admin_client: Any) -> None:
+    from tests.test_models import provider_form
+
+    added = admin_client.post("/admin/routing/provider/add/", provider_form(api_key=UPSTREAM_KEY))
+    assert added.status_code == 302, added.content.decode()
+    provider = Provider.objects.get()
+    url = f"/admin/routing/provider/{provider.pk}/change/"
+    changed = admin_client.post(url, provider_form(provider, first_token_timeout_s="30"))
+    assert changed.status_code == 302, changed.content.decode()
+    secret = run("createkey", "ci").strip().splitlines()[-1]
+    key = ApiKey.objects.get(name="ci")
+    revoked = admin_client.post(
+        "/admin/routing/apikey/", {"action": "revoke", "_selected_action": [str(key.pk)]}
+    )
+    assert revoked.status_code == 302
+
+    records = [(path, kind) for path, kind, _, _ in changes()]
+    assert records == [
+        ("admin", "provider"),
+        ("admin", "provider"),
+        ("cli", "key"),
+        ("admin", "key"),
+    ]
+    edit = ConfigChange.objects.filter(path="admin", object_type="provider").order_by("id").last()
+    assert edit is not None and edit.actor.startswith("admin:")
+    assert edit.diff == {"timeouts.first_token_s": {"before": 60.0, "after": 30.0}}
+    assert UPSTREAM_KEY[8:20] not in str(ConfigChange.objects.values_list("before", "after"))
+    assert secret[8:20] not in str(ConfigChange.objects.values_list("before", "after", "diff"))

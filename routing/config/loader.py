@@ -2,11 +2,21 @@
 
 Decisions:
 
-- **The file is the full desired state.** Applying it creates and updates the providers
-  and groups it lists and, by default (``prune=True``), deletes the ones it does not.
-  Two things are kept when the file leaves them out: a provider's credential (``api_key``
-  absent = keep; ``""`` = clear) and its model list (``models`` absent = keep the list
-  refreshed from the upstream). Timeouts left out return to the built-in defaults.
+- **The file is a layer, or (``replace=True``) the full desired state.** As a layer
+  (``loadconfig`` and start-up) it creates what is new, updates and deletes what came from
+  the file (``file_version == version``: nobody changed it since), and never touches what
+  the page/API/admin made; a file object changed there since is *operator work*: the
+  apply refuses naming it (:class:`OperatorWork`) or, at start-up, keeps it and lists
+  it. ``replace=True`` (``--replace``; the function's default, which tests and the
+  benchmark rely on) creates, overwrites and deletes to match the file exactly.
+  Two things are kept when the file leaves them out: a provider's credential (the one
+  rule of :func:`new_credential`: absent or ``""`` keeps, ``null`` clears; an unset
+  ``${VAR}`` keeps too, and is reported) and its model list (``models`` absent = keep
+  the list refreshed from the upstream). Timeouts left out return to the built-in
+  defaults.
+- **One record per changed object** (path ``file``, actor ``cli:<user>``), through the
+  audit's ``config_change_record`` like every other write path, and one
+  ``config_changed`` for the whole apply.
 - **Validate everything, then write in one transaction.** Schema errors, missing
   environment variables and effective-policy conflicts (against the global settings
   layer in the database) are all collected and raised together as one ConfigError;
