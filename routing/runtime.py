@@ -37,8 +37,10 @@ class Runtime:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        compile: Callable[[], RoutingTable] = compile_table,
     ) -> None:
         self.store = store
+        self._compile = compile
         self._subscribers = _load_subscribers()
         self.hub = hub or EventHub()
         self.clock = clock
@@ -77,7 +79,7 @@ class Runtime:
         with self._lock:
             generation = self._generation
             try:
-                table = compile_table()
+                table = self._compile()
             except Exception:
                 if self._last_good is None:
                     raise

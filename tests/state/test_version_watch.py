@@ -74,3 +74,25 @@ def test_a_committed_write_bumps_the_version_and_a_rolled_back_one_does_not() ->
         raise Refused
     assert sync.read_config_version() == after_create
     assert ConfigVersion.objects.count() == 1
+
+
+def test_a_failed_compile_keeps_the_last_good_table(caplog: pytest.LogCaptureFixture) -> None:
+    good = RoutingTable(groups={}, providers={}, keys={}, config_version=1)
+    outcomes: list[RoutingTable | Exception] = [good, RuntimeError("database away")]
+
+    def compile_next() -> RoutingTable:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    runtime = Runtime(store=MemoryStore(), compile=compile_next)
+    assert runtime.reload() is good
+    runtime.invalidate()
+    assert runtime.reload() is good and runtime.table is good
+    assert any("last good" in r.getMessage() for r in caplog.records)
+
+    first_ever = Runtime(store=MemoryStore(), compile=compile_next)
+    outcomes.append(RuntimeError("no table yet"))
+    with pytest.raises(RuntimeError):
+        first_ever.reload()
