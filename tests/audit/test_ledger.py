@@ -92,7 +92,9 @@ def test_the_call_and_its_attempts_in_the_calls_api(failed_over: tuple[Audit, st
 def test_the_events_in_the_events_api(failed_over: tuple[Audit, str]) -> None:
     audit, call_id = failed_over
     events = audit.api.get("/api/v1/events").json()
-    assert sorted(e["kind"] for e in events) == ["fallback", "health"]
+    configs = [e for e in events if e["kind"] == "config"]
+    assert configs and {e["path"] for e in configs} == {"file"}  # the harness's config load
+    assert sorted(e["kind"] for e in events if e["kind"] != "config") == ["fallback", "health"]
     [fallback] = audit.api.get("/api/v1/events", params={"kind": "fallback"}).json()
     assert (fallback["call_id"], fallback["from_target"], fallback["to_target"]) == (
         call_id,
