@@ -34,7 +34,9 @@ import pytest
 
 from routing.simulator.server import FakeUpstream
 
-pytestmark = pytest.mark.multiprocess
+# Each test starts several Django processes; on a loaded shared machine that alone can take
+# minutes, so the suite-wide 120 s timeout is raised here (the waits inside stay capped).
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = "127.0.0.1:5432"
