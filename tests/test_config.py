@@ -323,7 +323,7 @@ def test_every_error_is_listed_at_once() -> None:
         "groups.0.retry.max_delay_ms",
         "groups.0.quarantineBaseMs",
         "groups.0.retry_codes",
-        "providers.1.api_key",
+        "providers.1.base_url",
         "groups.0.targets.3.provider",
         "providers.2.name",
         "groups.0.algorithm",
@@ -382,14 +382,23 @@ def test_dotted_path_and_settings_algorithms_are_accepted(settings: Any) -> None
         **settings.SWITCHYARD,
         "ALGORITHMS": {"cheapest": "acme.routing.Cheapest"},
     }
-    for name in ("cheapest", "acme.routing.Cheapest", "round-robin"):
+    settings.SWITCHYARD["ALGORITHMS"]["first"] = "routing.engine.algorithms.Priority"
+    for name in ("first", "routing.engine.algorithms.Priority", "round-robin"):
         doc = base_doc()
         _group(doc)["algorithm"] = name
         assert load_text(as_yaml(doc), env=ENV).groups[0].algorithm == name
-    doc = base_doc()
-    _group(doc)["algorithm"] = "acme."
-    with pytest.raises(ConfigError):
-        load_text(as_yaml(doc), env=ENV)
+    # Checked on write: a name or path that does not import is refused with the reason.
+    for name, reason in (
+        ("cheapest", "cannot import module 'acme.routing'"),
+        ("acme.routing.Cheapest", "cannot import module 'acme.routing'"),
+        ("routing.models.Provider", "is not a RoutingAlgorithm"),
+        ("acme.", "unknown algorithm"),
+    ):
+        doc = base_doc()
+        _group(doc)["algorithm"] = name
+        with pytest.raises(ConfigError) as caught:
+            load_text(as_yaml(doc), env=ENV)
+        assert reason in caught.value.format()
 
 
 def test_parse_group_checks_providers_like_the_file_does() -> None:
@@ -433,13 +442,14 @@ def test_every_missing_variable_is_named_and_values_never_leak() -> None:
     doc["providers"][1]["headers"] = {"X-A": "${A_VAR}-${B_VAR}", "X-Bad": "${1BAD}"}
     with pytest.raises(ConfigError) as caught:
         load_text(as_yaml(doc), env=ENV)
-    assert [str(e) for e in caught.value.errors] == [
-        "providers.1.api_key: environment variable BACKUP_KEY_VAR is not set",
+    assert [str(e) for e in caught.value.errors] == [  # an unset credential variable keeps
         "providers.1.headers.X-A: environment variable A_VAR is not set",
         "providers.1.headers.X-A: environment variable B_VAR is not set",
         "providers.1.headers.X-Bad: invalid reference ${1BAD}: write ${NAME} or ${NAME:-default}",
     ]
     assert PRIMARY_KEY not in caught.value.format()
+    del doc["providers"][1]["headers"]
+    assert load_text(as_yaml(doc), env=ENV).unset_credentials == {"backup": "BACKUP_KEY_VAR"}
 
 
 def test_keys_are_not_interpolated() -> None:
