@@ -17,7 +17,7 @@ def mark_from_file(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("routing", "0001_initial"),
+        ("routing", "0003_provider_kinds"),
     ]
 
     operations = [
