@@ -115,11 +115,14 @@ def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict
     marks: dict[str, dict[str, float]] = {}
 
     def mark(name: str) -> None:
+        busy, ticks = procs.core_jiffies(runner.gateway_cpus)
         if pid is None or gateway is None or not gateway.alive():
-            marks[name] = {"t": time.monotonic()}
+            marks[name] = {"t": time.monotonic(), "core_busy": busy, "core_ticks": ticks}
             return
         marks[name] = {
             "t": time.monotonic(),
+            "core_busy": busy,
+            "core_ticks": ticks,
             "cpu": gateway.cpu_seconds(),
             "rss_mb": gateway.memory_mb()["rss"],
             "fds": open_files(pid),
@@ -170,6 +173,9 @@ def derived(result: dict[str, Any], streams: int) -> dict[str, Any]:
         out["cpu_us_per_chunk"] = (end["cpu"] - opened["cpu"]) * 1e6 / chunks
         span = end["t"] - opened["t"]
         out["gateway_core_share"] = (end["cpu"] - opened["cpu"]) / span if span > 0 else None
+        ticks = end["core_ticks"] - opened["core_ticks"]
+        if ticks > 0:  # the whole core, the gateway and everything else on it
+            out["core_busy"] = (end["core_busy"] - opened["core_busy"]) / ticks
     if "rss_mb" in opened and "rss_mb" in idle:
         out["rss_kb_per_stream"] = (opened["rss_mb"] - idle["rss_mb"]) * 1024 / streams
         out["rss_idle_mb"] = idle["rss_mb"]
@@ -283,9 +289,17 @@ def notes(rows: list[StreamRow]) -> list[str]:
                 f"; gateway RSS idle {r.get('rss_idle_mb') or 0:.1f} MB, "
                 f"{r.get('rss_open_mb') or 0:.1f} with all open, "
                 f"{r.get('rss_after_mb') or 0:.1f} after; open files {r.get('fds_open')} "
-                f"(limit {r.get('open_file_limit')}); gateway core busy "
-                f"{'-' if share is None else f'{share:.0%}'} in the window"
+                f"(limit {r.get('open_file_limit')}); in the window the gateway took "
+                f"{'-' if share is None else f'{share:.0%}'} of its core"
             )
+            busy = r.get("core_busy")
+            if busy is not None and share is not None:
+                crowded = busy - share > 0.10
+                line += f", others {max(0.0, busy - share):.0%}" + (
+                    " (CROWDED: latencies are pessimistic; chunks/read > 1 also makes CPU per chunk look cheaper)"
+                    if crowded
+                    else ""
+                )
         if kinds or beside:
             line += f"; errors {kinds} {beside}"
         out.append(line)

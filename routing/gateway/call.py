@@ -236,6 +236,9 @@ class Call:
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             body, rewrites = self._outbound_bytes(kind, target, outbound, rewrites)
+        # orjson's output keeps its growth buffer (about twice the body); the request, and
+        # with it the body, lives as long as the stream: keep an exact-size copy.
+        body = bytes(memoryview(body))
         store, group = self.runtime.store, self.group
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
