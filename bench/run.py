@@ -502,6 +502,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--stream-chunks", type=int, default=0, help="chunks per stream (default 200)"
     )
+    parser.add_argument(
+        "--stream-soak",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="after each stream scenario's THROUGH round, repeat it on the same gateway "
+        "for S seconds and report RSS after each round",
+    )
     args = parser.parse_args(argv)
     args.stream_keys = [k.strip() for k in args.streams.split(",") if k.strip()]
     bad = [k for k in args.stream_keys if k not in streamrun.STREAM_SCENARIOS]
@@ -532,7 +540,7 @@ def estimate_s(args: argparse.Namespace) -> float:
     # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
     rounds = args.warmup + args.rounds * args.duration + (args.rounds + 1) * 0.15
     streams = sum(
-        2 * (s.streams / s.ramp + s.chunks * s.gap_ms / 1000) + 10
+        2 * (s.streams / s.ramp + s.chunks * s.gap_ms / 1000) + 10 + args.stream_soak
         for k, s in streamrun.STREAM_SCENARIOS.items()
         if k in args.stream_keys
     )
@@ -586,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             print(f"bench: scenario {key}: {scenario.title}", file=sys.stderr, flush=True)
             stream_titles.append(f"  {key}  {scenario.title}")
-            stream_rows += streamrun.run_scenario(runner, scenario)
+            stream_rows += streamrun.run_scenario(runner, scenario, args.stream_soak)
     except KeyboardInterrupt:
         runner.notes.append("interrupted: the table holds what was measured so far")
     except ChildFailed as exc:

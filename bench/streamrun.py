@@ -187,7 +187,29 @@ def derived(result: dict[str, Any], streams: int) -> dict[str, Any]:
     return out
 
 
-def run_scenario(runner: Runner, scenario: StreamScenario) -> list[StreamRow]:
+def soak(
+    runner: Runner, path: BenchPath, scenario: StreamScenario, seconds: float
+) -> dict[str, Any]:
+    """More THROUGH rounds on the same gateway for ``seconds``: RSS with all open and
+    after each round, so growth across thousands of streams shows."""
+    assert path.gateway is not None
+    t0 = time.monotonic()
+    samples: list[dict[str, Any]] = []
+    while time.monotonic() - t0 < seconds and path.gateway.alive():
+        result = run_round(runner, path, scenario)
+        marks = result["marks"]
+        samples.append(
+            {
+                "t": time.monotonic() - t0,
+                "open_mb": marks.get("open", {}).get("rss_mb"),
+                "after_mb": marks.get("after", {}).get("rss_mb"),
+                "errors": result.get("stream_errors", 0),
+            }
+        )
+    return {"seconds": time.monotonic() - t0, "rounds": samples}
+
+
+def run_scenario(runner: Runner, scenario: StreamScenario, soak_s: float = 0.0) -> list[StreamRow]:
     runner.upstream.configure(chunks=20, delay_ms=0.0, gap_ms=0.0)
     rows = [StreamRow(scenario.key, "direct")]
     path, _, why = runner.start_paths(runner.stream_probe_scenario(), scale_out=False)[0]
@@ -216,6 +238,8 @@ def run_scenario(runner: Runner, scenario: StreamScenario) -> list[StreamRow]:
             through.result = run_round(runner, path, scenario)
             through.result |= derived(through.result, scenario.streams)
             through.result["open_file_limit"] = open_file_limit(path.gateway.pids[0])
+            if soak_s > 0:
+                through.result["soak"] = soak(runner, path, scenario, soak_s)
         except RuntimeError as exc:
             through.unavailable = str(exc)
         finally:
@@ -303,4 +327,17 @@ def notes(rows: list[StreamRow]) -> list[str]:
         if kinds or beside:
             line += f"; errors {kinds} {beside}"
         out.append(line)
+        soaked = r.get("soak")
+        if soaked and soaked["rounds"]:
+            rounds = soaked["rounds"]
+            series = ", ".join(
+                f"{x['t']:.0f}s {x['open_mb'] or 0:.0f}/{x['after_mb'] or 0:.0f}" for x in rounds
+            )
+            first, last = rounds[0]["after_mb"] or 0, rounds[-1]["after_mb"] or 0
+            out.append(
+                f"{row.scenario} {row.path} soak: {len(rounds)} more rounds over "
+                f"{soaked['seconds']:.0f} s, RSS MB after each round {first:.1f} -> {last:.1f} "
+                f"({last - first:+.1f}); errors {sum(x['errors'] for x in rounds)}; "
+                f"open/after MB: {series}"
+            )
     return out
