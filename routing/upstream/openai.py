@@ -92,6 +92,7 @@ class OpenAIClient:
         self.base_url = base_url.rstrip("/")
         self.timeouts = timeouts
         self.url = self.endpoint_url(self.base_url)
+        self._url = httpx.URL(self.url)  # parsed once: httpx re-parses a str URL per request
         self.max_connections = max_connections
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         self._headers.update(self.kind_headers())
@@ -148,7 +149,7 @@ class OpenAIClient:
         Raises ``UpstreamFailure`` for transport errors and for any status >= 400 (whose
         bounded error body is read and classified). The caller owns closing the response.
         """
-        url = self.url if path is None else self.base_url + path
+        url = self._url if path is None else self.base_url + path
         request = self._client.build_request("POST", url, content=body, headers=headers)
         try:
             response = await self._client.send(request, stream=True)
