@@ -15,7 +15,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.dispatch import Signal
 
-from routing.config import policy as policy_module
 from routing.config.errors import ConfigError, FieldError
 from routing.config.loader import apply_config, export_config, load_file, load_text
 from routing.config.policy import (
@@ -312,7 +311,7 @@ def test_every_error_is_listed_at_once() -> None:
     # Cases that collide on one key (two writes to switch_codes, ...) keep the last value.
     expected = {
         "extras",
-        "groups.0.retry.backoff",
+        "groups.0.retry.bogus",
         "groups.0.targets.2",
         "groups.0.switch_codes",
         "groups.0.retry.retry_codes",
@@ -853,9 +852,7 @@ def test_config_error_formats_one_line_per_error() -> None:
 
 
 def test_renamed_keys_table_points_at_real_fields() -> None:
-    from routing.config.schema import RENAMED_KEYS
-
-    from routing.config.schema import GroupIn, TargetIn
+    from routing.config.schema import RENAMED_KEYS, GroupIn, TargetIn
 
     def exists(path: str) -> bool:
         model: Any = GroupIn
