@@ -98,6 +98,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+FORMAT_MODULE_PATH = ["router_project.formats"]  # dates with seconds and time zone
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -7,6 +7,7 @@ from dashboard.views.auth import LoginView, LogoutView
 from routing.api.management import api as management_api
 from routing.api.openai import api as openai_api
 from routing.api.openai import unknown_endpoint
+from routing.api.probes import healthz, readyz
 from routing.audit.views import metrics_view
 
 urlpatterns = [
@@ -16,6 +17,8 @@ urlpatterns = [
     path("api/v1/", management_api.urls),
     path("api/docs", RedirectView.as_view(url="/api/v1/docs")),
     path("metrics", metrics_view, name="metrics"),
+    path("healthz", healthz, name="healthz"),
+    path("readyz", readyz, name="readyz"),
     path("login/", LoginView.as_view(), name="login"),
     path("logout/", LogoutView.as_view(), name="logout"),
     path("", include("dashboard.urls")),

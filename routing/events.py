@@ -66,6 +66,10 @@ class AttemptRecord:
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
 
 
+# routing.protocols values -> the call ledger's door names (routing.audit.models.FrontDoor)
+DOOR_NAMES = {"openai": "chat", "anthropic": "messages", "openai-responses": "responses"}
+
+
 @dataclass(slots=True)
 class CallRecord:
     call_id: str
@@ -83,6 +87,21 @@ class CallRecord:
     http_status: int = 200
     attempts: list[AttemptRecord] = field(default_factory=list)
     front_door: str = "openai"  # the protocol the client spoke (a routing.protocols value)
+    endpoint: str | None = None  # "embeddings" for the embeddings door
+    key_id: int | None = None  # the gateway key that made the call (never its secret)
+    key_name: str = ""
+
+    @property
+    def door(self) -> str:
+        """The ledger's name of the front door: chat | messages | responses | embeddings."""
+        if self.endpoint == "embeddings":
+            return "embeddings"
+        return DOOR_NAMES.get(self.front_door, "chat")
+
+    @property
+    def served_by_fallback(self) -> bool:
+        """Served by a target other than the first one this call tried."""
+        return bool(self.served_by and self.attempts and self.attempts[0].target != self.served_by)
 
     def trail(self) -> str:
         """Compact per-attempt trail for the ``x-switchyard-trail`` header."""

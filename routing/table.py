@@ -144,6 +144,7 @@ class KeySpec:
     kind: str  # "client" | "admin"
     groups: frozenset[str]  # empty = every group
     name: str = ""
+    id: int | None = None  # the ApiKey row, so calls can record who made them
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +335,9 @@ def compile_table() -> RoutingTable:
             log.error("group %s cannot be served: %s", group.name, broken[group.name])
 
     keys = {
-        row.hashed: KeySpec(kind=row.kind, groups=frozenset(row.groups or ()), name=row.name)
+        row.hashed: KeySpec(
+            kind=row.kind, groups=frozenset(row.groups or ()), name=row.name, id=row.pk
+        )
         for row in ApiKey.objects.filter(revoked_at__isnull=True)
     }
     return RoutingTable(

@@ -103,6 +103,7 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponse:
         door=door,
         prepared=prepared,
         protocol_headers=_protocol_headers(request) if door is Protocol.MESSAGES else None,
+        key=key,
     )
     return render(await call.run())
 
@@ -158,6 +159,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
         started=getattr(request, "scope", {}).get("switchyard.started"),
         endpoint="embeddings",
         skipped=skipped,
+        key=key,
     )
     return render(await call.run())
 

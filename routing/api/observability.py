@@ -1,8 +1,9 @@
 """Read-only observability endpoints of the management API (mounted under ``/api/v1/``).
 
 ``GET /status`` — groups, their chains and effective policy, per-target health with
-remaining cooldown, and the state store's own health. ``GET /calls`` — recent calls,
-newest first, each with its attempts. ``GET /events`` — fallback, health and config-change
+remaining cooldown, and the state store's own health. ``GET /calls`` — calls, newest
+first, each with its attempts, filtered like the calls page and paged by keyset
+(``before``: the ``x-switchyard-next-before`` header of the previous page). ``GET /events`` — fallback, health and config-change
 records, newest first. Authentication is the management API's (admin key or staff
 session). Empty text fields are rendered as ``null``.
 """
@@ -13,12 +14,14 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema
+from ninja.errors import ValidationError
 from pydantic import BeforeValidator, PlainSerializer
 
+from routing.audit.call_query import CallFilters, FilterError, calls_page
 from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
-from routing.audit.selectors import EventKindName, EventRow, calls_recent, events_recent
+from routing.audit.selectors import EventKindName, EventRow, events_recent
 from routing.audit.status import Status, status_read
 from routing.runtime import get_runtime
 
@@ -103,6 +106,10 @@ class CallOut(Schema):
     ttft_ms: float | None
     overhead_ms: float | None
     usage: UsageOut | None
+    key_id: int | None
+    key_name: str | None
+    front_door: Literal["chat", "messages", "responses", "embeddings"]
+    served_by_fallback: bool
     attempts: list[AttemptOut]
 
 
@@ -160,6 +167,18 @@ Blankable = BeforeValidator(_blank_is_none)
 
 class CallsQuery(Schema):
     group: Annotated[str | None, Blankable] = None
+    target: Annotated[str | None, Blankable] = None
+    key_id: Annotated[int | None, Blankable] = None
+    outcome: Annotated[Literal["ok", "failed", "aborted"] | None, Blankable] = None
+    code: Annotated[str | None, Blankable] = None
+    session: Annotated[str | None, Blankable] = None
+    front_door: Annotated[
+        Literal["chat", "messages", "responses", "embeddings"] | None, Blankable
+    ] = None
+    since: Annotated[datetime | None, Blankable] = None
+    until: Annotated[datetime | None, Blankable] = None
+    served_by_fallback: Annotated[bool | None, Blankable] = None
+    before: Annotated[int | None, Blankable] = Field(None, ge=1)
     limit: int = Field(50, ge=1, le=500)
 
 
@@ -194,6 +213,10 @@ def _call_out(call: Call) -> dict[str, Any]:
         "usage": None
         if tokens == (None, None, None)
         else dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)),
+        "key_id": call.key_id,
+        "key_name": call.key_name or None,
+        "front_door": call.front_door,
+        "served_by_fallback": call.served_by_fallback,
         "attempts": [
             {
                 "index": a.index,
@@ -266,13 +289,44 @@ async def status(request: HttpRequest) -> dict[str, Any]:
     return _status_out(await status_read(get_runtime()))
 
 
+def _aware(value: datetime | None) -> datetime | None:
+    """A naive timestamp is read as UTC, like every ``at`` we return."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
 @router.get(
-    "/calls", response=list[CallOut], summary="Recent calls with their attempts, newest first"
+    "/calls",
+    response=list[CallOut],
+    summary="Calls with their attempts, newest first, filtered, paged by keyset",
+    description="Every filter is optional and they combine. `target` matches calls that "
+    "tried the target (served or failed); `code` matches the call's error code or any "
+    "attempt's failure code. The next (older) page: pass the `x-switchyard-next-before` "
+    "response header as `before` (absent on the last page).",
 )
-async def calls(request: HttpRequest, filters: Query[CallsQuery]) -> list[dict[str, Any]]:
-    return [
-        _call_out(call) for call in await calls_recent(group=filters.group, limit=filters.limit)
-    ]
+async def calls(
+    request: HttpRequest, response: HttpResponse, filters: Query[CallsQuery]
+) -> list[dict[str, Any]]:
+    try:
+        query = CallFilters(
+            group=filters.group,
+            target=filters.target,
+            key_id=filters.key_id,
+            outcome=filters.outcome,
+            code=filters.code,
+            session=filters.session,
+            front_door=filters.front_door,
+            since=_aware(filters.since),
+            until=_aware(filters.until),
+            fallback=filters.served_by_fallback,
+        )
+    except FilterError as exc:
+        raise ValidationError(
+            [{"loc": ["query", exc.field], "msg": exc.message, "type": "value_error"}]
+        ) from None
+    page = await calls_page(query, before=filters.before, limit=filters.limit)
+    if page.next_before is not None:
+        response["x-switchyard-next-before"] = str(page.next_before)
+    return [_call_out(call) for call in page.calls]
 
 
 @router.get(
@@ -281,10 +335,5 @@ async def calls(request: HttpRequest, filters: Query[CallsQuery]) -> list[dict[s
     summary="Fallback, health and config-change records, newest first",
 )
 async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:
-    since = filters.since
-    if since is not None and since.tzinfo is None:
-        since = since.replace(
-            tzinfo=UTC
-        )  # a naive timestamp is read as UTC, like every `at` we return
-    rows = await events_recent(kind=filters.kind, since=since, limit=filters.limit)
+    rows = await events_recent(kind=filters.kind, since=_aware(filters.since), limit=filters.limit)
     return [_event_out(row) for row in rows]

@@ -193,6 +193,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         session=session_key(request, body),
         started=getattr(request, "scope", {}).get("switchyard.started"),
         prepared=prepared,
+        key=key,
     )
     return render(await call.run())
 

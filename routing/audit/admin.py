@@ -11,7 +11,13 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from routing.audit.display import duration
 from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
+
+admin.site.site_header = "Switchyard audit and configuration"
+admin.site.site_title = "Switchyard admin"
+admin.site.index_title = "Records and configuration"
+admin.site.site_url = "/groups/"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -39,7 +45,7 @@ class AttemptInline(admin.TabularInline):
         "code",
         "status",
         "reason",
-        "elapsed_ms",
+        "elapsed",
         "will_retry",
         "switched",
         "switched_to",
@@ -61,6 +67,10 @@ class AttemptInline(admin.TabularInline):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    @admin.display(description="elapsed")
+    def elapsed(self, obj: Attempt) -> str:
+        return duration(obj.elapsed_ms)
+
 
 @admin.register(Call)
 class CallAdmin(ReadOnlyAdmin):
@@ -70,16 +80,45 @@ class CallAdmin(ReadOnlyAdmin):
         "group",
         "outcome",
         "served_by",
+        "served_by_fallback",
+        "key_name",
+        "front_door",
         "attempt_count",
-        "elapsed_ms",
-        "ttft_ms",
+        "elapsed",
+        "ttft",
+        "overhead",
+        "total_tokens",
         "http_status",
         "error_code",
     )
-    list_filter = ("outcome", "group", "served_by", "error_code", "stream", "started_at")
-    search_fields = ("^call_id",)
+    list_filter = (
+        "outcome",
+        "group",
+        "served_by",
+        "served_by_fallback",
+        "key_name",
+        "front_door",
+        "error_code",
+        "stream",
+        "started_at",
+    )
+    search_fields = ("^call_id", "=session")
     date_hierarchy = "started_at"
     inlines = (AttemptInline,)
+    exclude = ("elapsed_ms", "ttft_ms", "overhead_ms")
+    readonly_fields = ("elapsed", "ttft", "overhead")
+
+    @admin.display(description="elapsed", ordering="elapsed_ms")
+    def elapsed(self, obj: Call) -> str:
+        return duration(obj.elapsed_ms)
+
+    @admin.display(description="time to first token", ordering="ttft_ms")
+    def ttft(self, obj: Call) -> str:
+        return duration(obj.ttft_ms)
+
+    @admin.display(description="gateway overhead", ordering="overhead_ms")
+    def overhead(self, obj: Call) -> str:
+        return duration(obj.overhead_ms)
 
 
 @admin.register(Attempt)
@@ -93,11 +132,15 @@ class AttemptAdmin(ReadOnlyAdmin):
         "code",
         "status",
         "reason",
-        "elapsed_ms",
+        "elapsed",
         "switched_to",
     )
     list_filter = ("ok", "code", "target", "reason", "will_retry", "switched")
     search_fields = ("^call__call_id",)
+
+    @admin.display(description="elapsed", ordering="elapsed_ms")
+    def elapsed(self, obj: Attempt) -> str:
+        return duration(obj.elapsed_ms)
 
 
 @admin.register(Fallback)

@@ -54,6 +54,15 @@ class HealthKind(models.TextChoices):
     FORCE_REVIVED = "force-revived", "force-revived"
 
 
+class FrontDoor(models.TextChoices):
+    """The protocol a call came in through (SPEC §12)."""
+
+    CHAT = "chat", "chat completions"
+    MESSAGES = "messages", "Anthropic messages"
+    RESPONSES = "responses", "OpenAI responses"
+    EMBEDDINGS = "embeddings", "embeddings"
+
+
 class ChangePath(models.TextChoices):
     FILE = "file", "config file"
     API = "api", "management API"
@@ -69,8 +78,8 @@ class Call(models.Model):
     group = models.CharField(max_length=ROUTE_MAX, db_index=True)
     session = models.CharField(max_length=200, blank=True, default="")
     stream = models.BooleanField(default=False)
-    outcome = models.CharField(max_length=10, choices=Outcome.choices, db_index=True)
-    served_by = models.CharField(max_length=ROUTE_MAX, blank=True, default="", db_index=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices)
+    served_by = models.CharField(max_length=ROUTE_MAX, blank=True, default="")
     error_code = models.CharField(max_length=40, blank=True, default="")
     http_status = models.PositiveSmallIntegerField(default=200)
     started_at = models.DateTimeField(db_index=True)
@@ -81,10 +90,26 @@ class Call(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
     attempt_count = models.PositiveSmallIntegerField(default=0)
+    # The gateway key that made the call: its id and name, never its secret or hash.
+    key_id = models.PositiveIntegerField(null=True, blank=True, verbose_name="key id")
+    key_name = models.CharField(max_length=100, blank=True, default="")
+    front_door = models.CharField(max_length=12, choices=FrontDoor.choices, default=FrontDoor.CHAT)
+    # Served by a target other than the first one the call tried (SPEC §14).
+    served_by_fallback = models.BooleanField(default=False)
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]
-        indexes: ClassVar[list[models.Index]] = [models.Index(fields=["group", "-id"])]
+        # The calls page filters on one column and pages newest-first by id (keyset), so
+        # each filter column has a (column, id) index the query can walk backwards.
+        indexes: ClassVar[list[models.Index]] = [
+            models.Index(fields=["group", "-id"]),
+            models.Index(fields=["key_id", "-id"], name="audit_call_key_id_idx"),
+            models.Index(fields=["served_by", "-id"], name="audit_call_served_id_idx"),
+            models.Index(fields=["outcome", "-id"], name="audit_call_outcome_id_idx"),
+            models.Index(fields=["error_code", "-id"], name="audit_call_code_id_idx"),
+            models.Index(fields=["session", "-id"], name="audit_call_session_id_idx"),
+            models.Index(fields=["front_door", "-id"], name="audit_call_door_id_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.call_id} {self.group} {self.outcome}"

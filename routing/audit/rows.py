@@ -90,6 +90,10 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
             completion_tokens=_tokens(record.usage, "completion_tokens"),
             total_tokens=_tokens(record.usage, "total_tokens"),
             attempt_count=len(record.attempts),
+            key_id=record.key_id,
+            key_name=record.key_name[:100],
+            front_door=record.door,
+            served_by_fallback=record.served_by_fallback,
         )
     )
     for index, attempt in enumerate(record.attempts, start=1):

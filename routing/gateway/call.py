@@ -47,7 +47,7 @@ from routing.protocols import Protocol
 from routing.protocols.legs import Prepared, Relay, relay_for, translate_body
 from routing.runtime import Runtime
 from routing.state import Snapshot
-from routing.table import GroupSpec, TargetSpec
+from routing.table import GroupSpec, KeySpec, TargetSpec
 from routing.upstream.openai import UpstreamFailure
 
 # Failures that say nothing about the target's health: the request itself was the problem.
@@ -91,6 +91,7 @@ class Call:
         endpoint: str | None = None,
         skipped: Mapping[str, str] | None = None,
         protocol_headers: Mapping[str, str] | None = None,
+        key: KeySpec | None = None,
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
         ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
@@ -122,6 +123,9 @@ class Call:
             stream=stream,
             started_at=runtime.clock(),
             front_door=door.value,
+            endpoint=endpoint,
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else "",
         )
         self.outcomes: dict[str, TargetOutcome] = {}
         self.failed: set[str] = set(self.skipped)

@@ -144,3 +144,34 @@ def test_a_config_change_page_shows_the_diff(records: Audit, admin_client: Clien
     change = ConfigChange.objects.get(path="page")
     html = admin_client.get(url(ConfigChange, f"{change.pk}/change/")).content.decode()
     assert "retry.max_retries" in html and "user:alice" in html
+
+
+def test_the_admin_is_branded_and_shows_durations_dates_and_zones(
+    records: Audit, admin_client: Client
+) -> None:
+    import re
+
+    call = Call.objects.get()
+    listing = admin_client.get(url(Call)).content.decode()
+    assert "Switchyard audit and configuration" in listing
+    # date, seconds and zone, e.g. 2026-12-01 20:41:07 UTC
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", listing)
+    assert re.search(r">\d+(\.\d\d)? (ms|s)<", listing)  # a formatted duration, no raw float
+    assert f">{call.elapsed_ms}<" not in listing
+    detail = admin_client.get(url(Call, f"{call.pk}/change/")).content.decode()
+    assert "Time to first token" in detail and "Gateway overhead" in detail
+
+
+@pytest.mark.parametrize(
+    ("field", "match", "miss"),
+    [
+        ("served_by_fallback__exact", "1", "0"),
+        ("key_name", "test", "nobody"),
+        ("front_door__exact", "chat", "messages"),
+    ],
+)
+def test_console_fields_filter_the_admin_list(
+    records: Audit, admin_client: Client, field: str, match: str, miss: str
+) -> None:
+    assert admin_client.get(url(Call), {field: match}).context["cl"].result_count == 1
+    assert admin_client.get(url(Call), {field: miss}).context["cl"].result_count == 0
