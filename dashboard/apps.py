@@ -13,6 +13,12 @@ class DashboardConfig(AppConfig):
         Call events reach :mod:`dashboard.broadcast` through the runtime, which attaches it
         to every hub it installs (``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``).
         """
-        from dashboard import notices
+        from django.conf import settings
+
+        from dashboard import notices, stats
 
         notices.connect()
+        stats.configure(
+            failure_rate=float(settings.SWITCHYARD.get("DEGRADED_FAILURE_RATE", 0.5)),
+            min_attempts=int(settings.SWITCHYARD.get("DEGRADED_MIN_ATTEMPTS", 5)),
+        )

@@ -45,8 +45,10 @@ if TYPE_CHECKING:
     from routing.events import EventHub
 
 from dashboard import channel_names as names
+from dashboard.call_rows import row_from_record
 from dashboard.chain import call_from_record
 from dashboard.health import badges_read, provider_of
+from routing.audit.call_query import call_facts
 from routing.engine.health import HealthEvent
 from routing.events import CallRecord, EventHub
 
@@ -116,8 +118,6 @@ def on_event(event: object) -> None:
     """Hub subscriber: schedule a push for health changes and finished calls."""
     if not isinstance(event, HealthEvent | CallRecord):
         return
-    if isinstance(event, CallRecord) and "/" in event.group:
-        return  # a direct provider/model address, not a group the page shows
     if _nobody_listens():
         return  # no rendering for nobody: the call path's loop stays free
     try:
@@ -173,11 +173,14 @@ async def _call_message(record: CallRecord) -> dict[str, Any]:
 
     view = call_from_record(record)
     html = render_to_string("dashboard/groups.html#call", {"call": view})
+    row_html = render_to_string("dashboard/calls.html#call_row", {"row": row_from_record(record)})
     return {
         "type": names.CALL_RECORDED,
         "group": record.group,
         "call_id": record.call_id,
         "html": html,
+        "row_html": row_html,
+        "facts": call_facts(record),
         "now": get_runtime().clock(),
     }
 

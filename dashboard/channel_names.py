@@ -13,7 +13,10 @@ can correct its countdowns for clock skew):
 - ``health.changed`` — ``badges``: ``{"provider/model": "<badge html>"}``, the fresh badge of
   every target whose health changed.
 - ``call.recorded`` — ``group``, ``call_id``, ``html``: one finished call of a group, rendered
-  as a row of the fallback chain panel.
+  as a row of the fallback chain panel; ``row_html``: the same call as a row of the calls
+  page; ``facts``: what the calls page's filters match on (``routing.audit.call_query``).
+  A socket whose page registered calls filters also gets ``calls.row`` (``call_id``,
+  ``html``) for each call that matches them.
 - ``group.changed`` — ``name``, ``version`` (``0`` when deleted): a group's configuration was
   committed; pages showing an older version raise the conflict banner.
 - ``provider.changed`` — ``name``, ``version`` (``0`` when deleted).
@@ -39,5 +42,7 @@ MESSAGE_TYPES: Final = (
     PROVIDER_CHANGED,
     GLOBAL_CHANGED,
 )
+
+CALLS_ROW: Final = "calls.row"  # consumer → browser only (after filtering per socket)
 
 WEBSOCKET_PATH: Final = "ws/dashboard/"

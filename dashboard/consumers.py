@@ -2,8 +2,10 @@
 
 Only staff users get in: the session is read by ``AuthMiddlewareStack`` and the origin
 checked by ``AllowedHostsOriginValidator`` (``router_project.asgi``); anyone else is
-closed with code 4403 before joining the group. Browsers send nothing meaningful: a
-message from the page is ignored.
+closed with code 4403 before joining the group. The one message a page sends is the calls
+page's ``{"watch_calls": "<filter query string>"}``: from then on every finished call that
+matches those filters (the same parser and matcher as the page's query) is also sent as
+``calls.row``. Anything else from the page is ignored.
 
 Each channel-layer message type of ``dashboard.channel_names`` has a handler here that
 forwards the message as JSON with ``kind`` = its type.
@@ -14,9 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import QueryDict
 
 from dashboard import broadcast
 from dashboard import channel_names as names
+from dashboard.call_filters import parse_filters
+from routing.audit.call_query import CallFilters
 
 FORBIDDEN = 4403
 
@@ -41,7 +46,12 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
             await self.channel_layer.group_discard(names.GROUP, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        return None  # the page only listens
+        query = content.get("watch_calls") if isinstance(content, dict) else None
+        if not isinstance(query, str) or len(query) > 4000:
+            return None
+        filters, errors = parse_filters(QueryDict(query))
+        self.call_filters = None if errors else filters
+        return None
 
     async def _forward(self, message: dict[str, Any]) -> None:
         payload = {key: value for key, value in message.items() if key != "type"}
@@ -51,7 +61,18 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
         await self._forward(message)
 
     async def call_recorded(self, message: dict[str, Any]) -> None:
-        await self._forward(message)
+        await self._forward({k: v for k, v in message.items() if k not in ("row_html", "facts")})
+        filters: CallFilters | None = getattr(self, "call_filters", None)
+        facts = message.get("facts")
+        if filters is not None and isinstance(facts, dict) and filters.matches(facts):
+            await self.send_json(
+                {
+                    "kind": names.CALLS_ROW,
+                    "call_id": message["call_id"],
+                    "html": message.get("row_html", ""),
+                    "now": message.get("now"),
+                }
+            )
 
     async def group_changed(self, message: dict[str, Any]) -> None:
         await self._forward(message)

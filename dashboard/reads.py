@@ -1,6 +1,7 @@
-"""What the groups page shows, assembled from three reads: the configuration
+"""What the groups page shows, assembled from four reads: the configuration
 (``routing.selectors``, sync ORM), health (one state-store snapshot for every target on
-the page) and recent calls (the audit tables, async ORM).
+the page), live statistics (``dashboard.stats``: in-memory windows, no query) and recent
+calls (the audit tables, async ORM).
 
 A failed read of recent calls does not hide the groups: the card says why the calls are
 missing (SPEC §7: a failed load says why).
@@ -15,6 +16,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from dashboard import stats as live_stats
 from dashboard.chain import CallView, call_from_row
 from dashboard.health import Badge, badges_read
 from routing import selectors
@@ -38,6 +40,7 @@ class TargetRow:
     badge: Badge
     up_order: str  # the whole order after moving this target up ("" = cannot)
     down_order: str
+    stats: live_stats.TargetStats | None = None
 
     @property
     def key(self) -> str:
@@ -87,7 +90,10 @@ def provider_choices(providers: Sequence[Mapping[str, Any]]) -> list[ProviderCho
 
 
 def _card(
-    detail: Mapping[str, Any], badges: Mapping[str, Badge], providers: list[ProviderChoice]
+    detail: Mapping[str, Any],
+    badges: Mapping[str, Badge],
+    providers: list[ProviderChoice],
+    stats: Mapping[str, live_stats.TargetStats],
 ) -> GroupCard:
     targets = sorted(detail["targets"], key=lambda t: t["position"])
     ids = [t["id"] for t in targets]
@@ -102,6 +108,7 @@ def _card(
             badge=badges[f"{t['provider']}/{t['model']}"],
             up_order=_moved(ids, index, -1),
             down_order=_moved(ids, index, +1),
+            stats=stats.get(f"{t['provider']}/{t['model']}"),
         )
         for index, t in enumerate(targets)
     ]
@@ -141,8 +148,10 @@ async def group_cards(details: Sequence[Mapping[str, Any]]) -> list[GroupCard]:
     """Cards for the given ``selectors.group_detail`` dicts: one health snapshot for all."""
     providers = provider_choices(await sync_to_async(selectors.provider_list)())
     keys = [f"{t['provider']}/{t['model']}" for d in details for t in d["targets"]]
-    badges = await badges_read(get_runtime(), keys)
-    cards = [_card(detail, badges, providers) for detail in details]
+    runtime = get_runtime()
+    badges = await badges_read(runtime, keys)
+    stats = live_stats.current().read(keys, runtime.clock())
+    cards = [_card(detail, badges, providers, stats) for detail in details]
     for card in cards:
         await _recent_calls(card)
     return cards

@@ -5,13 +5,22 @@ from __future__ import annotations
 from django.urls import path
 from django.views.generic import RedirectView
 
-from dashboard.views import groups, policy, providers
+from dashboard.views import calls, groups, keys, policy, providers
 
 app_name = "dashboard"
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="dashboard:groups"), name="home"),
     path("groups/", groups.groups_page, name="groups"),
+    path("groups/create/", groups.group_create, name="group-create"),
+    path("stats/", groups.target_stats, name="target-stats"),
+    path("groups/<str:name>/delete/", groups.group_delete, name="group-delete"),
+    path("groups/<str:name>/targets/<int:target_id>/test/", groups.target_test, name="target-test"),
+    path("calls/", calls.calls_page_view, name="calls"),
+    path("calls/<str:call_id>/", calls.call_detail_view, name="call-detail"),
+    path("keys/", keys.keys_page, name="keys"),
+    path("keys/create/", keys.key_create, name="key-create"),
+    path("keys/<int:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),

@@ -145,7 +145,15 @@ SWITCHYARD = {
     "METRICS_PUBLIC": os.environ.get("SWITCHYARD_METRICS_PUBLIC", "") == "1",
     # attach(hub) functions called whenever the runtime installs an event hub: they
     # subscribe cheap, non-blocking receivers to every call's events.
-    "EVENT_SUBSCRIBERS": ["routing.audit.writer.attach", "dashboard.broadcast.attach"],
+    "EVENT_SUBSCRIBERS": [
+        "routing.audit.writer.attach",
+        "dashboard.broadcast.attach",
+        "dashboard.stats.attach",
+    ],
+    # The groups page marks a target "degraded" when, over the last 5 minutes, at least
+    # DEGRADED_MIN_ATTEMPTS attempts were made and this share of them failed.
+    "DEGRADED_FAILURE_RATE": float(os.environ.get("SWITCHYARD_DEGRADED_FAILURE_RATE", "0.5")),
+    "DEGRADED_MIN_ATTEMPTS": int(os.environ.get("SWITCHYARD_DEGRADED_MIN_ATTEMPTS", "5")),
     # Audit retention (0 disables a bound); pruned automatically and by `prune_records`.
     "AUDIT_MAX_AGE_DAYS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_AGE_DAYS", "30")),
     "AUDIT_MAX_ROWS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_ROWS", "200000")),

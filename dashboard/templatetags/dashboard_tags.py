@@ -60,3 +60,39 @@ def length_is_one(value: Any) -> bool:
         return len(value) == 1
     except TypeError:
         return False
+
+
+@register.filter
+def when(value: Any) -> str:
+    """Date, time with seconds and zone: ``2026-12-01 14:05:09 UTC`` (a datetime or epoch)."""
+    from routing.audit.display import when as format_when
+
+    return format_when(value)
+
+
+@register.filter
+def duration(value: float | int | None) -> str:
+    """``0.42 ms``, ``840 ms``, ``1.24 s``, ``2 min 5 s``; ``–`` when unknown."""
+    from routing.audit.display import duration as format_duration
+
+    return format_duration(value)
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 100:.0f} %"
+
+
+@register.simple_tag
+def spark(values: Any, label: str, low: Any = None, high: Any = None) -> str:
+    """An inline SVG sparkline of per-minute values (``dashboard.sparkline``)."""
+    from dashboard.sparkline import sparkline
+
+    return sparkline(
+        list(values),
+        label=label,
+        low=None if low is None else float(low),
+        high=None if high is None else float(high),
+    )

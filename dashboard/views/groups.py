@@ -17,15 +17,18 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import reads
+from dashboard import stats as live_stats
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
 from routing.config.errors import ConfigError
+from routing.runtime import get_runtime
 
 CARD = "dashboard/groups.html#group_card"
 
@@ -39,7 +42,12 @@ async def groups_page(request: HttpRequest) -> HttpResponse:
         cards = await reads.all_group_cards()
     except Exception as exc:  # the page says why instead of a bare 500
         load_error = f"{type(exc).__name__}: {exc}"
-    context = {"cards": cards, "load_error": load_error, "nav": "groups"}
+    context = {
+        "cards": cards,
+        "load_error": load_error,
+        "nav": "groups",
+        **await sync_to_async(_create_context)(),
+    }
     return render(request, "dashboard/groups.html", context, status=500 if load_error else 200)
 
 
@@ -208,3 +216,114 @@ async def provider_models(request: HttpRequest, name: str) -> HttpResponse:
     taken = {t["model"] for t in group["targets"] if t["provider"] == provider_name}
     context = {"models": provider["models"], "taken": taken}
     return render(request, "dashboard/groups.html#model_options", context)
+
+
+# ---------------------------------------------------------------------- groups themselves
+CREATE_FORM = "dashboard/groups.html#group_create"
+
+
+def _create_context(**extra: Any) -> dict[str, Any]:
+    providers = reads.provider_choices(selectors.provider_list())
+    return {"providers": providers, "form": {}, "errors": {}, **extra}
+
+
+def _create_field(path: str) -> str:
+    return "name" if path == "name" else "target"
+
+
+@require_POST
+@staff_required
+async def group_create(request: HttpRequest) -> HttpResponse:
+    """Create a group with its first target (a group needs one). Field errors come back in
+    the create form (422, nothing created); success returns the cleared form with a notice
+    and the new card, swapped in at the top of the list (``hx-swap-oob``)."""
+    form = {"name": request.POST.get("name", "").strip(), "target": request.POST.get("target", "")}
+    provider, sep, model = form["target"].partition("/")
+    errors: dict[str, str] = {}
+    if not sep or not provider or not model:
+        errors["target"] = "pick the group's first target"
+    if not form["name"]:
+        errors["name"] = "a group needs a name"
+    if not errors:
+        try:
+            await sync_to_async(services.group_create)(
+                data={"name": form["name"], "targets": [{"provider": provider, "model": model}]},
+                actor=actor(request),
+                path=PAGE_PATH,
+            )
+        except ConfigError as exc:
+            for error in exc.errors:
+                field = _create_field(error.path)
+                errors[field] = "; ".join(filter(None, [errors.get(field), error.message]))
+    if errors:
+        context = await sync_to_async(_create_context)(form=form, errors=errors)
+        return render(request, CREATE_FORM, context, status=422)
+    context = await sync_to_async(_create_context)(notice=f"Created group {form['name']}.")
+    card = await reads.group_card(form["name"])
+    context["new_card"] = card
+    return render(request, CREATE_FORM, context)
+
+
+@require_POST
+@staff_required
+async def group_delete(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        await sync_to_async(services.group_delete)(
+            name=name, based_on=_based_on(request), actor=actor(request), path=PAGE_PATH
+        )
+    except services.VersionConflict:
+        return await _card_response(request, name, 409, conflict=True)
+    except services.NotFound:
+        return _gone(name)
+    html = format_html(
+        '<section class="card" data-group="{}" data-deleted><div class="banner ok" role="status">'
+        "Group {} deleted: clients asking for it now get 404.</div></section>",
+        name,
+        name,
+    )
+    return HttpResponse(html)
+
+
+@require_POST
+@staff_required
+async def target_test(request: HttpRequest, name: str, target_id: int) -> HttpResponse:
+    """One cheap request to this target (``max_tokens: 1``): its latency and result, shown
+    beside the button. Charges no health, records nothing."""
+    try:
+        detail = await sync_to_async(selectors.group_detail)(name=name)
+    except services.NotFound:
+        return _gone(name)
+    target = next((t for t in detail["targets"] if t["id"] == target_id), None)
+    if target is None:
+        return render(
+            request,
+            "dashboard/groups.html#test_result",
+            {"ok": False, "message": "this target no longer exists (reload)"},
+            status=404,
+        )
+    result = await sync_to_async(services.provider_test)(
+        name=target["provider"], model=target["model"]
+    )
+    context = {
+        "ok": result.ok,
+        "latency_ms": result.latency_ms,
+        "status": result.status,
+        "message": result.message,
+    }
+    return render(request, "dashboard/groups.html#test_result", context)
+
+
+@require_GET
+@staff_required
+async def target_stats(request: HttpRequest) -> HttpResponse:
+    """``{"provider/model": "<stats cell html>"}`` for the ``key`` parameters: the page
+    refreshes its statistics with this every few seconds. Memory only (the live windows
+    of ``dashboard.stats``): no database query."""
+    runtime = get_runtime()
+    keys = [key for key in request.GET.getlist("key")[:200] if "/" in key]
+    stats = live_stats.current().read(keys, runtime.clock())
+    html = {
+        key: render_to_string("dashboard/groups.html#stats", {"stats": value, "key": key})
+        for key, value in stats.items()
+    }
+    return JsonResponse({"stats": html, "now": runtime.clock()})

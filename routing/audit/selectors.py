@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from django.db.models import Prefetch
+from django.db.models import Count, Max, Prefetch
 
 from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
 
@@ -59,3 +59,16 @@ async def events_recent(
         rows.extend([row async for row in query[:limit]])
     rows.sort(key=lambda row: row.at, reverse=True)
     return rows[:limit]
+
+
+def key_usage() -> dict[int, tuple[int, datetime]]:
+    """``{key id: (calls, last used)}`` from the ledger in one grouped query over the
+    ``(key_id, id)`` index (sync ORM; a page render, never a call). Calls pruned by
+    retention no longer count."""
+    rows = (
+        Call.objects.filter(key_id__isnull=False)
+        .order_by()
+        .values("key_id")
+        .annotate(calls=Count("id"), last=Max("started_at"))
+    )
+    return {row["key_id"]: (row["calls"], row["last"]) for row in rows}

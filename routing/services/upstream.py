@@ -134,17 +134,18 @@ def provider_refresh_models(*, name: str, actor: str, path: str = "api") -> list
     return models
 
 
-def provider_test(*, name: str) -> ProviderTestResult:
-    """One cheap non-streaming completion (``max_tokens: 1``) to the provider's first model.
-    Changes nothing: no health is charged and nothing is recorded."""
+def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
+    """One cheap non-streaming completion (``max_tokens: 1``) to ``model`` (a target's
+    "test this target"), else the provider's first model. Changes nothing: no health is
+    charged and nothing is recorded."""
     provider = get_provider(name)
-    if not provider.models:
+    if model is None and not provider.models:
         return ProviderTestResult(False, 0.0, None, "no models known: refresh models first")
     try:
         client, secret = _client(provider)
     except ProviderCallError as exc:
         return ProviderTestResult(False, 0.0, None, exc.message)
-    model = provider.models[0]
+    model = model if model is not None else provider.models[0]
     kind = client_class(provider.kind)
     url = kind.endpoint_url(provider.base_url.rstrip("/"))
     body = kind.test_body(model)

@@ -93,6 +93,70 @@
     });
   }
 
+  // ---------------------------------------------------------------- calls page
+  function addCallRow(message) {
+    var body = document.querySelector("[data-call-rows][data-live-query]");
+    if (!body || body.querySelector('[data-call-id="' + CSS.escape(message.call_id) + '"]')) return;
+    body.insertAdjacentHTML("afterbegin", message.html);
+    var empty = document.querySelector("[data-calls-empty]");
+    if (empty) empty.hidden = true;
+  }
+
+  function watchCalls() {
+    var body = document.querySelector("[data-call-rows][data-live-query]");
+    if (body && socket && socket.readyState === 1) {
+      socket.send(JSON.stringify({ watch_calls: body.dataset.liveQuery || "" }));
+    }
+  }
+
+  // ---------------------------------------------------------------- live statistics
+  function refreshStats() {
+    var cells = document.querySelectorAll("[data-stats]");
+    if (!cells.length || document.hidden) return;
+    var keys = {};
+    cells.forEach(function (cell) { keys[cell.dataset.stats] = true; });
+    var query = Object.keys(keys).map(function (k) { return "key=" + encodeURIComponent(k); }).join("&");
+    fetch("/stats/?" + query, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        setServerNow(data.now);
+        Object.keys(data.stats || {}).forEach(function (key) {
+          document.querySelectorAll('[data-stats="' + CSS.escape(key) + '"]').forEach(function (old) {
+            old.outerHTML = data.stats[key];
+          });
+        });
+      })
+      .catch(function () { /* the next refresh tries again */ });
+  }
+
+  // ---------------------------------------------------------------- copy buttons
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest ? evt.target.closest("[data-copy]") : null;
+    if (!button) return;
+    var text = button.dataset.copy;
+    var done = function () { button.textContent = "Copied"; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, function () { fallbackCopy(text) && done(); });
+    } else if (fallbackCopy(text)) {
+      done();
+    }
+  });
+
+  function fallbackCopy(text) {
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.opacity = "0";
+    document.body.appendChild(area);
+    area.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    area.remove();
+    return ok;
+  }
+
   function onMessage(event) {
     var message;
     try {
@@ -107,6 +171,9 @@
         break;
       case "call.recorded":
         addCall(message);
+        break;
+      case "calls.row":
+        addCallRow(message);
         break;
       case "group.changed":
         announce("group:" + message.name, message.version);
@@ -134,6 +201,7 @@
     socket = new WebSocket(scheme + location.host + path);
     socket.onopen = function () {
       retryMs = 500;
+      watchCalls();
       liveState("live", "live");
     };
     socket.onmessage = onMessage;
@@ -193,6 +261,7 @@
     setServerNow(parseFloat(document.body.dataset.serverNow));
     tick();
     setInterval(tick, 500);
+    setInterval(refreshStats, 5000);
     connect();
   });
 })();

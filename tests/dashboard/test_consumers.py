@@ -179,3 +179,53 @@ async def next_of_kind(socket: WebsocketCommunicator, kind: str) -> dict[str, An
 async def drain(socket: WebsocketCommunicator) -> None:
     while not await socket.receive_nothing(timeout=0.2):
         await socket.receive_from()
+
+
+def _call(call_id: str, group: str, *, ok: bool, key_id: int | None) -> CallRecord:
+    return CallRecord(
+        call_id=call_id,
+        group=group,
+        session=None,
+        stream=False,
+        started_at=0.0,
+        outcome="ok" if ok else "failed",
+        served_by="p2/b" if ok else None,
+        error_code=None if ok else "ROUTES_EXHAUSTED",
+        elapsed_ms=10.0,
+        key_id=key_id,
+        key_name="agents" if key_id else "",
+        attempts=[AttemptRecord("p2/b", 1, ok, 5.0, code=None if ok else "SERVER")],
+    )
+
+
+async def test_the_calls_page_gets_only_the_calls_its_filters_match(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    await live.send_json_to({"watch_calls": "group=auto&outcome=failed&key=7"})
+    for record in (
+        _call("ok-call", "auto", ok=True, key_id=7),  # outcome differs
+        _call("other-key", "auto", ok=False, key_id=8),  # key differs
+        _call("other-group", "solo", ok=False, key_id=7),  # group differs
+        _call("match", "auto", ok=False, key_id=7),
+    ):
+        fresh_runtime.hub.publish(record)
+    rows = []
+    while True:
+        message = await live.receive_json_from(timeout=2)
+        if message["kind"] == "calls.row":
+            rows.append(message)
+        if message["kind"] == "call.recorded" and message["call_id"] == "match":
+            break
+    rows.append(await live.receive_json_from(timeout=2))  # its row follows its chain push
+    assert [(m["kind"], m["call_id"]) for m in rows] == [("calls.row", "match")]
+    assert 'data-call-id="match"' in rows[0]["html"] and "ROUTES_EXHAUSTED" in rows[0]["html"]
+
+
+async def test_invalid_calls_filters_watch_nothing(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    await live.send_json_to({"watch_calls": "outcome=maybe"})
+    fresh_runtime.hub.publish(_call("c", "auto", ok=False, key_id=None))
+    message = await next_of_kind(live, "call.recorded")
+    assert message["call_id"] == "c"
+    assert await live.receive_nothing(timeout=0.2)

@@ -1,0 +1,83 @@
+"""Gateway keys on the page: create (the secret shown once, with a copy button), scope to
+groups, revoke; last used and calls per key from the ledger.
+
+Writes go through ``routing.services`` (``key_create`` / ``key_revoke``, recorded as config
+changes with path ``page``). Every action answers with the keys panel
+(``keys.html#keys_panel``) re-rendered, its feedback next to what was clicked: the create
+form's field errors (422, nothing created) or the new secret under the form; a revoke's
+notice in the key's own row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.views.common import PAGE_PATH, actor, staff_required
+from routing import selectors, services
+from routing.audit.selectors import key_usage
+from routing.config.errors import ConfigError
+
+PANEL = "dashboard/keys.html#keys_panel"
+
+
+def _panel_context(**extra: Any) -> dict[str, Any]:
+    usage = key_usage()
+    keys = []
+    for key in selectors.key_list():
+        calls, last = usage.get(key["id"], (0, None))
+        keys.append({**key, "calls": calls, "last_used": last})
+    groups = [g["name"] for g in selectors.group_list()]
+    return {"keys": keys, "groups": groups, "form": {}, "errors": {}, **extra}
+
+
+async def _panel(request: HttpRequest, status: int = 200, **extra: Any) -> HttpResponse:
+    context = await sync_to_async(_panel_context)(**extra)
+    return render(request, PANEL, context, status=status)
+
+
+@require_GET
+@staff_required
+async def keys_page(request: HttpRequest) -> HttpResponse:
+    context = await sync_to_async(_panel_context)(nav="keys")
+    return render(request, "dashboard/keys.html", context)
+
+
+@require_POST
+@staff_required
+async def key_create(request: HttpRequest) -> HttpResponse:
+    form = {
+        "name": request.POST.get("name", ""),
+        "kind": request.POST.get("kind", "client"),
+        "groups": request.POST.getlist("groups"),
+    }
+    try:
+        key, secret = await sync_to_async(services.key_create)(
+            name=form["name"],
+            kind=form["kind"],
+            groups=form["groups"],
+            actor=actor(request),
+            path=PAGE_PATH,
+        )
+    except ConfigError as exc:
+        errors = {path: "; ".join(messages) for path, messages in exc.by_path().items()}
+        return await _panel(request, 422, form=form, errors=errors)
+    return await _panel(request, created={"id": key.pk, "name": key.name, "secret": secret})
+
+
+@require_POST
+@staff_required
+async def key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+    try:
+        await sync_to_async(services.key_revoke)(
+            key_id=key_id, actor=actor(request), path=PAGE_PATH
+        )
+    except services.NotFound:
+        return await _panel(request, 404, row_notice=(key_id, "This key no longer exists."))
+    return await _panel(
+        request, row_notice=(key_id, "Revoked: requests with this key are refused from now on.")
+    )
