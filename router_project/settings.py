@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # /api/docs from the installed package's static files, not a CDN
     "template_partials",
     "routing",
     "routing.audit",

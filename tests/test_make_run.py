@@ -1,5 +1,7 @@
 """`make run` on a fresh checkout: `manage.py serve` migrates a new SQLite file, starts the
-demo upstream, prints a key and a curl command — and that printed curl works."""
+demo upstream, prints a key, a curl command and a Python example — and both work (the
+Python one with the virtualenv's interpreter it names, where `openai` is installed by the
+`pip install` line it prints first)."""
 
 from __future__ import annotations
 
@@ -57,6 +59,18 @@ def test_make_run_serves_the_demo_and_the_printed_curl_works(tmp_path: Path) -> 
             if line.strip().startswith("curl "):
                 curl = line.strip()
         assert curl, "no curl line printed:\n" + "".join(output)
+        python: list[str] = []
+        while time.monotonic() < deadline:
+            line = server.stdout.readline()  # type: ignore[union-attr]
+            if not line:
+                break
+            output.append(line)
+            if python or ".venv/bin/python - <<'PY'" in line:
+                python.append(line.strip())
+            if python and line.strip() == "PY":
+                break
+        assert python and python[-1] == "PY", "no Python example printed:\n" + "".join(output)
+        assert any(".venv/bin/pip install -q openai" in line for line in output)
         assert (tmp_path / "var" / "switchyard.sqlite3").exists()
         for _ in range(100):  # daphne starts after the banner
             try:
@@ -73,6 +87,11 @@ def test_make_run_serves_the_demo_and_the_printed_curl_works(tmp_path: Path) -> 
         reply = json.loads(body)
         assert reply["choices"][0]["message"]["content"]
         assert reply["model"] == "flaky-model"
+        example = subprocess.run(
+            ["bash", "-c", "\n".join(python)], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert example.returncode == 0, example.stderr
+        assert example.stdout.startswith("flaky-model "), example.stdout
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:

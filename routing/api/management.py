@@ -9,6 +9,7 @@ Routers from their own modules are mounted here; endpoints stay thin and call se
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
@@ -16,6 +17,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer, SessionAuthIsStaff
 
+from routing.api.openai_docs import v1_openapi
 from routing.runtime import get_runtime
 
 
@@ -51,8 +53,26 @@ class StaffSessionAuth(SessionAuthIsStaff):
         return user
 
 
-api = NinjaAPI(
+class ManagementAPI(NinjaAPI):
+    """The management API, whose OpenAPI document (``/api/docs``) also describes the
+    OpenAI-compatible ``/v1`` endpoints (``routing.api.openai_docs``), so one page shows
+    clients and operators everything."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        extra = v1_openapi()
+        schema["paths"] = {**extra["paths"], **schema["paths"]}
+        components = schema.setdefault("components", {})
+        components.setdefault("schemas", {}).update(extra["components"]["schemas"])
+        components.setdefault("securitySchemes", {}).update(extra["components"]["securitySchemes"])
+        schema["tags"] = [*schema.get("tags", []), *extra["tags"]]
+        return schema
+
+
+api = ManagementAPI(
     title="Switchyard management API",
+    description="`/api/v1/…` manages the gateway (an admin key or a staff session); "
+    "`/v1/…` is what clients call (a client key), OpenAI-compatible.",
     version="1",
     urls_namespace="api",
     auth=[AdminKeyAuth(), StaffSessionAuth()],

@@ -109,6 +109,7 @@ class Call(models.Model):
             models.Index(fields=["error_code", "-id"], name="audit_call_code_id_idx"),
             models.Index(fields=["session", "-id"], name="audit_call_session_id_idx"),
             models.Index(fields=["front_door", "-id"], name="audit_call_door_id_idx"),
+            models.Index(fields=["served_by_fallback", "-id"], name="audit_call_fallback_id_idx"),
         ]
 
     def __str__(self) -> str:

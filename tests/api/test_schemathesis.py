@@ -102,7 +102,13 @@ def test_the_management_api_never_answers_5xx(api: Api) -> None:
     _seed(api, base_url)
     victim = api.post("/keys", {"name": "victim"}).json()["id"]  # never the fuzzer's own key
     schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())
-    operations = [result.ok() for result in schema.get_all_operations()]
+    # /v1 is documented on the same page for clients but is not the management API: it
+    # refuses admin keys and calls upstreams, so it is not fuzzed here.
+    operations = [
+        op
+        for op in (result.ok() for result in schema.get_all_operations())
+        if not op.path.startswith("/v1/")
+    ]
     fuzzer = Fuzzer(api.key)
 
     for operation in operations:

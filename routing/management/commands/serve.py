@@ -236,7 +236,8 @@ class Command(BaseCommand):
             f'-H \'Content-Type: application/json\' -d \'{{"model": "{model}", "messages": '
             f'[{{"role": "user", "content": "Hello"}}]}}\' -D -',
             "",
-            "  python - <<'PY'",
+            "  .venv/bin/pip install -q openai   # once: the SDK is a client tool, not a gateway dependency",
+            "  .venv/bin/python - <<'PY'",
             "  from openai import OpenAI",
             f"  client = OpenAI(base_url='{base}', api_key='{secret}')",
             f"  reply = client.chat.completions.create(model='{model}', messages=[{{'role': 'user', 'content': 'Hello'}}])",
