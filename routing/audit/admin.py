@@ -50,6 +50,7 @@ class AttemptInline(admin.TabularInline):
         "switched",
         "switched_to",
         "probe",
+        "rewrites",
         "message",
     )
     readonly_fields = fields
