@@ -71,7 +71,7 @@ def row_from_record(record: object) -> CallRow:
         fallback=bool(record.served_by_fallback),  # type: ignore[attr-defined]
         key_id=record.key_id,  # type: ignore[attr-defined]
         key_name=record.key_name or "",  # type: ignore[attr-defined]
-        front_door=record.front_door,  # type: ignore[attr-defined]
+        front_door=record.door,  # type: ignore[attr-defined]
         session=record.session or "",  # type: ignore[attr-defined]
         attempts=len(record.attempts),  # type: ignore[attr-defined]
         elapsed_ms=float(record.elapsed_ms),  # type: ignore[attr-defined]

@@ -152,6 +152,45 @@ def v1_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            **{
+                path: {
+                    "post": {
+                        "tags": ["v1 (OpenAI-compatible)"],
+                        "operationId": operation,
+                        "summary": summary,
+                        "security": security,
+                        "requestBody": {
+                            "required": True,
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["model"],
+                                        "properties": {"model": {"type": "string"}},
+                                        "additionalProperties": True,
+                                    }
+                                }
+                            },
+                        },
+                        "responses": {
+                            "200": {
+                                "description": "the door's own answer shape (JSON or SSE)",
+                                "headers": HEADERS,
+                            },
+                            **_errors(400, 401, 403, 404, 502, 503),
+                        },
+                    }
+                }
+                for path, operation, summary in (
+                    (
+                        "/v1/messages",
+                        "v1_messages",
+                        "Anthropic Messages door to the same groups (`x-api-key` accepted)",
+                    ),
+                    ("/v1/responses", "v1_responses", "OpenAI Responses door to the same groups"),
+                    ("/v1/embeddings", "v1_embeddings", "Embeddings routed through a group"),
+                )
+            },
             "/v1/models": {
                 "get": {
                     "tags": ["v1 (OpenAI-compatible)"],

@@ -111,7 +111,7 @@ def call_facts(record: object) -> dict[str, object]:
         "outcome": record.outcome,  # type: ignore[attr-defined]
         "codes": sorted(codes),
         "session": record.session or "",  # type: ignore[attr-defined]
-        "front_door": record.front_door,  # type: ignore[attr-defined]
+        "front_door": record.door,  # type: ignore[attr-defined]
         "fallback": record.served_by_fallback,  # type: ignore[attr-defined]
         "started_at": float(record.started_at),  # type: ignore[attr-defined]
     }

@@ -174,3 +174,28 @@ def test_filter_values_are_checked() -> None:
     with pytest.raises(FilterError) as caught:
         CallFilters(since=when, until=when)
     assert caught.value.field == "until"
+
+
+def test_each_front_door_is_recorded_and_filterable(audit: Audit) -> None:
+    import httpx
+
+    audit.h.configure(RETRY_TWICE)
+    headers = {"authorization": f"Bearer {audit.h.key}"}
+    base = audit.h.gateway.url + "/v1"
+    messages = httpx.post(
+        base + "/messages",
+        headers={**headers, "anthropic-version": "2023-06-01"},
+        json={"model": "other", "max_tokens": 16, "messages": MESSAGES},
+    )
+    assert messages.status_code == 200, messages.text
+    embeddings = httpx.post(
+        base + "/embeddings", headers=headers, json={"model": "other", "input": "hi"}
+    )
+    assert embeddings.status_code == 200, embeddings.text
+    audit.h.client().chat.completions.create(model="other", messages=MESSAGES)
+    audit.flush()
+    key = ApiKey.objects.get(name="test")
+    doors = list(Call.objects.order_by("id").values_list("front_door", "key_id"))
+    assert doors == [("messages", key.pk), ("embeddings", key.pk), ("chat", key.pk)]
+    for door in ("messages", "embeddings", "chat"):
+        assert [c["front_door"] for c in _calls(audit, front_door=door)] == [door]
