@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("audit", "0002_attempt_rewrites"),
+        ("audit", "0003_cli_change_path"),
     ]
 
     operations = [
