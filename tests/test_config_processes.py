@@ -31,6 +31,7 @@ import httpx
 import openai
 import psycopg
 import pytest
+import yaml
 
 from routing.simulator.server import FakeUpstream
 
@@ -39,6 +40,11 @@ from routing.simulator.server import FakeUpstream
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parent.parent
+# the groups `serve` puts in a fresh database: whatever the demo file declares
+DEMO_GROUPS = frozenset(
+    g["name"]
+    for g in yaml.safe_load((ROOT / "routing" / "simulator" / "demo.yaml").read_text())["groups"]
+)
 PG = "127.0.0.1:5432"
 START_TIMEOUT_S = 90.0
 POLL_CAP_S = 30.0  # generous: the product's bound is 1 s, measured and reported below
@@ -349,7 +355,7 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
         key, _ = printed_key(first)
         wait_listening(port)
         url = f"http://127.0.0.1:{port}"
-        assert models(url, key) == {"auto", "failover"}
+        assert models(url, key) == DEMO_GROUPS
         assert (tmp_path / "var" / "demo-key").stat().st_mode & 0o777 == 0o600
 
         # operator work through the management API (a key made by another process)
@@ -374,7 +380,7 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
         assert f"cannot serve on 127.0.0.1:{port}" in out and "nothing was changed" in out
         assert "sk-sy-" not in out
         assert key_count(env) == keys_before
-        assert models(url, key) == {"auto", "failover", "mine"}  # the running key still works
+        assert models(url, key) == DEMO_GROUPS | {"mine"}  # the running key still works
     finally:
         stop(first)
 
@@ -383,7 +389,7 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
         again, lines = printed_key(restarted)
         assert again == key  # the same key, printed again, not a new one
         wait_listening(port)
-        assert models(f"http://127.0.0.1:{port}", key) == {"auto", "failover", "mine"}
+        assert models(f"http://127.0.0.1:{port}", key) == DEMO_GROUPS | {"mine"}
         assert any("applied only to a fresh database" in line for line in lines)
     finally:
         stop(restarted)
