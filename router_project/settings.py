@@ -144,6 +144,9 @@ SWITCHYARD = {
     "CONFIG_CHECK_S": float(os.environ.get("SWITCHYARD_CONFIG_CHECK_S", "0.5")),
     # /metrics needs an admin key or a staff session unless this is set.
     "METRICS_PUBLIC": os.environ.get("SWITCHYARD_METRICS_PUBLIC", "") == "1",
+    # Active health checks: seconds between cheap pings of each cooling target, off the
+    # client's path (routing.gateway.checker); 0 turns them off.
+    "HEALTH_CHECK_S": float(os.environ.get("SWITCHYARD_HEALTH_CHECK_S", "10")),
     # attach(hub) functions called whenever the runtime installs an event hub: they
     # subscribe cheap, non-blocking receivers to every call's events.
     "EVENT_SUBSCRIBERS": [

@@ -5,6 +5,7 @@ from django.views.generic.base import RedirectView
 import routing.api.doors  # noqa: F401  (registers /v1/messages, /v1/responses, /v1/embeddings)
 from dashboard.views.auth import LoginView, LogoutView
 from routing.api.management import api as management_api
+from routing.api.management import unknown_path as unknown_management_path
 from routing.api.openai import api as openai_api
 from routing.api.openai import unknown_endpoint
 from routing.api.probes import healthz, readyz
@@ -15,6 +16,7 @@ urlpatterns = [
     path("v1/", openai_api.urls),
     re_path(r"^v1/(?P<rest>.*)$", unknown_endpoint),
     path("api/v1/", management_api.urls),
+    re_path(r"^api/v1/(?P<rest>.*)$", unknown_management_path),
     path("api/docs", RedirectView.as_view(url="/api/v1/docs")),
     path("metrics", metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),

@@ -192,6 +192,8 @@ class ProviderAdminForm(VersionedForm):
                 for key, column in _PROVIDER_FIELD_FOR.items()
             },
         }
+        if cleaned.get("api_key"):  # the schema's credential rule (printable ASCII) applies
+            raw["api_key"] = cleaned["api_key"]
         try:
             parse_provider(raw)
         except ConfigError as exc:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from routing.engine.failures import Redactor
 from routing.events import EventHub
 from routing.limits import upstream_connections
 from routing.state import HealthStore, build_store
@@ -52,6 +53,9 @@ class Runtime:
         self._summarized = False
         self._lock = threading.Lock()
         self._clients: dict[str, tuple[tuple[object, ...], OpenAIClient]] = {}
+        # Every provider's secret, so upstream text is scrubbed of all of them (SPEC §9).
+        self.redact = Redactor()
+        self._checker: asyncio.Task[None] | None = None
 
     @property
     def hub(self) -> EventHub:
@@ -68,7 +72,17 @@ class Runtime:
         table = self.table
         if table is None:
             table = await sync_to_async(self.reload, thread_sensitive=False)()
+            self._start_checker()
         return table
+
+    def _start_checker(self) -> None:
+        """The active health checker runs on the serving loop, started with the first
+        table (there is no ASGI lifespan under daphne); off when the interval is 0."""
+        if self._checker is not None or settings.SWITCHYARD.get("HEALTH_CHECK_S", 0) <= 0:
+            return
+        from routing.gateway.checker import run_forever
+
+        self._checker = asyncio.get_running_loop().create_task(run_forever(self))
 
     def reload(self) -> RoutingTable:
         """Compile the table from the database and swap it in (sync; never per call).
@@ -86,6 +100,7 @@ class Runtime:
                 log.exception("routing table not recompiled; serving the last good one")
                 table = self._last_good
             self._last_good = table
+            self.redact = Redactor(p.api_key for p in table.providers.values())
             if generation == self._generation:  # no newer invalidation raced us
                 self.table = table
             if not self._summarized:  # once per process: what this gateway routes, and how
@@ -121,6 +136,9 @@ class Runtime:
         return client
 
     async def aclose(self) -> None:
+        if self._checker is not None:
+            self._checker.cancel()
+            self._checker = None
         clients = [client for _, client in self._clients.values()]
         self._clients.clear()
         for client in clients:

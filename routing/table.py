@@ -42,6 +42,11 @@ class ProviderSpec:
     headers: Mapping[str, str]
     timeouts: Timeouts
     version: int
+    models: frozenset[str] = frozenset()  # what a direct provider/model address may name
+    check_interval_s: float = 10.0  # active health checks of its cooling targets; 0 = off
+    # Why no request could carry this provider's credential or headers (a value stored
+    # before validation said so): its targets fail at dispatch instead of crashing a call.
+    config_error: str = ""
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -173,7 +178,9 @@ class RoutingTable:
             return cached
         provider_name, sep, model = address.partition("/")
         provider = self.providers.get(provider_name)
-        if not sep or not model or provider is None:
+        # Only models the provider lists: clients must not mint health entries and metric
+        # labels at will by inventing addresses.
+        if not sep or not model or provider is None or model not in provider.models:
             return None
         candidate = Candidate(
             key=f"{provider.name}/{model}", provider=provider.name, model=model, position=0
@@ -267,6 +274,18 @@ def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> T
     return dataclasses.replace(target, circuit=merged)
 
 
+def unsendable(api_key: str, headers: Mapping[str, str]) -> str:
+    """Why a credential or header value could not go on an HTTP request, or ""."""
+    from routing.config.schema import printable_ascii
+
+    if api_key and not printable_ascii(api_key):
+        return "the provider's credential is not printable ASCII"
+    for name, value in headers.items():
+        if not printable_ascii(str(value)):
+            return f"the provider's header {name} is not printable ASCII"
+    return ""
+
+
 def compile_table() -> RoutingTable:
     """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
     from routing.config.policy import BUILTIN_DEFAULTS
@@ -283,13 +302,18 @@ def compile_table() -> RoutingTable:
     )
 
     providers: dict[str, ProviderSpec] = {}
+    check_interval_s = float(settings.SWITCHYARD.get("HEALTH_CHECK_S", 10.0))
     for row in Provider.objects.all():
+        api_key, headers = row.get_api_key(), dict(row.headers or {})
         providers[row.name] = ProviderSpec(
             name=row.name,
             kind=row.kind,
             base_url=row.base_url,
-            api_key=row.get_api_key(),
-            headers=dict(row.headers or {}),
+            api_key=api_key,
+            headers=headers,
+            models=frozenset(row.models or ()),
+            check_interval_s=check_interval_s,
+            config_error=unsendable(api_key, headers),
             timeouts=Timeouts(
                 connect_s=row.connect_timeout_s,
                 first_token_s=row.first_token_timeout_s,

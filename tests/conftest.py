@@ -19,6 +19,9 @@ import pytest
 from routing.simulator.server import FakeUpstream
 
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
+# No background health checker in the shared test gateway: its pings would show up in
+# other tests' upstream counts. The checker's own tests drive it pass by pass.
+os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
 
 
 def off_loop(fn):  # type: ignore[no-untyped-def]

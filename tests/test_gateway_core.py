@@ -289,8 +289,11 @@ async def test_async_sdk_streams_and_names_the_concrete_model(h: Harness) -> Non
     assert {c.model for c in chunks} == {"a"}
 
 
-def test_direct_provider_model_address_bypasses_groups(h: Harness) -> None:
-    reply = h.client().chat.completions.create(model="p2/b", messages=MESSAGES)
+def test_direct_provider_model_address_bypasses_groups(harness: Harness) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("api_key: upstream-key-p2", "api_key: k2\n    models: [b]")
+    )
+    reply = harness.client().chat.completions.create(model="p2/b", messages=MESSAGES)
     assert reply.model == "b"
 
 

@@ -12,7 +12,8 @@ import hashlib
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer, SessionAuthIsStaff
@@ -79,6 +80,14 @@ api = ManagementAPI(
     docs_url="/docs",
     openapi_url="/openapi.json",
 )
+
+
+@csrf_exempt  # it changes nothing; a POST to a wrong path must get this JSON, not a CSRF page
+def unknown_path(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Anything else under /api/v1/: a JSON 404, never Django's HTML page."""
+    return JsonResponse(
+        {"detail": f"Unknown endpoint: {request.method} {request.path}"}, status=404
+    )
 
 
 def actor(request: HttpRequest) -> str:

@@ -72,6 +72,15 @@ def authenticate(
     key = table.keys.get(hashlib.sha256(secret.strip().encode()).hexdigest())
     if key is None:
         return ErrorReply(401, "Invalid or revoked API key.", "invalid_api_key", door=door)
+    if key.kind == "admin":  # least privilege (SPEC §9): admin keys manage, clients call
+        return ErrorReply(
+            403,
+            "Admin keys manage Switchyard and are refused on /v1: use a client key "
+            "(python manage.py createkey NAME).",
+            "admin_key_not_allowed",
+            "permission_error",
+            door=door,
+        )
     return key
 
 
@@ -106,8 +115,11 @@ def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str
 def resolve_group(
     table: RoutingTable, key: KeySpec, model: str, door: Protocol = Protocol.CHAT
 ) -> GroupSpec | ErrorReply:
-    group = table.resolve(model)
-    if group is None and model in table.broken:
+    # A scoped key learns nothing about groups it may not use: the same 404 as for a
+    # model that does not exist (SPEC §9).
+    visible = not key.groups or model in key.groups
+    group = table.resolve(model) if visible else None
+    if group is None and visible and model in table.broken:
         return ErrorReply(
             503,
             f"The model '{model}' cannot be served: {table.broken[model]}. "
@@ -123,15 +135,6 @@ def resolve_group(
             f"The model '{model}' does not exist.",
             "model_not_found",
             param="model",
-            door=door,
-        )
-    if key.groups and model not in key.groups:
-        return ErrorReply(
-            403,
-            f"This key may not use the model '{model}'.",
-            "model_not_allowed",
-            "permission_error",
-            "model",
             door=door,
         )
     return group

@@ -180,6 +180,21 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def printable_ascii(value: str) -> bool:
+    """What an HTTP header can carry as-is: printable ASCII (space to ``~``) only."""
+    return all(" " <= ch <= "~" for ch in value)
+
+
+def _credential(value: SecretStr | None) -> SecretStr | None:
+    if value is not None and not printable_ascii(value.get_secret_value()):
+        raise PydanticCustomError(
+            "credential",
+            "the credential must be printable ASCII (no line breaks, tabs or non-ASCII "
+            "characters): no HTTP request could carry it",
+        )
+    return value
+
+
 def _headers(headers: dict[str, str]) -> dict[str, str]:
     for name, value in headers.items():
         if not _HEADER_NAME.match(name):
@@ -189,6 +204,12 @@ def _headers(headers: dict[str, str]) -> dict[str, str]:
         if "\r" in value or "\n" in value:
             raise PydanticCustomError(
                 "header", "header {name} contains a line break", {"name": name}
+            )
+        if not printable_ascii(value):
+            raise PydanticCustomError(
+                "header",
+                "header {name} must be printable ASCII: no HTTP request could carry it",
+                {"name": name},
             )
         if name.lower() == "authorization":
             raise PydanticCustomError(
@@ -405,7 +426,7 @@ class ProviderIn(_Strict):
     name: ProviderName
     kind: Literal["openai", "anthropic", "openai-responses"] = "openai"
     base_url: BaseUrl
-    api_key: SecretStr | None = None
+    api_key: Annotated[SecretStr | None, AfterValidator(_credential)] = None
     headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
     models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
     timeouts: TimeoutsIn | None = None

@@ -40,6 +40,7 @@ from .failures import (
     CREDENTIAL_CODES,
     DEFAULT_RETRY_CODES,
     DEFAULT_SWITCH_CODES,
+    PROVIDER_WIDE_CODES,
     Failure,
     FailureCode,
     classify_error_object,
@@ -74,6 +75,7 @@ from .retry import RetryPolicy, backoff_ms
 __all__ = [
     "ALGORITHMS",
     "CREDENTIAL_CODES",
+    "PROVIDER_WIDE_CODES",
     "DEFAULT_RETRY_CODES",
     "DEFAULT_SWITCH_CODES",
     "Action",

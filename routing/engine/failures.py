@@ -66,6 +66,9 @@ DEFAULT_SWITCH_CODES: frozenset[FailureCode] = frozenset(FailureCode) - {
 }
 # These say the provider's credential is broken: every target of that provider is affected.
 CREDENTIAL_CODES: frozenset[FailureCode] = frozenset({F.AUTH, F.QUOTA, F.FORBIDDEN})
+# The credential itself is broken: every target of the provider is disabled. FORBIDDEN is
+# usually "this key may not use this model", so it disables that target only (SPEC §4).
+PROVIDER_WIDE_CODES: frozenset[FailureCode] = frozenset({F.AUTH, F.QUOTA})
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,3 +344,52 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
         text = text.replace(secret, "[redacted]")
     return text
+
+
+FRAGMENT_CHARS = 6  # SPEC §9: no run of 6+ characters of a secret may be shown or kept
+
+
+class Redactor:
+    """Removes every provider secret from upstream text, and any run of
+    ``FRAGMENT_CHARS`` or more characters of one (upstreams echo keys masked:
+    ``sk-proj-ab12****9f3e``). Built once per routing table from every provider's secret;
+    calling it is a scan of 6-character windows against one set, so it is cheap enough for
+    every failure message."""
+
+    __slots__ = ("_grams", "_short")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        kept = {s for s in secrets if s}
+        n = FRAGMENT_CHARS
+        self._grams = frozenset(s[i : i + n] for s in kept for i in range(len(s) - n + 1))
+        self._short = [s for s in kept if 4 <= len(s) < n]  # whole only, like ``scrub``
+
+    def __call__(self, text: str) -> str:
+        if self._short:
+            text = scrub(text, self._short)
+        grams, n = self._grams, FRAGMENT_CHARS
+        if not grams or len(text) < n:
+            return text
+        spans: list[tuple[int, int]] = []
+        for i in range(len(text) - n + 1):
+            if text[i : i + n] in grams:
+                if spans and i <= spans[-1][1]:
+                    spans[-1] = (spans[-1][0], i + n)
+                else:
+                    spans.append((i, i + n))
+        if not spans:
+            return text
+        out: list[str] = []
+        last = 0
+        for start, end in spans:
+            out.append(text[last:start])
+            out.append("[redacted]")
+            last = end
+        out.append(text[last:])
+        return "".join(out)
+
+    def failure(self, failure: Failure) -> Failure:
+        message = self(failure.message)
+        if message == failure.message:
+            return failure
+        return Failure(failure.code, message, failure.status, failure.retry_after_s)

@@ -11,15 +11,18 @@ the :class:`HealthEvent` values to whoever records and broadcasts them.
 - PROBING: one call was let through after cooling ended (:func:`begin_probe`), or the
   driver force-revived the target because nothing else was eligible
   (:func:`force_revive`). Success -> HEALTHY; failure -> COOLING, doubled.
-- DISABLED: reserved for stores that mirror a provider's state onto its targets.
+- Active checks (:func:`begin_check`): off the client's path a cooling target is pinged
+  once per check interval; a success makes it HEALTHY (so recovery after an outage of
+  any length is bounded by the interval, not by the doubled cooling window).
+- DISABLED: a 403 (``FORBIDDEN``) on this target — the key may not use this model; only an
+  operator reset brings it back. The provider's other targets are untouched.
 
 ``availability()`` folds time into the picture: a COOLING target past ``until``, or a
 PROBING one whose lease expired (its prober died), is PROBE_ELIGIBLE. Only one probe is
 in flight per target because :func:`begin_probe` demands eligibility and takes a lease.
 
-Credential failures (AUTH, QUOTA, FORBIDDEN) disable the *provider*
-(:class:`ProviderHealth`), since every target of it shares the broken credential; only an
-operator re-enables it.
+Credential failures (AUTH, QUOTA) disable the *provider* (:class:`ProviderHealth`), since
+every target of it shares the broken credential; only an operator re-enables it.
 """
 
 from __future__ import annotations
@@ -69,6 +72,11 @@ class TargetHealth:
     probe_lease_until: float = 0.0
     last_code: str | None = None
     last_message: str = ""
+    # The latest ``Retry-After`` deadline the provider itself gave: not even a force-revive
+    # sends a call before it (SPEC §4). Cleared by a success.
+    hold_until: float = 0.0
+    # When the next active health check of this cooling target may run (0: not yet armed).
+    next_check: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "state": self.state.value}
@@ -84,6 +92,8 @@ class TargetHealth:
             probe_lease_until=float(d.get("probe_lease_until", 0.0)),
             last_code=d.get("last_code"),
             last_message=str(d.get("last_message", "")),
+            hold_until=float(d.get("hold_until", 0.0)),
+            next_check=float(d.get("next_check", 0.0)),
         )
 
 
@@ -164,6 +174,25 @@ def begin_probe(h: TargetHealth, now: float, *, lease_s: float) -> TargetHealth:
     return replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
 
 
+def begin_check(h: TargetHealth, now: float, *, interval_s: float) -> tuple[TargetHealth, bool]:
+    """Claim the next active health check of a cooling target: ``(state, due)``.
+
+    The first sighting of a cooling target only arms the timer (``next_check = now +
+    interval``), so a target is not pinged the instant it failed; after that a check is
+    due once per ``interval_s``. Only COOLING targets are checked — a PROBING one already
+    has a call testing it, and healthy/disabled ones need no ping. A failed check records
+    nothing: the cooling window, and so the pace of client calls into a dead route, stays
+    the circuit's; a successful one is an ordinary :func:`record_success`.
+    """
+    if h.state is not HealthState.COOLING or interval_s <= 0:
+        return h, False
+    if h.next_check == 0.0:
+        return replace(h, next_check=now + interval_s), False
+    if now < h.next_check:
+        return h, False
+    return replace(h, next_check=now + interval_s), True
+
+
 def release_probe(h: TargetHealth, now: float) -> TargetHealth:
     """The prober went away without a verdict (its client disconnected): hand the probe
     slot back at once instead of leaving the target unusable until the lease expires. The
@@ -186,6 +215,13 @@ def record_success(h: TargetHealth, key: str, now: float) -> tuple[TargetHealth,
     return fresh, events
 
 
+def _hold(h: TargetHealth, failure: Failure, now: float) -> float:
+    """The provider's own "not before": a 429's ``Retry-After``, never shortened."""
+    if failure.code is FailureCode.RATE_LIMIT and failure.retry_after_s is not None:
+        return max(h.hold_until, now + failure.retry_after_s)
+    return h.hold_until
+
+
 def _cool(
     h: TargetHealth, key: str, failure: Failure, now: float, seconds: float, consecutive: int
 ) -> tuple[TargetHealth, HealthEvent]:
@@ -199,6 +235,7 @@ def _cool(
         until=until,
         last_code=failure.code.value,
         last_message=failure.message,
+        hold_until=_hold(h, failure, now),
     )
     event = HealthEvent(
         EventKind.COOLING,
@@ -236,6 +273,8 @@ def record_failure(
     """
     consecutive = h.consecutive_failures + 1
     provider = _provider_of(key)
+    if failure.code is FailureCode.FORBIDDEN:
+        return _disable_target(h, key, failure, now)
     is_rate_limit = failure.code is FailureCode.RATE_LIMIT
     next_duration = cooling_duration_s(policy, h.openings + 1)
     if was_probe:
@@ -271,6 +310,27 @@ def record_failure(
     return counted, []
 
 
+def _disable_target(
+    h: TargetHealth, key: str, failure: Failure, now: float
+) -> tuple[TargetHealth, list[HealthEvent]]:
+    """403: this key may not use this model. The target is DISABLED until an operator
+    resets it; the provider's other targets keep serving."""
+    if h.state is HealthState.DISABLED:
+        return h, []
+    disabled = TargetHealth(
+        state=HealthState.DISABLED, last_code=failure.code.value, last_message=failure.message
+    )
+    event = HealthEvent(
+        EventKind.DISABLED,
+        key,
+        _provider_of(key),
+        now,
+        code=failure.code.value,
+        message=failure.message,
+    )
+    return disabled, [event]
+
+
 def _note_straggler(
     h: TargetHealth, key: str, failure: Failure, now: float, consecutive: int
 ) -> tuple[TargetHealth, list[HealthEvent]]:
@@ -283,7 +343,7 @@ def _note_straggler(
     wait = failure.retry_after_s if failure.code is FailureCode.RATE_LIMIT else None
     if wait is None or now + wait <= h.until:
         return noted, []
-    noted = replace(noted, until=now + wait)
+    noted = replace(noted, until=now + wait, hold_until=_hold(h, failure, now))
     return noted, [
         HealthEvent(
             EventKind.COOLING,
@@ -301,9 +361,13 @@ def _note_straggler(
 def force_revive(
     h: TargetHealth, key: str, now: float, *, lease_s: float = FORCE_REVIVE_LEASE_S
 ) -> tuple[TargetHealth, list[HealthEvent]]:
-    """Nothing else is eligible: probe this cooling target now instead of failing the call."""
+    """Nothing else is eligible: probe this cooling target now instead of failing the call
+    — unless the provider asked for a wait (``Retry-After``) that has not passed: then
+    nothing changes and no event is returned."""
     if h.state is not HealthState.COOLING:
         raise HealthTransitionError(f"only a cooling target can be force-revived, not {h.state}")
+    if now < h.hold_until:
+        return h, []
     new = replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
     event = HealthEvent(
         EventKind.FORCE_REVIVED,

@@ -6,8 +6,8 @@ An attempt ends in one of two ways before its commit point: a classified ``Failu
 commit point the reader keeps its timeouts, and a later failure is the relay's to surface.
 
 Timeouts per attempt (SPEC §3.8): connect (the pooled client), first token (send → first
-content/reasoning/tool-call delta), idle (between chunks), total (whole attempt, also
-capped by the call's deadline).
+content/reasoning/tool-call delta for a stream; send → response headers for a JSON call),
+idle (between chunks), total (whole attempt, also capped by the call's deadline).
 """
 
 from __future__ import annotations
@@ -346,15 +346,19 @@ async def run_attempt(
     timeouts = client.timeouts
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
+    # Streamed or not, an upstream that has sent nothing by ``first_token_s`` is silent
+    # (SPEC §3.8): a JSON call must not sit on a dead route for the whole ``total_s``.
+    first_token_at = started + timeouts.first_token_s
+    total_at = min(deadline, started + timeouts.total_s)
     try:
-        header_deadline = started + (timeouts.first_token_s if stream else timeouts.total_s)
-        async with asyncio.timeout_at(min(deadline, started + timeouts.total_s, header_deadline)):
+        async with asyncio.timeout_at(min(total_at, first_token_at)):
             response = await client.send(
                 body, path=f"/{endpoint}" if endpoint else None, headers=headers
             )
     except TimeoutError as exc:
+        phase = "first-token" if first_token_at < total_at else "total"
         raise UpstreamFailure(
-            Failure(FailureCode.TIMEOUT, "no response headers before timeout")
+            Failure(FailureCode.TIMEOUT, f"{phase} timeout: no response headers")
         ) from exc
     if not stream:
         return await _read_completion(

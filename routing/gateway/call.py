@@ -28,7 +28,7 @@ import orjson
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import SelectionView
-from routing.engine.failures import CREDENTIAL_CODES, Failure, FailureCode, scrub
+from routing.engine.failures import PROVIDER_WIDE_CODES, Failure, FailureCode
 from routing.engine.health import Availability, EventKind, HealthEvent, availability
 from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
@@ -229,6 +229,8 @@ class Call:
     async def _use_target(
         self, target: TargetSpec, probe: bool
     ) -> Answer | tuple[Decision, Failure]:
+        if target.provider.config_error:
+            return self._unsendable(target, probe)
         client = self.runtime.client_for(target.provider)
         kind = Protocol(target.provider.kind)
         rewrites: list[str] = []
@@ -268,7 +270,7 @@ class Call:
                 )
                 committed = True
             except UpstreamFailure as exc:
-                failure = _scrubbed(exc.failure, target)
+                failure = self.runtime.redact.failure(exc.failure)
             except asyncio.CancelledError:
                 self._attempt(
                     target,
@@ -354,6 +356,24 @@ class Call:
         body, translation = translate_body(kind, outbound, target.model)
         return body, rewrites + translation
 
+    def _unsendable(self, target: TargetSpec, probe: bool) -> tuple[Decision, Failure]:
+        """A stored credential or header no request can carry (SPEC §9): a configuration
+        failure of this target, recorded like any attempt, and the call moves on."""
+        failure = Failure(FailureCode.MISSING_CREDENTIAL, target.provider.config_error)
+        self._attempt(target, 1, self.loop.time(), ok=False, probe=probe, failure=failure)
+        decision = decide(
+            failure,
+            retries_done=0,
+            policy=self.group.retry,
+            switch_codes=self.group.switch_codes,
+            is_probe=probe,
+            time_left_s=self.deadline - self.loop.time(),
+            rand=self.runtime.rand,
+        )
+        self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0)
+        self.group.algorithm.on_failure(target.candidate, failure.code)
+        return decision, failure
+
     def _attempt(
         self,
         target: TargetSpec,
@@ -384,7 +404,7 @@ class Call:
     async def _charge(self, target: TargetSpec, failure: Failure, probe: bool) -> list[HealthEvent]:
         """Charge the target's health once for this call (SPEC §3.9)."""
         store, now = self.runtime.store, self.runtime.clock()
-        if failure.code in CREDENTIAL_CODES:
+        if failure.code in PROVIDER_WIDE_CODES:
             events = await store.disable_provider(target.provider.name, failure, now)
         elif failure.code in self.group.switch_codes and failure.code not in NOT_THE_TARGETS_FAULT:
             events = await store.record_failure(
@@ -492,7 +512,7 @@ class Call:
                     try:
                         batch = await reader.next_batch()
                     except UpstreamFailure as exc:
-                        failure = _scrubbed(exc.failure, target)
+                        failure = self.runtime.redact.failure(exc.failure)
                         outcome, error_code = "failed", failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
@@ -610,10 +630,13 @@ class Call:
         now = self.runtime.clock()
         tried = bool(self.record.attempts)
         lines, revivals = self._target_lines(snapshot, now)
-        headers = self._trail_headers()
+        # The official SDKs honour this: the gateway already retried and switched, so a
+        # client retry would replay the whole chain (SPEC §3.10).
+        headers = {**self._trail_headers(), "x-should-retry": "false"}
         status = 502 if tried else 503
-        if not tried and revivals:
-            headers["retry-after"] = str(max(1, math.ceil(min(revivals) - now)))
+        waits = revivals if not tried else self._revivals_if_all_waiting(snapshot, now)
+        if waits:
+            headers["retry-after"] = str(max(1, math.ceil(min(waits) - now)))
         message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
         log.error(
             "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
@@ -648,6 +671,8 @@ class Call:
                 lines.append(f"{target.key} → skipped: {self.skipped[target.key]}")
             elif provider_health is not None and provider_health.disabled:
                 lines.append(f"{target.key} → disabled: {provider_health.code}")
+            elif health is not None and availability(health, now) is Availability.DISABLED:
+                lines.append(f"{target.key} → disabled: {health.last_code}: {health.last_message}")
             elif health is not None and availability(health, now) is Availability.COOLING:
                 revivals.append(health.until)
                 lines.append(
@@ -663,6 +688,27 @@ class Call:
             else:
                 lines.append(f"{target.key} → not tried")
         return lines, revivals
+
+    def _revivals_if_all_waiting(self, snapshot: Snapshot, now: float) -> list[float]:
+        """When every target is cooling or rate limited, when each may serve again;
+        otherwise nothing (a target that failed some other way has no known revival)."""
+        waits: list[float] = []
+        for target in self.group.targets:
+            health = snapshot.targets.get(target.key)
+            outcome = self.outcomes.get(target.key)
+            if health is not None and availability(health, now) is Availability.COOLING:
+                waits.append(health.until)
+            elif health is not None and availability(health, now) is Availability.PROBING:
+                waits.append(health.probe_lease_until)
+            elif (
+                outcome is not None
+                and outcome.failure.code is FailureCode.RATE_LIMIT
+                and outcome.failure.retry_after_s is not None
+            ):
+                waits.append(now + outcome.failure.retry_after_s)
+            else:
+                return []
+        return waits
 
     def _trail_headers(self) -> dict[str, str]:
         headers = {
@@ -684,15 +730,6 @@ class Call:
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
         self.runtime.hub.publish(record)
-
-
-def _scrubbed(failure: Failure, target: TargetSpec) -> Failure:
-    secret = target.provider.api_key
-    if secret and secret in failure.message:
-        return Failure(
-            failure.code, scrub(failure.message, [secret]), failure.status, failure.retry_after_s
-        )
-    return failure
 
 
 def _is_usage_only(payload: bytes) -> bool:

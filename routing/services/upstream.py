@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from routing.crypto import CredentialDecryptError
-from routing.engine.failures import scrub
+from routing.engine.failures import Redactor
 from routing.models import Provider
 from routing.services.base import NotFound, ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
@@ -68,7 +68,15 @@ def _upstream_message(response: httpx.Response) -> str:
 
 
 def _clean(text: str, secret: str) -> str:
-    text = scrub(text, [secret]) if secret else text
+    """Upstream text with every provider's secret and any 6+ character fragment of one
+    removed (SPEC §9), then bounded."""
+    secrets = [secret]
+    for row in Provider.objects.exclude(api_key_encrypted=""):
+        try:
+            secrets.append(row.get_api_key())
+        except CredentialDecryptError:
+            continue
+    text = Redactor(secrets)(text)
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
 
 

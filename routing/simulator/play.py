@@ -46,6 +46,7 @@ from routing.simulator.script import (
     EndBeforeFinish,
     Fail,
     Flaky,
+    KeyEcho,
     Malformed,
     NoDone,
     Reply,
@@ -190,6 +191,11 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
                     type="invalid_request_error",
                 ),
             )
+        case KeyEcho(status=status):
+            presented = ex.request.headers.get("Authorization", "").removeprefix("Bearer ")
+            masked = f"{presented[:12]}****{presented[-4:]}"
+            message = f"Incorrect API key provided: {masked}. You can find your API key at x."
+            return await _fail(ex, Fail(status, message, code="invalid_api_key"))
         case Silent():
             await _forever()
         case Reset():

@@ -193,6 +193,15 @@ class EndBeforeFinish:
 
 
 @dataclass(frozen=True)
+class KeyEcho:
+    """Reject the request (401 ``invalid_api_key``, or ``status``) echoing the presented
+    bearer key masked the way OpenAI does: ``Incorrect API key provided: sk-proj-ab12****9f3e``
+    (its first 12 and last 4 characters)."""
+
+    status: int = 401
+
+
+@dataclass(frozen=True)
 class Reset:
     """Close the TCP connection with a reset (SO_LINGER 0) and no response at all."""
 
@@ -242,6 +251,7 @@ Behaviour: TypeAlias = (
     | Malformed
     | NoDone
     | EndBeforeFinish
+    | KeyEcho
     | Reset
     | ContextLength
     | ContentFilter
@@ -260,6 +270,7 @@ _CLASSES: tuple[type[Any], ...] = (
     Malformed,
     NoDone,
     EndBeforeFinish,
+    KeyEcho,
     Reset,
     ContextLength,
     ContentFilter,

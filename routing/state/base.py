@@ -55,6 +55,11 @@ class HealthStore(ABC):
         """Take the single probe lease of a probe-eligible target; False if someone else has it."""
 
     @abstractmethod
+    async def try_begin_check(self, key: str, now: float, interval_s: float) -> bool:
+        """Claim a cooling target's next active health check (once per interval across
+        every process sharing the store); False when it is not due or someone has it."""
+
+    @abstractmethod
     async def release_probe(self, key: str, now: float) -> None:
         """Give back a probe lease whose call ended without a verdict (client gone)."""
 

@@ -80,6 +80,15 @@ class MemoryStore(HealthStore):
             self._targets[key] = machine.begin_probe(current, now, lease_s=lease_s)
             return True
 
+    async def try_begin_check(self, key: str, now: float, interval_s: float) -> bool:
+        with self._lock:
+            current = self._targets.get(key)
+            if current is None:
+                return False
+            updated, due = machine.begin_check(current, now, interval_s=interval_s)
+            self._targets[key] = updated
+            return due
+
     async def release_probe(self, key: str, now: float) -> None:
         with self._lock:
             current = self._targets.get(key)

@@ -243,6 +243,16 @@ class RedisStore(HealthStore):
             lambda: self._local.force_revive(key, now),
         )
 
+    async def try_begin_check(self, key: str, now: float, interval_s: float) -> bool:
+        def claim(h: TargetHealth) -> tuple[TargetHealth, bool]:
+            return machine.begin_check(h, now, interval_s=interval_s)
+
+        step = _on_target(claim)
+        return await self._call(
+            lambda c: self._update(c, self._key("target", key), step),
+            lambda: self._local.try_begin_check(key, now, interval_s),
+        )
+
     async def release_probe(self, key: str, now: float) -> None:
         def release(h: TargetHealth) -> tuple[TargetHealth, None]:
             return machine.release_probe(h, now), None

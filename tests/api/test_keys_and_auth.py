@@ -99,17 +99,22 @@ def keyed(live: Harness) -> Iterator[tuple[Harness, httpx.Client]]:
         yield live, client
 
 
-def test_a_client_key_limited_to_group_a_gets_403_on_group_b(
+def test_a_client_key_limited_to_group_a_gets_the_same_404_for_b_as_for_nothing(
     keyed: tuple[Harness, httpx.Client],
 ) -> None:
     live, api = keyed
     secret = api.post("/keys", json={"name": "app", "groups": ["a"]}).json()["secret"]
     client = openai.OpenAI(base_url=live.gateway.base_url, api_key=secret, max_retries=0)
     assert client.chat.completions.create(model="a", messages=MESSAGES).choices
-    with pytest.raises(openai.PermissionDeniedError) as denied:
+    with pytest.raises(openai.NotFoundError) as hidden:
         client.chat.completions.create(model="b", messages=MESSAGES)
-    assert denied.value.status_code == 403
-    assert denied.value.body["code"] == "model_not_allowed"  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="nope", messages=MESSAGES)
+    assert hidden.value.status_code == missing.value.status_code == 404
+    assert hidden.value.body == {  # type: ignore[comparison-overlap]
+        **missing.value.body,  # type: ignore[dict-item]
+        "message": "The model 'b' does not exist.",
+    }
     assert [m.id for m in client.models.list()] == ["a"]
 
 

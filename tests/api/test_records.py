@@ -88,4 +88,4 @@ def test_the_openapi_document_covers_every_endpoint(api: Api) -> None:
     body = patch_group["requestBody"]["content"]["application/json"]["schema"]
     assert body["additionalProperties"] is False and "retry" in body["properties"]
     assert {p["name"] for p in patch_group["parameters"]} == {"name", "If-Match"}
-    assert set(patch_group["responses"]) == {"200", "404", "412", "422", "428"}
+    assert set(patch_group["responses"]) == {"200", "401", "403", "404", "412", "422", "428"}

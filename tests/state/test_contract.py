@@ -203,6 +203,51 @@ async def test_disable_and_enable_provider_are_idempotent(store: HealthStore) ->
     assert dict((await store.snapshot([], ["p1"])).providers) == {}
 
 
+async def test_one_active_check_per_interval_among_many_claimers(store: HealthStore) -> None:
+    await cool(store)
+    assert await store.try_begin_check(KEY, T0, 10) is False  # first sighting arms it
+    assert await store.try_begin_check(KEY, T0 + 5, 10) is False
+    won = await asyncio.gather(*(store.try_begin_check(KEY, T0 + 10, 10) for _ in range(50)))
+    assert won.count(True) == 1  # N gateways sharing the store ping once between them
+    assert await store.try_begin_check(KEY, T0 + 15, 10) is False
+    assert await store.try_begin_check(KEY, T0 + 20, 10) is True
+    health = await state_of(store)
+    assert health is not None and health.state is HealthState.COOLING  # checks change no window
+    assert health.until == T0 + 10
+
+
+async def test_healthy_probing_and_unknown_targets_are_never_checked(store: HealthStore) -> None:
+    assert await store.try_begin_check(KEY, T0, 10) is False
+    assert await state_of(store) is None  # a claim on a healthy target writes nothing
+    until = await cool(store)
+    assert await store.try_begin_probe(KEY, until, 30)
+    assert await store.try_begin_check(KEY, until, 10) is False
+    assert await store.try_begin_check(KEY, until + 20, 10) is False
+
+
+async def test_force_revive_waits_for_a_retry_after_the_provider_gave(
+    store: HealthStore,
+) -> None:
+    await store.record_failure(KEY, rate_limit(30), POLICY, T0, was_probe=False)
+    assert await store.force_revive(KEY, T0 + 5) == []
+    health = await state_of(store)
+    assert health is not None and health.state is HealthState.COOLING
+    assert availability(health, T0 + 5) is Availability.COOLING
+
+
+async def test_forbidden_disables_the_target_only(store: HealthStore) -> None:
+    forbidden = Failure(FailureCode.FORBIDDEN, "not this model", 403)
+    events = await store.record_failure(KEY, forbidden, POLICY, T0, was_probe=False)
+    assert [(e.kind, e.target) for e in events] == [(EventKind.DISABLED, KEY)]
+    snap = await store.snapshot([KEY, OTHER], ["p1"])
+    assert snap.targets[KEY].state is HealthState.DISABLED
+    assert availability(snap.targets[KEY], T0 + 10**6) is Availability.DISABLED
+    assert dict(snap.providers) == {}
+    assert await store.record_failure(KEY, forbidden, POLICY, T0 + 1, was_probe=False) == []
+    await store.reset_target(KEY, T0 + 2)
+    assert await state_of(store) is None
+
+
 async def test_tickets_are_unique_and_increasing(store: HealthStore) -> None:
     sequential = [await store.next_ticket("auto") for _ in range(3)]
     assert sequential == [0, 1, 2]

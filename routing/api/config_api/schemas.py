@@ -204,6 +204,16 @@ class ExplainOut(Schema):
     candidates: list[CandidateOut]
 
 
-READ: dict[int, Any] = {404: ErrorOut}
-WRITE: dict[int, Any] = {404: ErrorOut, 412: VersionErrorOut, 422: InvalidOut, 428: VersionErrorOut}
-CREATE: dict[int, Any] = {422: InvalidOut}
+# Every status an operation can answer (issue 10): authentication (401 no/unknown key,
+# 403 a client key or no staff session), 404 unknown object, 422 a body or path parameter
+# of the wrong type, and for writes the version preconditions.
+AUTH: dict[int, Any] = {401: ErrorOut, 403: ErrorOut}
+READ: dict[int, Any] = {**AUTH, 404: ErrorOut, 422: InvalidOut}
+WRITE: dict[int, Any] = {
+    **AUTH,
+    404: ErrorOut,
+    412: VersionErrorOut,
+    422: InvalidOut,
+    428: VersionErrorOut,
+}
+CREATE: dict[int, Any] = {**AUTH, 422: InvalidOut}

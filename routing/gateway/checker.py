@@ -1,0 +1,112 @@
+"""Active health checks: bring a recovered target back without sending clients into it.
+
+A cooling target is only tried by a client call when its cooling window ends, and the
+window doubles after every failed probe (10 → 20 → 40 s …), so after a long outage a
+recovered route could sit unused for minutes. The checker closes that gap off the
+client's path: every ``interval_s`` (per provider; ``SWITCHYARD_HEALTH_CHECK_S``, default
+10 s, 0 = off) it sends each cooling target one cheap request — a non-streaming
+completion with ``max_tokens: 1`` through the provider's pooled client — and a success
+makes the target healthy at once. A failed check changes nothing: the cooling window (and
+so the rate of client calls into a dead route, one per window) is the circuit's.
+
+Coordination: the slot for a target's next check is claimed through the state store
+(``try_begin_check``, atomic in Redis too), so N gateway processes check a target once per
+interval between them, not N times.
+
+Recovery bound: a target that recovers at ``R`` is checked by ``R + interval_s`` (plus one
+checker tick, 1 s) and serves the next call: within 15 s with the defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+
+from routing.engine.failures import FailureCode
+from routing.engine.health import Availability, availability
+from routing.gateway.attempt import run_attempt
+from routing.upstream.openai import UpstreamFailure
+
+if TYPE_CHECKING:
+    from routing.runtime import Runtime
+    from routing.table import TargetSpec
+
+log = logging.getLogger("switchyard.health")
+
+TICK_S = 1.0
+CHECK_BODY = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1, "stream": False}
+
+
+def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
+    """Every distinct target of the current table (groups share targets)."""
+    table = runtime.table
+    if table is None:
+        return {}
+    found: dict[str, TargetSpec] = {}
+    for group in table.groups.values():
+        for target in group.targets:
+            found.setdefault(target.key, target)
+    return found
+
+
+async def check_once(runtime: Runtime) -> list[str]:
+    """One pass: check every cooling target whose check is due. Returns the keys checked."""
+    targets = _targets(runtime)
+    if not targets:
+        return []
+    store = runtime.store
+    providers = tuple(dict.fromkeys(t.provider.name for t in targets.values()))
+    snapshot = await store.snapshot(tuple(targets), providers)
+    now = runtime.clock()
+    due: list[TargetSpec] = []
+    for key, health in snapshot.targets.items():
+        target = targets.get(key)
+        if target is None or target.provider.check_interval_s <= 0:
+            continue
+        provider_health = snapshot.providers.get(target.provider.name)
+        if provider_health is not None and provider_health.disabled:
+            continue  # a broken credential needs an operator, not a ping
+        if availability(health, now) not in (Availability.COOLING, Availability.PROBE_ELIGIBLE):
+            continue
+        if await store.try_begin_check(key, now, target.provider.check_interval_s):
+            due.append(target)
+    if due:
+        await asyncio.gather(*(_check(runtime, target) for target in due))
+    return [t.key for t in due]
+
+
+async def _check(runtime: Runtime, target: TargetSpec) -> None:
+    client = runtime.client_for(target.provider)
+    body = orjson.dumps({**CHECK_BODY, "model": target.model})
+    loop = asyncio.get_running_loop()
+    timeouts = target.provider.timeouts
+    deadline = loop.time() + min(timeouts.first_token_s, timeouts.total_s)
+    try:
+        await run_attempt(
+            client,
+            body,
+            stream=False,
+            commit="first-content",
+            model=target.model,
+            deadline=deadline,
+        )
+    except UpstreamFailure as exc:
+        if exc.failure.code is not FailureCode.EMPTY_RESPONSE:  # a 1-token answer may be empty
+            return
+    except Exception:  # a check must never take the checker down
+        log.exception("health check of %s crashed", target.key)
+        return
+    events = await runtime.store.record_success(target.key, runtime.clock(), None)
+    runtime.hub.publish_all(events)
+
+
+async def run_forever(runtime: Runtime) -> None:
+    while True:
+        try:
+            await check_once(runtime)
+        except Exception:  # the store may be down for a while; try again next tick
+            log.debug("health check pass failed", exc_info=True)
+        await asyncio.sleep(TICK_S)

@@ -1,0 +1,311 @@
+"""Issue 10: promises that hold under real faults. The official openai SDK → Switchyard
+(real sockets) → the scripted loopback upstream (real sockets); time that must pass is a
+fake clock the runtime reads, never a sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+import httpx
+import openai
+import pytest
+
+from routing.events import CallRecord
+from routing.simulator.script import Fail, Reply, Silent
+from tests.conftest import TWO_ROUTES, Harness, off_loop
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@dataclass
+class FakeClock:
+    now: float
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(harness: Harness) -> FakeClock:
+    fake = FakeClock(time.time())
+    harness.runtime.clock = fake  # type: ignore[attr-defined]
+    yield fake
+    harness.runtime.clock = time.time  # type: ignore[attr-defined]
+
+
+def no_retries(config: str) -> str:
+    return config.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n")
+
+
+def sdk(h: Harness, **kwargs: object) -> openai.OpenAI:
+    """The official client with its defaults (``max_retries=2``) unless told otherwise."""
+    return openai.OpenAI(base_url=h.gateway.base_url, api_key=h.key, **kwargs)  # type: ignore[arg-type]
+
+
+# -- item 2: first-token timeout for non-streaming calls ------------------------------------
+def test_a_silent_upstream_times_out_a_json_call_at_first_token_s(harness: Harness) -> None:
+    harness.configure(
+        TWO_ROUTES.replace(
+            "api_key: upstream-key-p1",
+            "api_key: upstream-key-p1\n    timeouts: {first_token_s: 0.5, total_s: 20}",
+        )
+    )
+    harness.upstream.script("a", then=Silent())
+    reply = harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert reply.model == "b"
+    [call] = harness.events(CallRecord, at_least=1)
+    assert call.attempts[0].code == "TIMEOUT"
+    assert call.attempts[0].message == "first-token timeout: no response headers"
+    assert harness.upstream.count("a") == 1  # TIMEOUT is not retried in place
+
+
+# -- item 4: no retry storms ----------------------------------------------------------------
+def test_the_sdk_with_its_default_retries_replays_the_chain_only_once(harness: Harness) -> None:
+    harness.configure(TWO_ROUTES)
+    harness.upstream.script("a", then=Fail(503, "a is down"))
+    harness.upstream.script("b", then=Fail(500, "b is down"))
+    client = sdk(harness)
+    assert client.max_retries == 2  # the SDK default: it would retry a 502 twice
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert caught.value.status_code == 502
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    # both targets are cooling now (10 s base): the earliest revival
+    assert caught.value.response.headers["retry-after"] == "10"
+    # one chain: 1 try + 5 in-place retries per target, exactly once
+    assert harness.upstream.count("a") == 6 and harness.upstream.count("b") == 6
+
+
+def test_rate_limited_everywhere_says_when_and_is_never_force_revived_early(
+    harness: Harness, clock: FakeClock
+) -> None:
+    harness.configure(TWO_ROUTES)
+    harness.upstream.script("a", then=Fail(429, "slow down", headers={"Retry-After": "30"}))
+    harness.upstream.script("b", then=Fail(429, "slow down", headers={"Retry-After": "60"}))
+    client = sdk(harness)
+    with pytest.raises(openai.APIStatusError) as first:
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert first.value.status_code == 502
+    assert first.value.response.headers["x-should-retry"] == "false"
+    assert first.value.response.headers["retry-after"] == "30"
+    clock.advance(10)
+    with pytest.raises(openai.APIStatusError) as second:
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert second.value.status_code == 503  # nothing tried: nobody is revived before 30 s
+    assert second.value.response.headers["x-should-retry"] == "false"
+    assert second.value.response.headers["retry-after"] == "20"
+    assert harness.upstream.count("a") == 1 and harness.upstream.count("b") == 1
+    clock.advance(21)
+    harness.upstream.script("a", Reply())
+    assert client.chat.completions.create(model="auto", messages=MESSAGES).model == "a"
+
+
+# -- item 5: recovery within 15 s -----------------------------------------------------------
+def check_pass(h: Harness) -> list[str]:
+    from routing.gateway.checker import check_once
+
+    future = asyncio.run_coroutine_threadsafe(check_once(h.runtime), h.gateway.loop)  # type: ignore[arg-type]
+    return future.result(timeout=30)
+
+
+def test_a_target_serves_within_15_s_of_recovering_from_a_long_outage(
+    harness: Harness, clock: FakeClock
+) -> None:
+    harness.configure(no_retries(TWO_ROUTES))
+    harness.upstream.script("a", then=Fail(503, "outage"))
+    client = harness.client()
+    started = clock.now
+    recovered_at: float | None = None
+    served_again: float | None = None
+    client_tries_into_a = 0
+    checks = 0
+    while served_again is None and clock.now - started < 900:
+        raw = client.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+        trail = raw.headers["x-switchyard-trail"]
+        if recovered_at is None:
+            client_tries_into_a += trail.count("p1/a:")
+        if raw.headers["x-switchyard-target"] == "p1/a":
+            served_again = clock.now
+            break
+        checks += len(check_pass(harness))
+        clock.advance(1)
+        # Recover 5 minutes in, just after a client probe failed (its next window is 320 s).
+        if recovered_at is None and clock.now - started >= 312:
+            harness.upstream.script("a", then=Reply())
+            recovered_at = clock.now
+    assert recovered_at is not None and served_again is not None
+    recovery_s = served_again - recovered_at
+    print(f"recovery after a {recovered_at - started:.0f} s outage: {recovery_s:.0f} s")
+    assert recovery_s <= 15
+    # The outage cost clients one try per cooling window (10, 20, 40, 80, 160 s: windows
+    # opened at 0, 10, 30, 70, 150 and 310 s), the active checks carried the rest.
+    assert client_tries_into_a == 6
+    assert 25 <= checks <= 40  # about one ping per 10 s, off the client's path
+
+
+# -- item 6: credential scope and bounded names ---------------------------------------------
+SAME_PROVIDER = """
+providers:
+  - {name: p1, kind: openai, base_url: "{upstream}", api_key: k1, models: [a, c]}
+  - {name: p2, kind: openai, base_url: "{upstream}", api_key: k2, models: [b]}
+groups:
+  - name: auto
+    targets:
+      - {provider: p1, model: a}
+      - {provider: p1, model: c}
+      - {provider: p2, model: b}
+"""
+
+
+def test_forbidden_disables_that_target_only(harness: Harness) -> None:
+    harness.configure(SAME_PROVIDER)
+    harness.upstream.script("a", then=Fail(403, "this key may not use a"))
+    client = harness.client()
+    assert client.chat.completions.create(model="auto", messages=MESSAGES).model == "c"
+    assert client.chat.completions.create(model="auto", messages=MESSAGES).model == "c"
+    assert harness.upstream.count("a") == 1  # disabled, not retried, not probed
+    snapshot = off_loop(
+        lambda: asyncio.run(harness.runtime.store.snapshot(["p1/a", "p1/c"], ["p1"]))  # type: ignore[attr-defined]
+    )
+    assert snapshot.targets["p1/a"].state == "disabled"
+    assert "p1" not in snapshot.providers or not snapshot.providers["p1"].disabled
+
+
+def test_a_direct_address_names_only_a_model_its_provider_lists(harness: Harness) -> None:
+    harness.configure(SAME_PROVIDER)
+    client = harness.client()
+    assert client.chat.completions.create(model="p1/c", messages=MESSAGES).model == "c"
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="p1/made-up-1", messages=MESSAGES)
+    assert harness.upstream.count("made-up-1") == 0
+    assert "p1/made-up-1" not in harness.runtime.table._direct  # type: ignore[attr-defined]
+
+
+def test_admin_keys_are_refused_on_v1(harness: Harness) -> None:
+    from routing.keys import generate_key
+
+    harness.configure(TWO_ROUTES)
+    _, admin = generate_key(name="ops", kind="admin")
+    client = openai.OpenAI(base_url=harness.gateway.base_url, api_key=admin, max_retries=0)
+    with pytest.raises(openai.PermissionDeniedError) as caught:
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert caught.value.code == "admin_key_not_allowed"
+    assert "client key" in caught.value.message
+    with pytest.raises(openai.PermissionDeniedError):
+        client.models.list()
+    assert harness.upstream.count() == 0
+
+
+# -- item 7: values no request can carry ----------------------------------------------------
+def test_a_stored_unsendable_credential_fails_over_as_a_configuration_failure(
+    harness: Harness,
+) -> None:
+    from routing.models import Provider
+
+    harness.configure(TWO_ROUTES)
+
+    def poison() -> None:  # what an old row, written before validation, may hold
+        row = Provider.objects.get(name="p1")
+        row.set_api_key("sk-clé-ünicode")
+        row.save()
+
+    off_loop(poison)
+    harness.runtime.invalidate()  # type: ignore[attr-defined]
+    reply = harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert reply.model == "b"
+    assert harness.upstream.count("a") == 0
+    [call] = harness.events(CallRecord, at_least=1)
+    assert call.outcome == "ok"
+    assert call.attempts[0].code == "MISSING_CREDENTIAL"
+    assert "not printable ASCII" in call.attempts[0].message
+
+    harness.configure(TWO_ROUTES.replace("      - {provider: p2, model: b}\n", ""))
+    off_loop(poison)
+    harness.runtime.invalidate()  # type: ignore[attr-defined]
+    only = httpx.post(
+        harness.gateway.base_url + "/chat/completions",
+        headers={"authorization": f"Bearer {harness.key}"},
+        json={"model": "auto", "messages": MESSAGES},
+        timeout=30,
+    )
+    assert only.status_code == 502
+    assert only.headers["content-type"].startswith("application/json")
+    assert only.json()["error"]["code"] == "ROUTES_EXHAUSTED"
+    assert "MISSING_CREDENTIAL" in only.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("api_key", "sk-clé"), ("api_key", "sk-a\tb"), ("headers", {"x-team": "équipe"})],
+)
+def test_an_unsendable_value_is_a_field_error_on_every_write_path(
+    harness: Harness, field: str, value: object
+) -> None:
+    from routing.admin import ProviderAdminForm
+    from routing.config.errors import ConfigError
+    from routing.config.schema import parse_provider
+    from routing.keys import generate_key
+
+    raw = {"name": "bad", "base_url": harness.upstream.base_url, field: value}
+    # the shared schema (file loader and services)
+    with pytest.raises(ConfigError) as caught:
+        parse_provider(raw)
+    assert [e.path.split(".")[0] for e in caught.value.errors] == [field]
+    assert "printable ASCII" in str(caught.value)
+    # the management API
+    _, admin = generate_key(name="ops", kind="admin")
+    api = httpx.post(
+        harness.gateway.url + "/api/v1/providers",
+        headers={"authorization": f"Bearer {admin}"},
+        json=raw,
+        timeout=10,
+    )
+    assert api.status_code == 422
+    assert "printable ASCII" in api.text
+    # the admin form
+    form = ProviderAdminForm(
+        data={
+            "name": "bad",
+            "kind": "openai",
+            "base_url": harness.upstream.base_url,
+            "headers": '{"x-team": "\\u00e9quipe"}' if field == "headers" else "{}",
+            "models": "[]",
+            "connect_timeout_s": 5,
+            "first_token_timeout_s": 60,
+            "idle_timeout_s": 60,
+            "total_timeout_s": 600,
+            "api_key": value if field == "api_key" else "",
+        }
+    )
+    assert not off_loop(form.is_valid)
+    assert "printable ASCII" in " ".join(form.errors.get(field, []))
+
+
+# -- item 9: management API paths answer JSON -----------------------------------------------
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/targets/abc/reset"),
+        ("DELETE", "/keys/not-a-number"),
+        ("PATCH", "/groups/auto/targets/1.5"),
+        ("GET", "/no-such-thing"),
+    ],
+)
+def test_a_wrong_path_parameter_answers_json(harness: Harness, method: str, path: str) -> None:
+    from routing.keys import generate_key
+
+    _, admin = generate_key(name="ops", kind="admin")
+    response = httpx.request(
+        method,
+        harness.gateway.url + "/api/v1" + path,
+        headers={"authorization": f"Bearer {admin}"},
+        timeout=10,
+    )
+    assert response.status_code in (404, 422)
+    assert response.headers["content-type"].startswith("application/json")
+    assert "detail" in response.json()
