@@ -14,6 +14,11 @@ Two producers feed the channel-layer group ``channel_names.GROUP``:
 When no dashboard socket is open in this process and the channel layer is the in-memory
 one, nobody could hear a push, so :func:`on_event` returns before scheduling anything.
 
+A shared (Redis) layer goes down with Redis. Its sends follow the state store's degraded
+state: while the store is degraded, or for ``LAYER_RETRY_S`` after a failed send, pushes are
+skipped (nothing is rendered, nothing waits on a dead socket); the first failure logs one
+line and the first send that works again logs one line — never one line per call.
+
 Subscription follows the runtime: it calls :func:`attach` for every hub it installs
 (``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``), dropping the previous subscription, so a
 gateway process that serves calls but no dashboard still publishes its calls to
@@ -55,6 +60,7 @@ from routing.events import CallRecord, EventHub
 log = logging.getLogger("switchyard.dashboard")
 
 MAX_PENDING = 200  # pushes in flight; beyond this the page misses updates, calls never wait
+LAYER_RETRY_S = 2.0  # after a failed send to a shared layer, how long pushes are skipped
 
 _lock = threading.Lock()
 _hub: EventHub | None = None
@@ -62,6 +68,7 @@ _unsubscribe: Callable[[], None] | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 _pending: set[asyncio.Task[None]] = set()
 _listeners = 0  # dashboard sockets open in this process
+_layer_down_until: float | None = None  # a shared layer failed: skip sends until then
 
 
 # ---------------------------------------------------------------------- wiring
@@ -118,7 +125,7 @@ def on_event(event: object) -> None:
     """Hub subscriber: schedule a push for health changes and finished calls."""
     if not isinstance(event, HealthEvent | CallRecord):
         return
-    if _nobody_listens():
+    if _nobody_listens() or _shared_layer_paused():
         return  # no rendering for nobody: the call path's loop stays free
     try:
         loop = asyncio.get_running_loop()
@@ -217,10 +224,47 @@ def notify(message: dict[str, Any]) -> None:
         log.exception("dashboard notice %s not sent", message.get("type"))
 
 
+def _store_degraded() -> bool:
+    from routing import runtime
+
+    built = runtime._runtime
+    return built is not None and bool(getattr(built.store, "degraded", False))
+
+
+def _shared_layer_paused() -> bool:
+    """A shared layer is skipped while the state store says Redis is down, and for a
+    moment after a send of ours failed (the store may not have noticed yet)."""
+    if isinstance(get_channel_layer(), InMemoryChannelLayer):
+        return False
+    down_until = _layer_down_until
+    return _store_degraded() or (down_until is not None and time.monotonic() < down_until)
+
+
 async def _send(message: dict[str, Any]) -> None:
+    global _layer_down_until
     layer = get_channel_layer()
-    if layer is not None:
+    if layer is None:
+        return
+    if isinstance(layer, InMemoryChannelLayer):
         await layer.group_send(names.GROUP, message)
+        return
+    if _shared_layer_paused():
+        return
+    try:
+        await layer.group_send(names.GROUP, message)
+    except Exception as exc:  # Redis down: one line, then quiet until it is back
+        first = _layer_down_until is None
+        _layer_down_until = time.monotonic() + LAYER_RETRY_S
+        if first:
+            log.warning(
+                "live page: channel layer unreachable (%s: %s); pushes skipped until it is back",
+                type(exc).__name__,
+                exc,
+            )
+        return
+    if _layer_down_until is not None:
+        _layer_down_until = None
+        log.warning("live page: channel layer reachable again; pushes resumed")
 
 
 def _log_failure(future: Any) -> None:

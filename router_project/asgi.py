@@ -31,11 +31,15 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 import dashboard.routing  # noqa: E402
 from routing.api.asgi import split_gateway_traffic  # noqa: E402
+from routing.runtime import close_on_twisted_shutdown, lifespan  # noqa: E402
+
+close_on_twisted_shutdown()  # daphne: pooled upstream clients are closed at shutdown
 
 application = ProtocolTypeRouter(
     {
         # /v1 goes to a handler without the page's sync middleware (see routing.api.asgi).
         "http": split_gateway_traffic(ASGIStaticFilesHandler(django_asgi_app)),
+        "lifespan": lifespan,  # uvicorn & co.: the same close at shutdown
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(dashboard.routing.websocket_urlpatterns))
         ),

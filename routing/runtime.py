@@ -180,6 +180,46 @@ def get_runtime() -> Runtime:
     return runtime
 
 
+async def close_runtime() -> None:
+    """Shutdown: close the pooled upstream clients (and stop the checker) on the serving
+    loop, so the process ends without "Unclosed client session" warnings."""
+    runtime = _runtime
+    if runtime is not None:
+        await runtime.aclose()
+
+
+async def lifespan(
+    scope: dict[str, object],
+    receive: Callable[[], Awaitable[dict[str, object]]],
+    send: Callable[[dict[str, object]], Awaitable[None]],
+) -> None:
+    """ASGI lifespan (uvicorn and other servers that speak it)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await close_runtime()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+def close_on_twisted_shutdown() -> bool:
+    """daphne speaks no lifespan: close from Twisted's before-shutdown trigger, while the
+    asyncio reactor's loop still runs. False when not under Twisted (nothing to hook)."""
+    import sys
+
+    if "twisted.internet.reactor" not in sys.modules:
+        return False
+    from twisted.internet import defer, reactor
+
+    def close() -> defer.Deferred[None]:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(close_runtime()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", close)  # type: ignore[attr-defined,arg-type]
+    return True
+
+
 def install_runtime(runtime: Runtime | None) -> None:
     """Replace the process runtime (tests; embedding)."""
     global _runtime
