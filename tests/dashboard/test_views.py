@@ -372,6 +372,20 @@ def test_the_credential_is_write_only(staff_client: Client, configure: Callable[
     assert provider.base_url == "http://127.0.0.1:9/v2" and provider.get_api_key() == SECRET
 
 
+def test_a_credential_no_request_can_carry_is_a_field_error_on_the_page(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    configure()
+    rejected = staff_client.post(
+        "/providers/",
+        {"name": "p4", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-clé"},
+        **HTMX,
+    )
+    assert rejected.status_code == 422
+    assert b"printable ASCII" in rejected.content
+    assert not Provider.objects.filter(name="p4").exists()
+
+
 def test_refresh_models_and_test_talk_to_the_upstream(
     staff_client: Client, configure: Callable[..., None], fake_upstream: object
 ) -> None:
