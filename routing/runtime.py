@@ -129,6 +129,7 @@ class Runtime:
             max_connections=upstream_connections(
                 settings.SWITCHYARD.get("UPSTREAM_MAX_CONNECTIONS", 0)
             ),
+            redact=lambda text: self.redact(text),  # the current table's secrets
         )
         self._clients[provider.name] = (fingerprint, client)
         if entry is not None:

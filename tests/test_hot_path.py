@@ -55,7 +55,10 @@ def test_a_routed_call_issues_no_database_query(
 
 
 def test_calls_reuse_the_providers_pooled_client(harness: Harness) -> None:
-    harness.configure(TWO_ROUTES)
+    # a direct address names a model its provider lists
+    harness.configure(
+        TWO_ROUTES.replace("api_key: upstream-key-p2", "api_key: k2\n    models: [b]")
+    )
     client = harness.client()
     client.chat.completions.create(model="auto", messages=MESSAGES)
     client.chat.completions.create(model="p2/b", messages=MESSAGES)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,9 @@ class EventReader:
         started: float,
         deadline: float,
         kind: Protocol = Protocol.CHAT,
+        scrub: Callable[[Failure], Failure] = lambda failure: failure,
     ) -> None:
+        self._scrub = scrub  # an in-stream error event is upstream text
         self._response = response
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
@@ -197,7 +199,7 @@ class EventReader:
             error = chunk.get("error")
             if error:
                 self._finished = True
-                self._failure = classify_error_object(error, None)
+                self._failure = self._scrub(classify_error_object(error, None))
                 break
             if chunk.get("usage"):
                 self.usage = chunk["usage"]
@@ -230,7 +232,7 @@ class EventReader:
             error = stream_error(self._kind, event)
             if error:
                 self._finished = True
-                self._failure = classify_error_object(error, None)
+                self._failure = self._scrub(classify_error_object(error, None))
                 break
             chunks = tuple(decoder.decode(event))
             for canonical in chunks:
@@ -370,8 +372,16 @@ async def run_attempt(
             door=door,
             kind=kind,
             vectors=endpoint == "embeddings",
+            scrub=client.upstream_failure,
         )
-    reader = EventReader(response, timeouts, started=started, deadline=deadline, kind=kind)
+    reader = EventReader(
+        response,
+        timeouts,
+        started=started,
+        deadline=deadline,
+        kind=kind,
+        scrub=client.upstream_failure,
+    )
     try:
         return await _read_to_commit(reader, commit=commit)
     except BaseException:
@@ -427,6 +437,7 @@ async def _read_completion(
     door: Protocol = Protocol.CHAT,
     kind: Protocol = Protocol.CHAT,
     vectors: bool = False,
+    scrub: Callable[[Failure], Failure] = lambda failure: failure,
 ) -> Answer:
     try:
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
@@ -446,7 +457,9 @@ async def _read_completion(
     if not isinstance(completion, dict):
         raise UpstreamFailure(Failure(FailureCode.TRANSPORT, "upstream body is not a JSON object"))
     if completion.get("error"):
-        raise UpstreamFailure(classify_error_object(completion["error"], response.status_code))
+        raise UpstreamFailure(
+            scrub(classify_error_object(completion["error"], response.status_code))
+        )
     if vectors:
         if not completion.get("data"):
             raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "no embeddings in answer"))

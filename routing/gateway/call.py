@@ -270,7 +270,7 @@ class Call:
                 )
                 committed = True
             except UpstreamFailure as exc:
-                failure = self.runtime.redact.failure(exc.failure)
+                failure = exc.failure
             except asyncio.CancelledError:
                 self._attempt(
                     target,
@@ -512,7 +512,7 @@ class Call:
                     try:
                         batch = await reader.next_batch()
                     except UpstreamFailure as exc:
-                        failure = self.runtime.redact.failure(exc.failure)
+                        failure = exc.failure
                         outcome, error_code = "failed", failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
@@ -561,7 +561,7 @@ class Call:
                     try:
                         batch = await reader.next_batch()
                     except UpstreamFailure as exc:
-                        failure = _scrubbed(exc.failure, target)
+                        failure = exc.failure
                         outcome, error_code = "failed", failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "

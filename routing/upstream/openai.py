@@ -15,7 +15,7 @@ Exception tree::
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -88,8 +88,12 @@ class OpenAIClient:
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = Timeouts(),
         max_connections: int = 512,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Applied where upstream text enters: every provider's secret and any 6+ character
+        # fragment of one leaves it before anything keeps it (SPEC §9).
+        self._redact = redact
         self.timeouts = timeouts
         self.url = self.endpoint_url(self.base_url)
         self._url = httpx.URL(self.url)  # parsed once: httpx re-parses a str URL per request
@@ -112,6 +116,15 @@ class OpenAIClient:
             ),
             headers=self._headers,
         )
+
+    def upstream_failure(self, failure: Failure) -> Failure:
+        """A failure whose message is the upstream's own text, scrubbed of secrets."""
+        if self._redact is None:
+            return failure
+        message = self._redact(failure.message)
+        if message == failure.message:
+            return failure
+        return Failure(failure.code, message, failure.status, failure.retry_after_s)
 
     @staticmethod
     def endpoint_url(base_url: str) -> str:
@@ -163,7 +176,9 @@ class OpenAIClient:
             finally:
                 await response.aclose()
             raise UpstreamFailure(
-                classify_http(response.status_code, payload, response.headers, now=time.time())
+                self.upstream_failure(
+                    classify_http(response.status_code, payload, response.headers, now=time.time())
+                )
             )
         return response
 
