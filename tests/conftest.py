@@ -19,8 +19,8 @@ import pytest
 from routing.simulator.server import FakeUpstream
 
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
-# No background health checker in the shared test gateway: its pings would show up in
-# other tests' upstream counts. The checker's own tests drive it pass by pass.
+# No background health checker in gateway processes the tests start (settings are read
+# before this file, so the in-process gateway turns it off through the runtime instead).
 os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
 
 
@@ -92,6 +92,9 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
         threading.Event().wait(0.05)
     assert server.started, "the gateway did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
+    from routing.runtime import get_runtime as _runtime
+
+    _runtime().background_checks = False  # see the harness fixture
     yield LiveGateway(url=f"http://127.0.0.1:{port}", server=server, thread=thread, loop=loop)
     from routing.audit import writer
     from routing.runtime import get_runtime
@@ -189,6 +192,9 @@ def harness(
     from routing.runtime import get_runtime
 
     runtime = get_runtime()
+    # No background health checker: its pings would show up in other tests' upstream
+    # counts. The checker's own tests drive it pass by pass (routing.gateway.checker).
+    runtime.background_checks = False
     runtime.store = fresh_store()
     runtime.hub = EventHub()
     sleeps = SleepRecorder()
