@@ -5,7 +5,8 @@ window doubles after every failed probe (10 → 20 → 40 s …), so after a lon
 recovered route could sit unused for minutes. The checker closes that gap off the
 client's path: every ``interval_s`` (per provider; ``SWITCHYARD_HEALTH_CHECK_S``, default
 10 s, 0 = off) it sends each cooling target one cheap request — a non-streaming
-completion with ``max_tokens: 1`` through the provider's pooled client — and a success
+request in the target's own protocol (the provider "test" body: ``max_tokens: 1`` for chat
+and Messages, a short ``input`` for Responses) through the provider's pooled client — and a success
 makes the target healthy at once. A failed check changes nothing: the cooling window (and
 so the rate of client calls into a dead route, one per window) is the circuit's.
 
@@ -28,6 +29,7 @@ import orjson
 from routing.engine.failures import FailureCode
 from routing.engine.health import Availability, availability
 from routing.gateway.attempt import run_attempt
+from routing.protocols import Protocol
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.health")
 
 TICK_S = 1.0
-CHECK_BODY = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1, "stream": False}
 
 
 def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
@@ -80,7 +81,7 @@ async def check_once(runtime: Runtime) -> list[str]:
 
 async def _check(runtime: Runtime, target: TargetSpec) -> None:
     client = runtime.client_for(target.provider)
-    body = orjson.dumps({**CHECK_BODY, "model": target.model})
+    body = orjson.dumps(client.test_body(target.model))  # each kind speaks its own protocol
     loop = asyncio.get_running_loop()
     timeouts = target.provider.timeouts
     deadline = loop.time() + min(timeouts.first_token_s, timeouts.total_s)
@@ -92,6 +93,8 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
             commit="first-content",
             model=target.model,
             deadline=deadline,
+            door=Protocol(client.kind),
+            kind=Protocol(client.kind),
         )
     except UpstreamFailure as exc:
         if exc.failure.code is not FailureCode.EMPTY_RESPONSE:  # a 1-token answer may be empty
