@@ -80,10 +80,12 @@ def generate(rows: int) -> None:
         cursor.execute(
             f"""{cte}
             INSERT INTO audit_attempt (call_id, "index", target, try_number, ok, code, status,
-                message, reason, elapsed_ms, will_retry, switched, switched_to, probe, rewrites)
+                message, reason, elapsed_ms, will_retry, switched, switched_to, probe, rewrites,
+                upstream_kind)
             SELECT 'call-' || {text}, 1, {target}, 1, NOT {failed},
                 CASE WHEN {failed} THEN 'SERVER' ELSE '' END, NULL, '', '', 100.0,
-                {failed}, {failed}, '', {failed} AND n %% 2 = 0, ''
+                {failed}, {failed}, '', {failed} AND n %% 2 = 0, '',
+                CASE WHEN n %% 10 = 0 THEN 'anthropic' ELSE 'openai' END
             FROM s""",
             [rows],
         )

@@ -44,6 +44,7 @@ class Step:
     next_index: int | None  # the step the call moved on to, if any
     probe: bool
     rewrites: tuple[str, ...] = ()  # of the step's last attempt (SPEC §13)
+    kind: str = "openai"  # the target's upstream kind: the protocol the step spoke (§12)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class CallView:
     http_status: int
     error_code: str
     steps: tuple[Step, ...]
+    front_door: str = "chat"  # the ledger's door name: chat | messages | responses | embeddings
 
     @property
     def started(self) -> datetime:
@@ -88,6 +90,7 @@ def fold_attempts(attempts: Iterable[AttemptLike]) -> tuple[Step, ...]:
                 next_index=number + 1 if number < len(runs) else None,
                 probe=any(a.probe for a in run),
                 rewrites=_rewrites(last),
+                kind=_kind(last),
             )
         )
     return tuple(steps)
@@ -99,6 +102,12 @@ def _rewrites(attempt: object) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(r for r in value.split(",") if r)
     return tuple(value)
+
+
+def _kind(attempt: object) -> str:
+    """A live record names it ``kind``, an audit row ``upstream_kind``."""
+    value = getattr(attempt, "upstream_kind", None) or getattr(attempt, "kind", None)
+    return value if isinstance(value, str) and value else "openai"
 
 
 def call_from_record(record: object) -> CallView:
@@ -113,6 +122,7 @@ def call_from_record(record: object) -> CallView:
         http_status=int(record.http_status),  # type: ignore[attr-defined]
         error_code=record.error_code or "",  # type: ignore[attr-defined]
         steps=fold_attempts(record.attempts),  # type: ignore[attr-defined]
+        front_door=record.door,  # type: ignore[attr-defined]
     )
 
 
@@ -128,4 +138,5 @@ def call_from_row(row: object) -> CallView:
         http_status=int(row.http_status),  # type: ignore[attr-defined]
         error_code=row.error_code or "",  # type: ignore[attr-defined]
         steps=fold_attempts(row.attempts.all()),  # type: ignore[attr-defined]
+        front_door=row.front_door,  # type: ignore[attr-defined]
     )

@@ -90,6 +90,7 @@ class AttemptOut(Schema):
     switched_to: str | None
     probe: bool
     rewrites: list[str]  # what this attempt's outbound copy changed (SPEC §13)
+    upstream_kind: Literal["openai", "anthropic", "openai-responses"]  # protocol spoken (§12)
 
 
 class CallOut(Schema):
@@ -233,6 +234,7 @@ def _call_out(call: Call) -> dict[str, Any]:
                 "switched_to": a.switched_to or None,
                 "probe": a.probe,
                 "rewrites": [r for r in a.rewrites.split(",") if r],
+                "upstream_kind": a.upstream_kind,
             }
             for a in call.attempts.all()
         ],

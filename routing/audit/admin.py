@@ -40,6 +40,7 @@ class AttemptInline(admin.TabularInline):
     fields = (
         "index",
         "target",
+        "upstream_kind",
         "try_number",
         "ok",
         "code",
@@ -128,6 +129,7 @@ class AttemptAdmin(ReadOnlyAdmin):
         "call_id",
         "index",
         "target",
+        "upstream_kind",
         "try_number",
         "ok",
         "code",
@@ -136,7 +138,7 @@ class AttemptAdmin(ReadOnlyAdmin):
         "elapsed",
         "switched_to",
     )
-    list_filter = ("ok", "code", "target", "reason", "will_retry", "switched")
+    list_filter = ("ok", "code", "target", "upstream_kind", "reason", "will_retry", "switched")
     search_fields = ("^call__call_id",)
 
     @admin.display(description="elapsed", ordering="elapsed_ms")

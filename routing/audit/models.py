@@ -63,6 +63,14 @@ class FrontDoor(models.TextChoices):
     EMBEDDINGS = "embeddings", "embeddings"
 
 
+class UpstreamKind(models.TextChoices):
+    """The protocol an attempt spoke to its target (the provider's ``kind``, SPEC §12)."""
+
+    OPENAI = "openai", "OpenAI chat completions"
+    ANTHROPIC = "anthropic", "Anthropic messages"
+    OPENAI_RESPONSES = "openai-responses", "OpenAI responses"
+
+
 class ChangePath(models.TextChoices):
     FILE = "file", "config file"
     API = "api", "management API"
@@ -141,6 +149,10 @@ class Attempt(models.Model):
     probe = models.BooleanField(default=False)
     # what the outbound copy of the request changed, comma-separated (SPEC §13)
     rewrites = models.CharField(max_length=500, blank=True, default="")
+    # the target's upstream kind when the attempt was made (rows older than it: openai)
+    upstream_kind = models.CharField(
+        max_length=20, choices=UpstreamKind.choices, default=UpstreamKind.OPENAI
+    )
 
     class Meta:
         ordering: ClassVar[list[str]] = ["call_id", "index"]

@@ -114,6 +114,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
                 switched_to=attempt.switched_to or "",
                 probe=attempt.probe,
                 rewrites=",".join(attempt.rewrites)[:500],
+                upstream_kind=attempt.kind,
             )
         )
 
