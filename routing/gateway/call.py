@@ -237,7 +237,7 @@ class Call:
         if self.endpoint:  # embeddings: no history to rewrite
             body = orjson.dumps({**self.body, "model": target.model})
         elif kind is self.door and self.door_continuity is not None:
-            outbound, rewrites = await self.door_continuity.history(target)
+            outbound, rewrites = await self.door_continuity.outbound(target)
             body = orjson.dumps(outbound)
         else:
             outbound, rewrites = await self.continuity.outbound(target)

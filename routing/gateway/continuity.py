@@ -17,6 +17,7 @@ A history the view cannot rewrite safely passes through untouched, is counted in
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,12 @@ from routing.continuity.chat import (
     ChatHistory,
     message_fingerprint,
 )
-from routing.continuity.effort import apply_effort
+from routing.continuity.effort import (
+    EffortPolicy,
+    apply_effort,
+    apply_messages_effort,
+    apply_responses_effort,
+)
 from routing.continuity.history import UnknownShape
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.provenance import (
@@ -42,6 +48,16 @@ from routing.table import TargetSpec
 
 log = logging.getLogger("switchyard.gateway")
 UNREWRITABLE = "history-unrewritable"
+View = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory]
+EffortRule = Callable[
+    [dict[str, Any], EffortPolicy, Sequence[str]], tuple[dict[str, Any], list[str]]
+]
+# The reasoning-effort policy in each protocol's own fields (SPEC §13).
+EFFORT_RULES: dict[View, EffortRule] = {
+    ChatHistory: apply_effort,
+    MessagesHistory: apply_messages_effort,
+    ResponsesHistory: apply_responses_effort,
+}
 
 
 @dataclass(slots=True)
@@ -62,29 +78,25 @@ class Continuity:
         body: dict[str, Any],
         session: str | None,
         *,
-        view: type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory] = ChatHistory,
+        view: View = ChatHistory,
     ) -> None:
         """``view``: the HistoryView of ``body``'s protocol (chat; Messages or Responses
         for those doors' pass-through to targets of their own kind)."""
         self.store = store
         self.body = body
         self._view = view
+        self._effort = EFFORT_RULES[view]
         self.scope = session or ""
         self._targets: frozenset[str] | None = None
         self._producers: dict[int, Producer] | None = None
         self._unknown_shape = False
 
     async def outbound(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
-        """The body to send ``target`` (``model`` rewritten) and the rewrites made."""
+        """The body to send ``target`` (``model`` rewritten) and the rewrites made: the
+        history rules, then the target's effort policy in the body's own protocol."""
         body, rewrites = await self._history_for(target)
-        body, effort = apply_effort(body, target.reasoning_effort, target.efforts)
+        body, effort = self._effort(body, target.reasoning_effort, target.efforts)
         return {**body, "model": target.model}, rewrites + effort
-
-    async def history(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
-        """Only the history rules (the effort policy reads Chat's ``reasoning_effort``, which
-        Messages and Responses bodies do not have)."""
-        body, rewrites = await self._history_for(target)
-        return {**body, "model": target.model}, rewrites
 
     async def _history_for(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         if self._targets is None:

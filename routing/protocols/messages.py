@@ -9,8 +9,9 @@ Mapping decisions: ``system`` ↔ system messages; ``tool_use``/``tool_result`` 
 ``tool_calls`` / ``tool`` messages; ``thinking`` ↔ ``reasoning_content`` (a thinking block
 from another protocol has no signature Anthropic would accept, so history reasoning sent
 *to* an Anthropic target is dropped, with a rewrite note); ``thinking.budget_tokens`` ↔
-``reasoning_effort``; ``stop_sequences`` ↔ ``stop``; cache token counts ↔ the canonical
-usage's cache fields. Server tools (``web_search_…``), documents and other block types
+``reasoning_effort`` (an ``output_config.effort`` level, when sent, is the effort itself;
+``max`` becomes ``xhigh``); ``stop_sequences`` ↔ ``stop``; cache token counts ↔ the
+canonical usage's cache fields. Server tools (``web_search_…``), documents and other block types
 have no counterpart and are refused (``Unmappable``).
 """
 
@@ -93,6 +94,13 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
         budget = int(thinking.get("budget_tokens") or EFFORT_BUDGETS["medium"])
         out["reasoning_effort"] = effort_for_budget(budget)
+    config = body.get("output_config")
+    level = config.get("effort") if isinstance(config, dict) else None
+    if level in EFFORT_BUDGETS:  # Anthropic's effort level is the same scale, above "max"
+        out["reasoning_effort"] = level
+    elif level == "max":
+        out["reasoning_effort"] = "xhigh"
+        notes.append("effort:max->xhigh")
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and metadata.get("user_id"):
         out["user"] = str(metadata["user_id"])
