@@ -57,6 +57,7 @@ class Runtime:
         self.redact = Redactor()
         self._checker: asyncio.Task[None] | None = None
         self.background_checks = True  # tests turn the loop off and drive check passes
+        self.calls_open = 0  # calls begun and not yet finished (streams until their end)
 
     @property
     def hub(self) -> EventHub:

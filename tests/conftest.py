@@ -96,17 +96,29 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
 
     _runtime().background_checks = False  # see the harness fixture
     yield LiveGateway(url=f"http://127.0.0.1:{port}", server=server, thread=thread, loop=loop)
-    from routing.audit import writer
     from routing.runtime import get_runtime
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        writer.flush(10)  # before pytest-django drops the test database
+        settle_calls(get_runtime())  # before pytest-django drops the test database
     asyncio.run_coroutine_threadsafe(get_runtime().aclose(), loop).result(timeout=10)
     server.should_exit = True
     thread.join(timeout=10)
     loop.run_until_complete(loop.shutdown_default_executor())
     loop.close()
     _close_other_threads_connections(django_db_blocker)
+
+
+def settle_calls(runtime: object, timeout: float = 10.0) -> None:
+    """Wait until every call the gateway began has finished, then until its records are
+    written. A stream's call record is published as its relay closes, just after the
+    client read the last byte: flushing before that would let the writer insert while
+    pytest-django truncates the tables (a deadlock on PostgreSQL)."""
+    from routing.audit import writer
+
+    deadline = time.monotonic() + timeout
+    while runtime.calls_open > 0 and time.monotonic() < deadline:  # type: ignore[attr-defined]
+        threading.Event().wait(0.01)
+    writer.flush(timeout)
 
 
 def _close_other_threads_connections(django_db_blocker) -> None:  # type: ignore[no-untyped-def]
@@ -209,9 +221,7 @@ def harness(
     )
     _, h.key = generate_key(name="test", kind="client")
     yield h
-    from routing.audit import writer
-
-    writer.flush(10)  # this test's records land in this test's database
+    settle_calls(runtime)  # this test's records land in this test's database
     runtime.sleep = asyncio.sleep
     runtime.invalidate()
 

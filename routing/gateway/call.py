@@ -142,6 +142,7 @@ class Call:
             Continuity(runtime.store, body, session, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
+        runtime.calls_open += 1  # until _finish: what a drain (shutdown, a test's end) waits for
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
@@ -149,6 +150,10 @@ class Call:
             return await self._run()
         except asyncio.CancelledError:
             self._finish("aborted", error_code=FailureCode.ABORTED.value, http_status=499)
+            raise
+        except Exception:
+            # A bug, not an upstream's failure: still on the record, never left open.
+            self._finish("failed", error_code=FailureCode.UNKNOWN.value, http_status=500)
             raise
 
     async def _run(self) -> Reply:
@@ -729,6 +734,7 @@ class Call:
             return
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
+        self.runtime.calls_open -= 1
         self.runtime.hub.publish(record)
 
 
