@@ -10,8 +10,8 @@ A badge is one of
 - ``disabled`` with the failure code: the provider's credential failed (AUTH, QUOTA,
   FORBIDDEN); every target of that provider shows it until an operator re-enables it.
 
-State comes from ``routing.audit.status.target_state``, the same reading the status API
-uses, so the page and ``/api/v1/status`` never disagree. Badges show codes, never
+State comes from the engine's verdict (``routing.engine.select.judge``), the same one the
+status API, route/explain and the call render, so they never disagree. Badges show codes, never
 upstream messages (an upstream can echo anything back).
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from routing.audit.status import target_state
 from routing.engine.health import Availability
 from routing.runtime import Runtime
 
@@ -48,18 +47,17 @@ async def badges_read(runtime: Runtime, keys: Iterable[str]) -> dict[str, Badge]
     providers = sorted({provider_of(key) for key in wanted})
     snapshot = await runtime.store.snapshot(wanted, providers)
     now = runtime.clock()
+    judged = snapshot.verdicts(((key, provider_of(key)) for key in wanted), now)
     badges: dict[str, Badge] = {}
-    for key in wanted:
-        health = snapshot.targets.get(key)
-        provider = snapshot.providers.get(provider_of(key))
-        state, avail, remaining = target_state(health, provider, now)
-        if provider is not None and provider.disabled:
-            code = provider.code
-        else:
-            code = health.last_code if health is not None else None
-        until = health.until if health is not None and avail is Availability.COOLING else 0.0
-        name = "healthy" if avail is Availability.AVAILABLE else avail.value
-        badges[key] = Badge(key=key, state=name, until=until, remaining_s=remaining, code=code)
+    for key, verdict in judged.items():
+        cooling = verdict.availability is Availability.COOLING
+        badges[key] = Badge(
+            key=key,
+            state=verdict.standing,
+            until=(verdict.revives_at or 0.0) if cooling else 0.0,
+            remaining_s=verdict.remaining_s,
+            code=verdict.code,
+        )
     return badges
 
 

@@ -34,6 +34,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from routing.engine import select
 from routing.events import CallRecord
 
 BUCKET_S = 60
@@ -41,7 +42,8 @@ SPAN_BUCKETS = 60
 TTFT_SAMPLES = 256  # per bucket
 WINDOWS_MIN = (5, 15, 60)
 NOT_COUNTED = frozenset({"ABORTED"})
-NOT_THE_TARGETS_FAULT = frozenset({"BAD_REQUEST", "CONTENT_FILTER", "CONTEXT_WINDOW_EXCEEDED"})
+# The engine's rule (the request, not the target, failed), minus what is not counted at all.
+NOT_THE_TARGETS_FAULT = frozenset(code.value for code in select.NOT_THE_TARGETS_FAULT) - NOT_COUNTED
 DEGRADED_FAILURE_RATE = 0.5
 DEGRADED_MIN_ATTEMPTS = 5
 

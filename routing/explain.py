@@ -1,8 +1,8 @@
 """Dry-run route explanation: which target the next call would try, in what order, and why
 each target is or is not eligible (``POST /api/v1/route/explain``).
 
-It mirrors the selection of ``routing.gateway.call.Call._pick`` for a call's first pick —
-algorithm order, then session affinity, then health — using only reads: one store
+It renders the engine's own decision — ``routing.engine.select.judge`` for each target and
+``choose`` for the order, as a call's first pick makes them — from reads only: one store
 snapshot, the session's affinity entry and the compiled routing table. It never takes a
 probe lease, force-revives, or advances a round-robin ticket. Consequences, stated in the
 answer rather than hidden:
@@ -19,15 +19,13 @@ Targets disabled in the configuration are not in the routing table; they are lis
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 
 from routing.engine.algorithms import SelectionView
-from routing.engine.health import Availability, availability
+from routing.engine.select import Use, Verdict, choose, sticky_first
 from routing.runtime import Runtime
-from routing.state import Snapshot
 from routing.table import GroupSpec, TargetSpec
 
 
@@ -55,51 +53,19 @@ class Explanation:
     candidates: list[CandidateExplanation] = field(default_factory=list)
 
 
-def _seconds(value: float) -> float:
-    return round(max(0.0, value), 3)
-
-
-def _judge(target: TargetSpec, snapshot: Snapshot, now: float) -> CandidateExplanation:
-    def says(
-        eligible: bool, state: str, reason: str, remaining: float | None = None
-    ) -> CandidateExplanation:
-        return CandidateExplanation(
-            target.key, target.provider.name, target.model, eligible, state, reason, remaining
-        )
-
-    provider = snapshot.providers.get(target.provider.name)
-    if provider is not None and provider.disabled:
-        return says(
-            False,
-            "disabled",
-            f"provider {target.provider.name!r} is disabled after "
-            f"{provider.code}: re-enable it (or change its credential)",
-        )
-    health = snapshot.targets.get(target.key)
-    if health is None:
-        return says(True, "healthy", "healthy")
-    state = availability(health, now)
-    if state is Availability.AVAILABLE:
-        return says(True, "healthy", "healthy")
-    if state is Availability.PROBE_ELIGIBLE:
-        return says(
-            True,
-            "probe-eligible",
-            "its cooldown is over: the call would probe it (one attempt, no retries)",
-        )
-    if state is Availability.PROBING:
-        return says(
-            False, "probing", "another call is probing it", _seconds(health.probe_lease_until - now)
-        )
-    if state is Availability.COOLING:
-        remaining = _seconds(health.until - now)
-        return says(
-            False,
-            "cooling",
-            f"cooling after {health.last_code or 'failures'} for {math.ceil(remaining)} s",
-            remaining,
-        )
-    return says(False, "disabled", f"disabled after {health.last_code}")
+def _candidate(target: TargetSpec, verdict: Verdict, *, sticky: bool) -> CandidateExplanation:
+    reason = verdict.reason(target.provider.name)
+    if sticky and verdict.eligible:
+        reason += "; served this session last (affinity)"
+    return CandidateExplanation(
+        target.key,
+        target.provider.name,
+        target.model,
+        verdict.eligible,
+        verdict.standing,
+        reason,
+        round(verdict.wait_s, 3) if verdict.revives_at is not None else None,
+    )
 
 
 def _configured_off(group: str) -> list[tuple[str, str]]:
@@ -122,33 +88,19 @@ async def route_explain(
     snapshot = await store.snapshot(group.keys, group.provider_names)
     now = runtime.clock()
     view = SelectionView(ticket=0, inflight=snapshot.inflight, latency_ms=snapshot.latency_ms)
-    by_key = group.by_key
-    ordered = [by_key[c.key] for c in group.algorithm.order(view)]
+    order = [c.key for c in group.algorithm.order(view)]
     sticky = await store.affinity_get(session) if session else None
-    if sticky not in by_key:
+    if sticky not in group.by_key:
         sticky = None
-    if sticky is not None:
-        ordered.sort(key=lambda t: t.key != sticky)  # stable: only the sticky target moves
-
-    candidates = [_judge(target, snapshot, now) for target in ordered]
-    if sticky is not None and candidates[0].eligible:
-        first = candidates[0]
-        candidates[0] = CandidateExplanation(
-            first.target,
-            first.provider,
-            first.model,
-            True,
-            first.state,
-            f"{first.reason}; served this session last (affinity)",
-            first.remaining_s,
-        )
-    next_target = next((c.target for c in candidates if c.eligible), None)
-    force_revive = False
-    if next_target is None:
-        cooling = [c for c in candidates if c.state == "cooling"]
-        if cooling:
-            revive = min(cooling, key=lambda c: c.remaining_s or 0.0)
-            next_target, force_revive = revive.target, True
+    judged = snapshot.verdicts(group.members, now)
+    choices = choose(order, judged, now, sticky=sticky)
+    first = choices[0] if choices else None
+    candidates = [
+        _candidate(group.by_key[key], judged[key], sticky=key == sticky)
+        for key in sticky_first(order, sticky)
+    ]
+    next_target = first.key if first is not None else None
+    force_revive = first is not None and first.use is Use.REVIVE
     if group.version:  # a real group (not a direct provider/model address)
         for provider, target_model in await sync_to_async(_configured_off)(group.name):
             candidates.append(

@@ -107,6 +107,7 @@ class GroupSpec:
     by_key: Mapping[str, TargetSpec] = field(init=False)
     window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
     kinds: frozenset[str] = field(init=False)  # upstream kinds of its targets (front doors)
+    members: tuple[tuple[str, str], ...] = field(init=False)  # (target key, provider name)
 
     def __post_init__(self) -> None:
         compact = self.policy.get("compact_window")
@@ -125,6 +126,7 @@ class GroupSpec:
         )
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
         object.__setattr__(self, "kinds", frozenset(t.provider.kind for t in self.targets))
+        object.__setattr__(self, "members", tuple((t.key, t.provider.name) for t in self.targets))
 
 
 def group_summary(group: GroupSpec) -> str:

@@ -3,11 +3,12 @@
 Chains come from the compiled routing table (never the database) and health from one
 store snapshot, so a status read costs what a call's selection costs.
 
-A target's reported ``state`` is the health state machine's (healthy / cooling /
-probing / disabled), with a disabled *provider* overriding its targets: the credential
-is broken for all of them. ``availability`` adds time to the picture (a cooling target
-whose deadline passed is ``probe-eligible``), and ``remaining_cooldown_s`` counts down
-to the deadline, never below zero.
+Each target is rendered from the engine's verdict (``routing.engine.select.judge``, the
+one the call and route/explain use): ``state`` is the health state machine's (healthy /
+cooling / probing / disabled), with a disabled *provider* overriding its targets: the
+credential is broken for all of them. ``availability`` adds time to the picture (a
+cooling target whose deadline passed is ``probe-eligible``), and
+``remaining_cooldown_s`` counts down to the deadline, never below zero.
 """
 
 from __future__ import annotations
@@ -16,13 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from routing.engine.health import (
-    Availability,
-    HealthState,
-    ProviderHealth,
-    TargetHealth,
-    availability,
-)
 from routing.runtime import Runtime
 from routing.table import GroupSpec
 
@@ -61,18 +55,6 @@ class Status:
     store: dict[str, object]
 
 
-def target_state(
-    health: TargetHealth | None, provider: ProviderHealth | None, now: float
-) -> tuple[HealthState, Availability, float]:
-    """``(state, availability, remaining cooldown in seconds)`` of one target."""
-    if provider is not None and provider.disabled:
-        return HealthState.DISABLED, Availability.DISABLED, 0.0
-    if health is None:
-        return HealthState.HEALTHY, Availability.AVAILABLE, 0.0
-    remaining = max(0.0, health.until - now) if health.state is HealthState.COOLING else 0.0
-    return health.state, availability(health, now), remaining
-
-
 async def _rotation(runtime: Runtime, group: GroupSpec) -> int | None:
     if not group.algorithm.uses_ticket or not group.targets:
         return None
@@ -88,11 +70,9 @@ async def status_read(runtime: Runtime) -> Status:
     groups: list[GroupStatus] = []
     for group in table.groups.values():
         targets: list[TargetStatus] = []
+        judged = snapshot.verdicts(group.members, now)
         for target in group.targets:
-            health = snapshot.targets.get(target.key)
-            provider = snapshot.providers.get(target.provider.name)
-            state, avail, remaining = target_state(health, provider, now)
-            last_code = provider.code if provider is not None and provider.disabled else None
+            verdict = judged[target.key]
             targets.append(
                 TargetStatus(
                     key=target.key,
@@ -101,11 +81,11 @@ async def status_read(runtime: Runtime) -> Status:
                     position=target.candidate.position,
                     weight=target.candidate.weight,
                     context_window=target.context_window,
-                    state=state.value,
-                    availability=avail.value,
-                    remaining_cooldown_s=round(remaining, 3),
-                    last_code=last_code or (health.last_code if health is not None else None),
-                    consecutive_failures=health.consecutive_failures if health is not None else 0,
+                    state=verdict.state.value,
+                    availability=verdict.availability.value,
+                    remaining_cooldown_s=round(verdict.remaining_s, 3),
+                    last_code=verdict.code,
+                    consecutive_failures=verdict.consecutive_failures,
                 )
             )
         groups.append(

@@ -101,3 +101,13 @@ def context_window_allows(failed_window: int | None, candidate_window: int | Non
     if failed_window is None or candidate_window is None:
         return True
     return candidate_window > failed_window
+
+
+@dataclass(frozen=True, slots=True)
+class ContextLimit:
+    """This call overflowed a context window, on a target that declared ``window``."""
+
+    window: int | None
+
+    def allows(self, candidate_window: int | None) -> bool:
+        return context_window_allows(self.window, candidate_window)

@@ -28,9 +28,10 @@ import orjson
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import SelectionView
-from routing.engine.failures import PROVIDER_WIDE_CODES, Failure, FailureCode
-from routing.engine.health import Availability, EventKind, HealthEvent, availability
-from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.health import EventKind, HealthEvent
+from routing.engine.plan import Action, ContextLimit, Decision, decide
+from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity
@@ -46,19 +47,9 @@ from routing.gateway.replies import (
 from routing.protocols import Protocol
 from routing.protocols.legs import Prepared, Relay, relay_for, translate_body
 from routing.runtime import Runtime
-from routing.state import Snapshot
 from routing.table import GroupSpec, KeySpec, TargetSpec
 from routing.upstream.openai import UpstreamFailure
 
-# Failures that say nothing about the target's health: the request itself was the problem.
-NOT_THE_TARGETS_FAULT = frozenset(
-    {
-        FailureCode.BAD_REQUEST,
-        FailureCode.CONTENT_FILTER,
-        FailureCode.CONTEXT_WINDOW_EXCEEDED,
-        FailureCode.ABORTED,
-    }
-)
 AFFINITY_TTL_S = 3600.0
 DOOR_VIEWS: dict[Protocol, type[MessagesHistory] | type[ResponsesHistory]] = {
     Protocol.MESSAGES: MessagesHistory,
@@ -129,8 +120,7 @@ class Call:
         )
         self.outcomes: dict[str, TargetOutcome] = {}
         self.failed: set[str] = set(self.skipped)
-        # (a context window was exceeded, the declared window of the target it happened on)
-        self.context_limit: tuple[bool, int | None] = (False, None)
+        self.context_limit: ContextLimit | None = None  # set when a context window overflowed
         self.track_inflight = group.algorithm.uses_inflight
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
@@ -177,13 +167,16 @@ class Call:
                 return self._surface(failure)
             self.failed.add(target.key)
             if failure.code is FailureCode.CONTEXT_WINDOW_EXCEEDED:
-                self.context_limit = (True, target.context_window)
+                self.context_limit = ContextLimit(target.context_window)
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
-            reason = self._switch_reason(decision, events)
+            cooled = any(e.kind is EventKind.COOLING for e in events)
+            reason = switch_reason(decision.reason, cooled=cooled).value
             switched_from = (target, failure, reason, cooldown)
 
     # ------------------------------------------------------------------ selection
     async def _pick(self, ticket: int) -> tuple[TargetSpec, bool] | None:
+        """Walk the engine's choices (``routing.engine.select.choose``) and carry them out:
+        SERVE at once, PROBE if the lease is free, REVIVE if the store still agrees."""
         group, store = self.group, self.runtime.store
         if self.loop.time() >= self.deadline:
             return None  # the call's deadline: stop here rather than charge targets for it
@@ -192,43 +185,40 @@ class Call:
         order = group.algorithm.order(
             SelectionView(ticket=ticket, inflight=snapshot.inflight, latency_ms=snapshot.latency_ms)
         )
-        by_key = group.by_key
-        ordered = [by_key[c.key] for c in order]
-        if self.session:
-            sticky = await store.affinity_get(self.session)
-            if sticky in by_key and sticky not in self.failed:
-                ordered.sort(key=lambda t: t.key != sticky)  # stable: only the sticky one moves
-        cooling: list[tuple[float, TargetSpec]] = []
-        for target in ordered:
-            if target.key in self.failed or not self._context_allows(target):
-                continue
-            provider_health = snapshot.providers.get(target.provider.name)
-            if provider_health is not None and provider_health.disabled:
-                continue
-            health = snapshot.targets.get(target.key)
-            state = availability(health, now) if health is not None else Availability.AVAILABLE
-            if state is Availability.AVAILABLE:
-                if health is None:
+        sticky = await store.affinity_get(self.session) if self.session else None
+        for choice in choose(
+            [c.key for c in order],
+            snapshot.verdicts(group.members, now),
+            now,
+            sticky=sticky,
+            excluded=self._excluded(),
+        ):
+            target = group.by_key[choice.key]
+            if choice.use is Use.SERVE:
+                if target.key not in snapshot.targets:
                     self.clean.add(target.key)
                 return target, False
-            if state is Availability.PROBE_ELIGIBLE:
+            if choice.use is Use.PROBE:
                 lease = min(target.provider.timeouts.total_s, PROBE_LEASE_CAP_S)
                 if await store.try_begin_probe(target.key, now, lease):
                     return target, True
-            elif state is Availability.COOLING and health is not None:
-                cooling.append((health.until, target))
-        # Nothing eligible: force-revive the cooling target that expires first, so the
-        # model stays up instead of failing while a route may well have recovered.
-        for _until, target in sorted(cooling, key=lambda item: item[0]):
+                continue
+            # Nothing eligible: force-revive the cooling target that expires first, so the
+            # model stays up instead of failing while a route may well have recovered.
             events = await store.force_revive(target.key, now)
             if events:
                 self.runtime.hub.publish_all(events)
                 return target, True
         return None
 
-    def _context_allows(self, target: TargetSpec) -> bool:
-        hit, window = self.context_limit
-        return not hit or context_window_allows(window, target.context_window)
+    def _excluded(self) -> set[str]:
+        """Targets this call may not use: failed or skipped, or too small for its context."""
+        limit = self.context_limit
+        if limit is None:
+            return self.failed
+        return self.failed | {
+            t.key for t in self.group.targets if not limit.allows(t.context_window)
+        }
 
     # ------------------------------------------------------------------ attempts
     async def _use_target(
@@ -407,30 +397,22 @@ class Call:
         return record
 
     async def _charge(self, target: TargetSpec, failure: Failure, probe: bool) -> list[HealthEvent]:
-        """Charge the target's health once for this call (SPEC §3.9)."""
+        """Carry out the engine's charge for giving up on ``target`` (SPEC §3.9)."""
         store, now = self.runtime.store, self.runtime.clock()
-        if failure.code in PROVIDER_WIDE_CODES:
-            events = await store.disable_provider(target.provider.name, failure, now)
-        elif failure.code in self.group.switch_codes and failure.code not in NOT_THE_TARGETS_FAULT:
-            events = await store.record_failure(
-                target.key, failure, target.circuit or self.group.circuit, now, was_probe=probe
-            )
-        elif probe:
-            # The target answered; the request was at fault. It is alive: end the probe.
-            events = await store.record_success(target.key, now, None)
-        else:
-            events = []
+        match charge(failure.code, switch_codes=self.group.switch_codes, probe=probe):
+            case Charge.DISABLE_PROVIDER:
+                events = await store.disable_provider(target.provider.name, failure, now)
+            case Charge.FAILURE:
+                circuit = target.circuit or self.group.circuit
+                events = await store.record_failure(
+                    target.key, failure, circuit, now, was_probe=probe
+                )
+            case Charge.END_PROBE:
+                events = await store.record_success(target.key, now, None)
+            case Charge.NOTHING:
+                events = []
         self.runtime.hub.publish_all(events)
         return events
-
-    def _switch_reason(self, decision: Decision, events: list[HealthEvent]) -> str:
-        if decision.reason is SwitchReason.PROBE:
-            return SwitchReason.PROBE.value
-        if decision.reason is SwitchReason.RETRY_EXHAUSTED:
-            return SwitchReason.RETRY_EXHAUSTED.value
-        if any(e.kind is EventKind.COOLING for e in events):
-            return SwitchReason.THRESHOLD.value
-        return SwitchReason.NOT_RETRYABLE.value
 
     def _publish_fallback(
         self,
@@ -633,15 +615,16 @@ class Call:
         group = self.group
         snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
+        judged = snapshot.verdicts(group.members, now)
         tried = bool(self.record.attempts)
-        lines, revivals = self._target_lines(snapshot, now)
         # The official SDKs honour this: the gateway already retried and switched, so a
         # client retry would replay the whole chain (SPEC §3.10).
         headers = {**self._trail_headers(), "x-should-retry": "false"}
         status = 502 if tried else 503
-        waits = revivals if not tried else self._revivals_if_all_waiting(snapshot, now)
+        waits = self._revivals(judged, now, all_waiting=tried)
         if waits:
             headers["retry-after"] = str(max(1, math.ceil(min(waits) - now)))
+        lines = [f"{t.key} → {self._exhaustion_line(t, judged[t.key])}" for t in group.targets]
         message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
         log.error(
             "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
@@ -656,62 +639,46 @@ class Call:
             door=self.door,
         )
 
-    def _target_lines(self, snapshot: Snapshot, now: float) -> tuple[list[str], list[float]]:
-        """One line per target of the group: its failure in this call, or why it was skipped."""
-        lines: list[str] = []
-        revivals: list[float] = []
-        for target in self.group.targets:
-            outcome = self.outcomes.get(target.key)
-            if outcome is not None:
-                f = outcome.failure
-                status = f" (HTTP {f.status})" if f.status is not None else ""
-                lines.append(
-                    f"{target.key} → {f.code.value}{status}: {f.message} "
-                    f"({outcome.elapsed_ms:.0f} ms, {outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''})"
-                )
-                continue
-            provider_health = snapshot.providers.get(target.provider.name)
-            health = snapshot.targets.get(target.key)
-            if target.key in self.skipped:
-                lines.append(f"{target.key} → skipped: {self.skipped[target.key]}")
-            elif provider_health is not None and provider_health.disabled:
-                lines.append(f"{target.key} → disabled: {provider_health.code}")
-            elif health is not None and availability(health, now) is Availability.DISABLED:
-                lines.append(f"{target.key} → disabled: {health.last_code}: {health.last_message}")
-            elif health is not None and availability(health, now) is Availability.COOLING:
-                revivals.append(health.until)
-                lines.append(
-                    f"{target.key} → cooling for {max(1, math.ceil(health.until - now))} s"
-                )
-            elif health is not None and availability(health, now) is Availability.PROBING:
-                revivals.append(health.probe_lease_until)
-                lines.append(f"{target.key} → probing: another call is testing it")
-            elif not self._context_allows(target):
-                lines.append(
-                    f"{target.key} → skipped: its context window is not larger than the one exceeded"
-                )
-            else:
-                lines.append(f"{target.key} → not tried")
-        return lines, revivals
+    def _exhaustion_line(self, target: TargetSpec, verdict: Verdict) -> str:
+        """A target's failure in this call, or why it was not tried."""
+        outcome = self.outcomes.get(target.key)
+        if outcome is not None:
+            f, attempts = outcome.failure, outcome.attempts
+            status = f" (HTTP {f.status})" if f.status is not None else ""
+            return (
+                f"{f.code.value}{status}: {f.message} "
+                f"({outcome.elapsed_ms:.0f} ms, {attempts} attempt{'s' if attempts != 1 else ''})"
+            )
+        if target.key in self.skipped:
+            return f"skipped: {self.skipped[target.key]}"
+        line = verdict.exhaustion_line()
+        if line is not None:
+            return line
+        if self.context_limit is not None and not self.context_limit.allows(target.context_window):
+            return "skipped: its context window is not larger than the one exceeded"
+        return "not tried"
 
-    def _revivals_if_all_waiting(self, snapshot: Snapshot, now: float) -> list[float]:
-        """When every target is cooling or rate limited, when each may serve again;
-        otherwise nothing (a target that failed some other way has no known revival)."""
+    def _revivals(
+        self, judged: Mapping[str, Verdict], now: float, *, all_waiting: bool
+    ) -> list[float]:
+        """When targets may serve again, for ``Retry-After``. Untried (503): every cooling
+        or probing target's revival. Tried (502): only when every target is cooling or
+        rate limited; a target that failed some other way has no known revival."""
         waits: list[float] = []
         for target in self.group.targets:
-            health = snapshot.targets.get(target.key)
-            outcome = self.outcomes.get(target.key)
-            if health is not None and availability(health, now) is Availability.COOLING:
-                waits.append(health.until)
-            elif health is not None and availability(health, now) is Availability.PROBING:
-                waits.append(health.probe_lease_until)
+            if target.key in self.skipped:
+                continue  # it can never serve this call
+            verdict, outcome = judged[target.key], self.outcomes.get(target.key)
+            if verdict.revives_at is not None:
+                waits.append(verdict.revives_at)
             elif (
-                outcome is not None
+                all_waiting
+                and outcome is not None
                 and outcome.failure.code is FailureCode.RATE_LIMIT
                 and outcome.failure.retry_after_s is not None
             ):
                 waits.append(now + outcome.failure.retry_after_s)
-            else:
+            elif all_waiting:
                 return []
         return waits
 

@@ -15,11 +15,12 @@ events the transition produced. Stores are chosen by name or dotted path
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from routing.engine.failures import Failure
 from routing.engine.health import CircuitPolicy, HealthEvent, ProviderHealth, TargetHealth
+from routing.engine.select import Verdict, judge
 
 LATENCY_ALPHA = 0.2  # weight of the newest time-to-first-token sample in the moving average
 
@@ -32,6 +33,13 @@ class Snapshot:
     providers: Mapping[str, ProviderHealth] = field(default_factory=dict)
     inflight: Mapping[str, int] = field(default_factory=dict)
     latency_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def verdicts(self, targets: Iterable[tuple[str, str]], now: float) -> dict[str, Verdict]:
+        """The engine's verdict on each ``(target key, provider name)`` at ``now``."""
+        return {
+            key: judge(self.targets.get(key), self.providers.get(provider), now)
+            for key, provider in targets
+        }
 
 
 class HealthStore(ABC):
