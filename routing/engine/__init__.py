@@ -15,11 +15,13 @@ stores, the API) carries the decisions out.
     │                  context_window_allows()
     ├── health.py      per-target health state machine (healthy/cooling/probing) and
     │                  per-provider credential state; transitions return HealthEvents
+    ├── select.py      judge() -> Verdict, choose() -> the candidates a call walks,
+    │                  charge() -> what a failure costs: the one place eligibility is decided
     └── algorithms.py  Candidate, SelectionView, RoutingAlgorithm and the five built-ins,
                        get_algorithm() by name or dotted path
 
 Dependencies point one way: failures <- retry <- plan; failures <- health;
-failures <- algorithms.
+failures <- algorithms; health, plan <- select.
 """
 
 from .algorithms import (
