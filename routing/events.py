@@ -10,7 +10,6 @@ transition, and none for a normal success.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ class RetryEvent:
     status: int | None
     delay_s: float
     message: str
-    at: float = field(default_factory=time.time)
+    at: float  # the runtime's clock: no event reads the wall clock on its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +44,7 @@ class FallbackEvent:
     status: int | None
     message: str
     cooldown_s: float | None
-    at: float = field(default_factory=time.time)
+    at: float  # the runtime's clock: no event reads the wall clock on its own
 
 
 @dataclass(slots=True)

@@ -324,6 +324,7 @@ class Call:
                     status=failure.status,
                     delay_s=decision.delay_s,
                     message=failure.message,
+                    at=self.runtime.clock(),
                 )
             )
             slept_from = self.loop.time()
@@ -437,6 +438,7 @@ class Call:
                 status=failure.status,
                 message=failure.message,
                 cooldown_s=cooldown,
+                at=self.runtime.clock(),
             )
         )
 

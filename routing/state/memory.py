@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from routing.engine import health as machine
@@ -35,7 +35,10 @@ class _Scope:
 class MemoryStore(HealthStore):
     name = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        """``clock`` is monotonic seconds: it expires sessions and remembered turns (health
+        deadlines are not its business: every transition is given ``now``)."""
+        self._clock = clock
         self._lock = threading.Lock()
         self._targets: dict[str, TargetHealth] = {}
         self._providers: dict[str, ProviderHealth] = {}
@@ -170,7 +173,7 @@ class MemoryStore(HealthStore):
 
     async def affinity_get(self, session: str) -> str | None:
         entry = self._affinity.get(session)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or entry[1] < self._clock():
             return None
         return entry[0]
 
@@ -178,11 +181,11 @@ class MemoryStore(HealthStore):
         with self._lock:
             if len(self._affinity) >= AFFINITY_LIMIT:
                 self._affinity.pop(next(iter(self._affinity)))
-            self._affinity[session] = (key, time.monotonic() + ttl_s)
+            self._affinity[session] = (key, self._clock() + ttl_s)
 
     def _scope(self, scope: str) -> _Scope | None:
         entry = self._scopes.get(scope)
-        if entry is not None and entry.expires < time.monotonic():
+        if entry is not None and entry.expires < self._clock():
             with self._lock:
                 self._scopes.pop(scope, None)
             return None
@@ -209,11 +212,11 @@ class MemoryStore(HealthStore):
         ttl_s: float,
         limit: int,
     ) -> None:
-        expires = time.monotonic() + ttl_s
+        expires = self._clock() + ttl_s
         with self._lock:
             if fingerprint is not None:
                 entry = self._scopes.get(scope)
-                if entry is None or entry.expires < time.monotonic():
+                if entry is None or entry.expires < self._clock():
                     entry = self._scopes[scope] = _Scope()
                     while len(self._scopes) > PROVENANCE_SCOPES_LIMIT:
                         self._scopes.popitem(last=False)
@@ -230,7 +233,7 @@ class MemoryStore(HealthStore):
 
     async def provenance_by_response(self, response_id: str) -> str | None:
         entry = self._responses.get(response_id)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or entry[1] < self._clock():
             return None
         return entry[0]
 

@@ -167,7 +167,7 @@ class RedisStore(HealthStore):
         self._clock = clock
         self._lock = threading.Lock()
         self._connections: dict[asyncio.AbstractEventLoop, _Connection] = {}
-        self._local = MemoryStore()
+        self._local = MemoryStore(clock=clock)
         self._down_since: float | None = None  # clock() when Redis was found unreachable
         self._retry_at = 0.0
         self._reason = ""
@@ -457,7 +457,9 @@ class RedisStore(HealthStore):
                 return
             self._down_since = None
             self._reason = ""
-            self._local = MemoryStore()  # soft state: dropped, see the module docstring
+            self._local = MemoryStore(
+                clock=self._clock
+            )  # soft state: dropped, see the module docstring
         log.warning(
             "state store: Redis at %s is reachable again; shared routing state resumed",
             redact_url(self.url),

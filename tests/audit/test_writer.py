@@ -118,6 +118,7 @@ def test_events_become_rows(make_writer) -> None:  # type: ignore[no-untyped-def
             status=500,
             delay_s=0.5,
             message="boom",
+            at=NOW,
         )
     )
     writer.offer(object())  # unknown things are ignored, not fatal
@@ -251,6 +252,7 @@ def test_every_configured_credential_is_scrubbed_again(make_writer) -> None:  # 
             status=401,
             message="x" * 5000 + "sk-other-provider-secret",
             cooldown_s=None,
+            at=NOW,
         )
     )
     assert writer.flush(10)
@@ -278,6 +280,7 @@ def test_attach_follows_a_replaced_hub() -> None:
             status=500,
             delay_s=0.1,
             message="",
+            at=NOW,
         )
     )
     first.publish(
@@ -290,6 +293,7 @@ def test_attach_follows_a_replaced_hub() -> None:
             status=500,
             delay_s=0.1,
             message="",
+            at=NOW,
         )
     )
     assert module.get_writer().stats().accepted == pending + 1

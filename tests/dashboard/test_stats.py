@@ -75,7 +75,9 @@ def test_requests_at_fault_and_client_aborts_do_not_count_against_the_target() -
     stats = LiveStats(min_attempts=1)
     stats.on_event(call(T0, ("p1/a", False, "BAD_REQUEST")))
     stats.on_event(call(T0, ("p1/a", False, "ABORTED")))
-    stats.on_event(FallbackEvent("c", "auto", "p1/a", None, "threshold", "SERVER", 503, "", None))
+    stats.on_event(
+        FallbackEvent("c", "auto", "p1/a", None, "threshold", "SERVER", 503, "", None, at=0.0)
+    )
     recent = stats.read(["p1/a"], T0 + 1)["p1/a"].recent
     assert (recent.attempts, recent.failures) == (1, 0)
 

@@ -17,12 +17,30 @@ from routing.state.redis import RedisStore
 from tests.state.servers import REDIS_URL, RedisServer, free_port, unique_prefix
 
 
+class Ticks:
+    """A monotonic clock that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def ticks() -> Ticks:
+    return Ticks()
+
+
 @pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[HealthStore]:
+async def store(request: pytest.FixtureRequest, ticks: Ticks) -> AsyncIterator[HealthStore]:
     if request.param == "memory":
-        yield build_store("memory")
+        yield build_store("memory", clock=ticks)
         return
-    redis_store = build_store("redis", url=REDIS_URL, prefix=unique_prefix())
+    redis_store = build_store("redis", url=REDIS_URL, prefix=unique_prefix(), clock=ticks)
     assert isinstance(redis_store, RedisStore)
     try:
         yield redis_store

@@ -1,7 +1,8 @@
 """The HealthStore contract, run against every store (SPEC §4: one suite for both).
 
-Time is passed in as ``now``; nothing here sleeps for a cooldown. Only affinity expiry
-uses a real (50 ms) TTL, because both stores expire sessions on their own clocks.
+Time is passed in as ``now``, or moved on the store's injected clock (``ticks``); nothing
+here sleeps for a cooldown. Only Redis expires sessions on the server's clock, which no
+test can move: there (and only there) a 50 ms TTL is waited out for real.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from routing.engine.health import (
     availability,
 )
 from routing.state import HealthStore
+from routing.state.redis import RedisStore
+from tests.state.conftest import Ticks
 
 KEY = "p1/model-a"
 OTHER = "p2/model-b"
@@ -34,6 +37,13 @@ def rate_limit(retry_after_s: float | None) -> Failure:
 
 async def state_of(store: HealthStore, key: str = KEY):  # type: ignore[no-untyped-def]
     return (await store.snapshot([key], [])).targets.get(key)
+
+
+async def expire(store: HealthStore, ticks: Ticks, seconds: float) -> None:
+    """Let ``seconds`` pass for the store's time-to-live bookkeeping."""
+    ticks.advance(seconds)
+    if isinstance(store, RedisStore):
+        await asyncio.sleep(seconds)  # Redis's own clock expires its keys
 
 
 async def cool(store: HealthStore, now: float = T0) -> float:
@@ -281,7 +291,7 @@ async def test_latency_is_a_moving_average(store: HealthStore) -> None:
     assert OTHER not in snap.latency_ms
 
 
-async def test_affinity_set_get_and_expiry(store: HealthStore) -> None:
+async def test_affinity_set_get_and_expiry(store: HealthStore, ticks: Ticks) -> None:
     assert await store.affinity_get("s1") is None
     await store.affinity_set("s1", KEY, 60)
     await store.affinity_set("s2", OTHER, 0.05)
@@ -289,7 +299,7 @@ async def test_affinity_set_get_and_expiry(store: HealthStore) -> None:
     assert await store.affinity_get("s2") == OTHER
     await store.affinity_set("s1", OTHER, 60)  # the session moved
     assert await store.affinity_get("s1") == OTHER
-    await asyncio.sleep(0.15)  # a real 50 ms TTL: both stores expire on their own clocks
+    await expire(store, ticks, 0.15)
     assert await store.affinity_get("s2") is None
     assert await store.affinity_get("s1") == OTHER
 
@@ -315,7 +325,7 @@ async def test_describe_reports_a_healthy_store(store: HealthStore) -> None:
 
 
 async def test_provenance_is_remembered_by_scope_bounded_and_by_response_id(
-    store: HealthStore,
+    store: HealthStore, ticks: Ticks
 ) -> None:
     assert await store.provenance_targets("s1") == frozenset()
     assert await store.provenance_lookup("s1", ["fp1"]) == {}
@@ -330,7 +340,7 @@ async def test_provenance_is_remembered_by_scope_bounded_and_by_response_id(
     await store.provenance_record("s1", "fp3", KEY, response_id=None, ttl_s=60, limit=2)
     assert await store.provenance_lookup("s1", ["fp1", "fp2", "fp3"]) == {"fp2": OTHER, "fp3": KEY}
     await store.provenance_record("s3", "fp1", KEY, response_id=None, ttl_s=0.05, limit=2)
-    await asyncio.sleep(0.15)  # a real 50 ms TTL, as for affinity
+    await expire(store, ticks, 0.15)
     assert await store.provenance_lookup("s3", ["fp1"]) == {}
     assert await store.provenance_targets("s3") == frozenset()
 
