@@ -493,22 +493,123 @@ def test_responses_failed_event_before_content_switches_invisibly(h: Harness) ->
 
 
 # ------------------------------------------------------------------------- honest limits
-def test_messages_door_refuses_a_server_tool_for_an_openai_target_before_any_upstream(
+def _refused_at_messages(h: Harness) -> httpx.Response:
+    # A structured-output format for a group of openai-responses and openai targets.
+    return httpx.post(
+        h.gateway.url + "/v1/messages",
+        json={
+            "model": "via-openai-responses",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "json please"}],
+            "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
+        },
+        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
+    )
+
+
+def _refused_at_responses(h: Harness) -> httpx.Response:
+    # A background response for a group of openai and anthropic targets.
+    return httpx.post(
+        h.gateway.url + "/v1/responses",
+        json={"model": "via-openai", "input": "later", "background": True},
+        headers={"authorization": f"Bearer {h.key}"},
+    )
+
+
+def _refused_at_chat(h: Harness) -> httpx.Response:
+    # A provider-run web search for a group of anthropic and openai-responses targets.
+    return httpx.post(
+        h.gateway.url + "/v1/chat/completions",
+        json={
+            "model": "via-anthropic",
+            "messages": [{"role": "user", "content": "news?"}],
+            "web_search_options": {},
+        },
+        headers={"authorization": f"Bearer {h.key}"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("send", "param"),
+    [
+        (_refused_at_messages, "output_config.format"),
+        (_refused_at_responses, "background"),
+        (_refused_at_chat, "web_search_options"),
+    ],
+    ids=["messages", "responses", "chat"],
+)
+def test_a_field_no_target_of_the_group_can_take_is_a_400_before_any_upstream(
+    h: Harness, send: Any, param: str
+) -> None:
+    """Every target would need a translation that loses what the field asks for: a 400 in
+    the door's own shape naming the field, and no upstream hears of the request."""
+    response = send(h)
+    assert response.status_code == 400
+    assert response.headers["x-should-retry"] == "false"
+    body = response.json()
+    if param == "output_config.format":
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+        message = body["error"]["message"]
+    else:
+        error = body["error"]
+        assert (error["code"], error["param"]) == ("unsupported_for_target", param)
+        message = error["message"]
+    assert message.startswith(f"'{param}' asks for")
+    assert h.upstream.count() == 0
+
+
+def test_a_server_tool_is_served_by_the_groups_anthropic_target_and_skips_the_others(
     h: Harness,
 ) -> None:
+    """Claude Code's server tool in a mixed group: the anthropic target gets it as sent;
+    the openai-responses target, which would ignore it, is never tried, and an exhaustion
+    says why."""
     client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
-    with pytest.raises(anthropic.BadRequestError) as info:
-        client.messages.create(
-            model="via-openai",
-            max_tokens=100,
-            messages=[{"role": "user", "content": "search"}],
-            tools=[{"type": "web_search_20250305", "name": "web_search"}],  # type: ignore[list-item]
+    kwargs: dict[str, Any] = {
+        "model": "via-anthropic",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "search"}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+    }
+    h.upstream.script("a-model", Reply("found it"))
+    assert client.messages.create(**kwargs).content[0].text == "found it"  # type: ignore[union-attr]
+    assert h.upstream.requests[-1].body["tools"] == kwargs["tools"]
+    h.upstream.script("a-model", Fail(401, "bad key"))
+    with pytest.raises(anthropic.APIStatusError) as info:
+        client.messages.create(**kwargs)
+    assert info.value.status_code == 502
+    message = info.value.response.json()["error"]["message"]
+    assert (
+        "resp/r-model → skipped: kind 'openai-responses' cannot take this request: "
+        "'tools[0]' is the Anthropic server tool 'web_search_20250305'" in message
+    )
+    assert h.upstream.count("r-model") == 0
+
+
+def test_dropped_fields_are_noted_even_when_the_history_is_rewritten(h: Harness) -> None:
+    """A target effort policy rewrites the translated request per attempt: the door's
+    own notes (``dropped top_k``, …) still reach ``x-switchyard-rewrites``."""
+    h.configure(
+        THREE_KINDS.replace(
+            "      - {provider: chat, model: c-model}\n      - {provider: claude",
+            "      - {provider: chat, model: c-model, reasoning_effort: drop}\n"
+            "      - {provider: claude",
+            1,
         )
-    body = info.value.response.json()
-    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
-    assert "web_search_20250305" in body["error"]["message"]
-    assert info.value.response.headers["x-should-retry"] == "false"
-    assert h.upstream.count() == 0
+    )
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    h.upstream.script("c-model", Reply("ok"))
+    raw = client.messages.with_raw_response.create(
+        model="via-openai",
+        max_tokens=100,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        extra_body={"top_k": 5, "context_management": {"edits": []}},
+        messages=[{"role": "user", "content": "hi"}],
+    )
+    notes = raw.headers["x-switchyard-rewrites"].split(",")
+    assert "dropped top_k" in notes and "dropped context_management" in notes
+    assert "reasoning_effort" not in h.upstream.requests[-1].body  # the policy ran too
+    assert len(notes) > 2
 
 
 def test_responses_door_refuses_previous_response_id_clearly(h: Harness) -> None:

@@ -3,8 +3,9 @@
 
 Registered on the same ``/v1`` API as the chat door and as thin: authenticate (Bearer, or
 ``x-api-key`` on the Messages door), parse and check the body in the door's own terms,
-resolve the group, translate the request for the group's other kinds (a field with no
-counterpart is a 400 here, before any upstream), run one ``Call``, render. Every error
+resolve the group, translate the request for the group's other kinds (targets of a kind
+that cannot take it are skipped; when none can, a 400 here, before any upstream), run one
+``Call``, render. Every error
 leaves in the door's shape with ``x-should-retry: false``.
 """
 
@@ -22,6 +23,7 @@ from routing.api.openai import (
     render,
     resolve_group,
     session_key,
+    skipped,
 )
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply
@@ -102,6 +104,7 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponse:
         started=getattr(request, "scope", {}).get("switchyard.started"),
         door=door,
         prepared=prepared,
+        skipped=skipped(prepared, group),
         protocol_headers=_protocol_headers(request) if door is Protocol.MESSAGES else None,
         key=key,
     )
@@ -145,7 +148,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
     group = resolve_group(table, key, body["model"])
     if isinstance(group, ErrorReply):
         return render(group)
-    skipped = {
+    without_embeddings = {
         t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
         for t in group.targets
         if t.provider.kind not in EMBEDDING_KINDS
@@ -158,7 +161,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
         session=session_key(request, body),
         started=getattr(request, "scope", {}).get("switchyard.started"),
         endpoint="embeddings",
-        skipped=skipped,
+        skipped=without_embeddings,
         key=key,
     )
     return render(await call.run())

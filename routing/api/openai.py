@@ -19,7 +19,7 @@ from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.protocols import Protocol, Unmappable
-from routing.protocols.legs import Prepared, translate_request
+from routing.protocols.legs import Prepared, skipped_targets, translate_request
 from routing.runtime import get_runtime
 from routing.table import GroupSpec, KeySpec, RoutingTable
 
@@ -142,13 +142,20 @@ def resolve_group(
 
 def prepare(door: Protocol, body: dict[str, Any], group: GroupSpec) -> Prepared | None | ErrorReply:
     """The request translated for the group's other kinds; None when none is needed (the
-    chat door in front of chat targets: the existing pass-through, untouched)."""
+    chat door in front of chat targets: the existing pass-through, untouched). A 400 when
+    no target of the group can take it (``skipped`` names the targets some can't)."""
     if door is Protocol.CHAT and group.kinds <= CHAT_ONLY:
         return None
     try:
-        return translate_request(door, body, (Protocol(kind) for kind in group.kinds))
+        kinds = (Protocol(target.provider.kind) for target in group.targets)
+        return translate_request(door, body, kinds)
     except Unmappable as exc:
         return ErrorReply(400, str(exc), "unsupported_for_target", param=exc.param, door=door)
+
+
+def skipped(prepared: Prepared | None, group: GroupSpec) -> dict[str, str]:
+    """The group's targets whose kind cannot take the request, and why (never tried)."""
+    return skipped_targets(prepared, ((t.key, t.provider.kind) for t in group.targets))
 
 
 def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
@@ -196,6 +203,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
         session=session_key(request, body),
         started=getattr(request, "scope", {}).get("switchyard.started"),
         prepared=prepared,
+        skipped=skipped(prepared, group),
         key=key,
     )
     return render(await call.run())

@@ -350,7 +350,7 @@ class Call:
         if not rewrites:
             return self.prepared.request(kind, target.model), notes
         body, translation = translate_body(kind, outbound, target.model)
-        return body, rewrites + translation
+        return body, rewrites + list(self.prepared.door_notes) + translation
 
     def _unsendable(self, target: TargetSpec, probe: bool) -> tuple[Decision, Failure]:
         """A stored credential or header no request can carry (SPEC §9): a configuration

@@ -14,8 +14,9 @@ reasons, usage — has a place in it. Each protocol module translates its reques
 and streams to and from that view; nothing else in the gateway knows a protocol's fields.
 
 Modules: ``chat`` (identity codecs), ``messages`` (Anthropic), ``responses`` (OpenAI
-Responses), ``legs`` (a front door paired with an upstream kind: pass-through or
-translation).
+Responses), ``fields`` (what a translation does with each top-level field: map, drop with a
+note, refuse), ``legs`` (a front door paired with an upstream kind: pass-through or
+translation, and the kinds a request skips).
 
 Exception tree::
 

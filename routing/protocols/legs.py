@@ -6,8 +6,12 @@ rewritten and the upstream's events come back byte for byte (re-framed with thei
 kind → canonical → door. Either way the upstream's events are decoded to canonical chunks,
 because the commit point, usage and cut detection read the canonical view.
 
-``translate_request`` runs at the door before any upstream is called: a request that one
-of the group's target kinds cannot take is refused there (``Unmappable`` → 400).
+``translate_request`` runs at the door before any upstream is called, checking the request
+against each translation's table of fields (``routing.protocols.fields``). A kind that
+cannot take the request is left out of the call: its targets are skipped, with the reason,
+as embeddings skip ``anthropic`` targets. Only when no kind of the group can take it is the
+request refused (``Unmappable`` → 400) — so a Claude Code request with a server tool still
+reaches the group's ``anthropic`` targets, and never an upstream that would ignore the tool.
 """
 
 from __future__ import annotations
@@ -56,13 +60,17 @@ class Prepared:
     kind, the body (without ``model``) and the rewrite notes.
 
     ``canonical`` is the chat view continuity rewrites (the door's body itself for the
-    chat door, and for a request only same-protocol targets take that has no chat view)."""
+    chat door, and for a request only same-protocol targets take that has no chat view).
+    ``door_notes`` are the notes of the door's own translation (part of every kind's
+    ``notes``); ``refused`` says why each kind that cannot take the request is skipped."""
 
     door: Protocol
     body: dict[str, Any]
     bodies: dict[Protocol, dict[str, Any]] = field(default_factory=dict)
     notes: dict[Protocol, tuple[str, ...]] = field(default_factory=dict)
     canonical: dict[str, Any] = field(default_factory=dict)
+    door_notes: tuple[str, ...] = ()
+    refused: dict[Protocol, Unmappable] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.canonical:
@@ -87,20 +95,24 @@ _FROM_CANONICAL: dict[
 
 
 def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Protocol]) -> Prepared:
-    """Translate ``body`` for every kind in ``kinds``; raises ``Unmappable``."""
+    """Translate ``body`` for every kind in ``kinds`` (in the group's target order).
+
+    A kind that cannot take it lands in ``Prepared.refused``; raises ``Unmappable`` (the
+    first kind's reason) when no kind can — or, on the Responses door, for stored state."""
     if door is Protocol.RESPONSES:
         responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
-    others = [k for k in dict.fromkeys(kinds) if k is not door]
+    wanted = list(dict.fromkeys(kinds))
+    others = [k for k in wanted if k is not door]
     if not others:  # pass-through only: no chat view is needed (the cheap path)
         return Prepared(door, body)
     door_notes: list[str] = []
-    notes: list[str] = []
-    if door is Protocol.CHAT:
-        canonical = body
-    else:
-        canonical, door_notes = _TO_CANONICAL[door](body)
-    prepared = Prepared(door, body, canonical=canonical)
+    try:
+        canonical, door_notes = (body, []) if door is Protocol.CHAT else _TO_CANONICAL[door](body)
+    except Unmappable as exc:  # nothing but the door's own kind can take it
+        return _refused(door, body, wanted, dict.fromkeys(others, exc))
+    prepared = Prepared(door, body, canonical=canonical, door_notes=tuple(door_notes))
     model = str(body.get("model") or "")
+    notes: list[str]
     for kind in others:
         if kind is Protocol.CHAT:
             prepared.bodies[kind], notes = canonical, []
@@ -108,11 +120,42 @@ def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Prot
             try:
                 prepared.bodies[kind], notes = _FROM_CANONICAL[kind](canonical, model)
             except Unmappable as exc:
-                raise Unmappable(
+                prepared.refused[kind] = Unmappable(
                     f"{exc} (a target of kind '{kind.value}')", param=exc.param
-                ) from exc
+                )
+                continue
         prepared.notes[kind] = tuple(door_notes + notes)
+    if prepared.refused:
+        return _refused(door, body, wanted, prepared.refused, prepared)
     return prepared
+
+
+def _refused(
+    door: Protocol,
+    body: dict[str, Any],
+    wanted: list[Protocol],
+    refused: dict[Protocol, Unmappable],
+    prepared: Prepared | None = None,
+) -> Prepared:
+    if all(kind in refused for kind in wanted):
+        raise next(refused[kind] for kind in wanted)
+    if prepared is None:
+        prepared = Prepared(door, body)
+    prepared.refused.update(refused)
+    return prepared
+
+
+def skipped_targets(
+    prepared: Prepared | None, targets: Iterable[tuple[str, str]]
+) -> dict[str, str]:
+    """Why each target (``key``, ``kind``) of a kind that cannot take the request is skipped."""
+    if prepared is None or not prepared.refused:
+        return {}
+    return {
+        key: f"kind '{kind}' cannot take this request: {prepared.refused[Protocol(kind)]}"
+        for key, kind in targets
+        if Protocol(kind) in prepared.refused
+    }
 
 
 def translate_body(

@@ -12,7 +12,9 @@ from another protocol has no signature Anthropic would accept, so history reason
 ``reasoning_effort`` (an ``output_config.effort`` level, when sent, is the effort itself;
 ``max`` becomes ``xhigh``); ``stop_sequences`` ↔ ``stop``; cache token counts ↔ the
 canonical usage's cache fields. Server tools (``web_search_…``), documents and other block types
-have no counterpart and are refused (``Unmappable``).
+have no counterpart and are refused (``Unmappable``). Top-level fields follow the tables
+``DOOR_FIELDS`` (this door → another kind) and ``TARGET_FIELDS`` (a chat request → an
+``anthropic`` target): mapped, dropped with a note, or refused (``routing.protocols.fields``).
 """
 
 from __future__ import annotations
@@ -39,20 +41,69 @@ from routing.protocols.canonical import (
     usage_chunk,
     usage_parts,
 )
+from routing.protocols.fields import DROPPED, MAPPED, Table, check, is_false, mapped_parts, refused
 
 DEFAULT_MAX_TOKENS = 8192
 ANTHROPIC_VERSION = "2023-06-01"
 
-# Request fields that are the same on both sides, or dropped because nothing depends on
-# them beyond sampling taste (noted in x-switchyard-rewrites).
+# Request fields that are the same on both sides.
 _SAME = ("temperature", "top_p", "stream")
-_DROPPED_TO_CHAT = ("top_k", "service_tier", "container", "mcp_servers")
+
+# The Messages door's fields on a translated leg (``routing.protocols.fields``).
+DOOR_FIELDS: Table = {
+    **dict.fromkeys(
+        (
+            "model",
+            "messages",
+            "system",
+            "max_tokens",
+            "stream",
+            "temperature",
+            "top_p",
+            "stop_sequences",
+            "tools",
+            "tool_choice",
+            "thinking",
+            "metadata",  # user_id → user
+        ),
+        MAPPED,
+    ),
+    "output_config": mapped_parts(
+        {
+            "effort": MAPPED,
+            # Anthropic's and OpenAI's JSON-schema outputs accept different schema
+            # subsets: a guarantee that cannot be carried over is refused, not weakened.
+            "format": refused("a structured-output format (a JSON schema the answer follows)"),
+        }
+    ),
+    "mcp_servers": refused(
+        "MCP servers the provider connects to and calls itself", harmless=lambda v: not v
+    ),
+    # Sampling taste, caching, placement and speed hints; server-side context editing
+    # (without it the target sees the whole context, and a too-long one is its own failure).
+    **dict.fromkeys(
+        (
+            "top_k",
+            "service_tier",
+            "container",
+            "cache_control",
+            "context_management",
+            "inference_geo",
+            "speed",
+            "diagnostics",
+        ),
+        DROPPED,
+    ),
+}
+DOOR_TARGETS = "targets of another kind than anthropic"
 
 
 # --------------------------------------------------------------------------- requests in
 def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A Messages request as a canonical chat request (and the rewrite notes)."""
-    notes: list[str] = []
+    notes = check(DOOR_FIELDS, body, target=DOOR_TARGETS)
+    if "cache_control" not in body and _marks_cache(body):
+        notes.append("dropped cache_control")  # on blocks: the other protocols cache alone
     out: dict[str, Any] = {"model": body.get("model")}
     messages: list[dict[str, Any]] = []
     system = body.get("system")
@@ -104,10 +155,20 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and metadata.get("user_id"):
         out["user"] = str(metadata["user_id"])
-    for name in _DROPPED_TO_CHAT:
-        if name in body:
-            notes.append(f"dropped {name}")
     return out, notes
+
+
+def _marks_cache(body: dict[str, Any]) -> bool:
+    """Whether a system, tool or message block carries a ``cache_control`` breakpoint."""
+    blocks: list[Any] = []
+    for part in (body.get("system"), body.get("tools")):
+        if isinstance(part, list):
+            blocks += part
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            blocks += content
+    return any(isinstance(block, dict) and "cache_control" in block for block in blocks)
 
 
 def _blocks_text(blocks: Any, where: str) -> str:
@@ -236,26 +297,59 @@ def _tool_in(tool: Any, where: str) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------- requests out
-_CHAT_UNMAPPABLE = {
-    "n": "several choices (n > 1)",
-    "logprobs": "log probabilities",
-    "response_format": "a response format",
-    "audio": "audio output",
+# A canonical (chat) request's fields on the way to an ``anthropic`` target.
+TARGET_FIELDS: Table = {
+    **dict.fromkeys(
+        (
+            "model",
+            "messages",
+            "max_tokens",
+            "max_completion_tokens",
+            "stream",
+            "stream_options",  # usage: Anthropic streams always carry it
+            "temperature",
+            "top_p",
+            "stop",
+            "tools",
+            "tool_choice",
+            "parallel_tool_calls",
+            "reasoning_effort",
+            "user",
+        ),
+        MAPPED,
+    ),
+    "n": refused("several choices", harmless=lambda v: v == 1),
+    "logprobs": refused("log probabilities", harmless=is_false),
+    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
+    "response_format": refused("a response format", harmless=lambda v: _plain_text(v)),
+    "audio": refused("audio output"),
+    "modalities": refused("audio output", harmless=lambda v: v == ["text"]),
+    "web_search_options": refused("a web search the provider runs itself"),
+    "functions": refused("legacy function calling (send 'tools' instead)"),
+    "function_call": refused("legacy function calling (send 'tool_choice' instead)"),
+    **dict.fromkeys(
+        (
+            "frequency_penalty",
+            "presence_penalty",
+            "seed",
+            "logit_bias",
+            "service_tier",
+            "metadata",
+            "store",
+            "prediction",  # a latency hint: the answer is the same without it
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "safety_identifier",
+            "verbosity",
+        ),
+        DROPPED,
+    ),
 }
-_CHAT_DROPPED = ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "service_tier")
 
 
 def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
     """A canonical chat request as the Messages request an ``anthropic`` target gets."""
-    notes: list[str] = []
-    for name, what in _CHAT_UNMAPPABLE.items():
-        value = body.get(name)
-        harmless = value is None or value is False or (name == "n" and value == 1)
-        if harmless or (name == "response_format" and _plain_text(value)):
-            continue
-        raise Unmappable(
-            f"'{name}' asks for {what}, which anthropic targets cannot give.", param=name
-        )
+    notes = check(TARGET_FIELDS, body, target="anthropic targets")
     system: list[str] = []
     messages: list[dict[str, Any]] = []
     dropped_reasoning = False
@@ -311,9 +405,6 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
         out.pop("top_p", None)
     if body.get("user"):
         out["metadata"] = {"user_id": str(body["user"])}
-    for name in _CHAT_DROPPED:
-        if name in body:
-            notes.append(f"dropped {name}")
     return out, notes
 
 

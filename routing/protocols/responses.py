@@ -9,7 +9,8 @@ The gateway is stateless here (SPEC §12): ``previous_response_id`` and
 ``conversation`` are refused with a message saying to send the conversation in ``input``;
 ``store`` is answered as false. Hosted tools (web/file search, code interpreter, MCP…)
 and item types other than messages, function calls/outputs and reasoning are refused
-when the target would need a translation.
+when the target would need a translation. Top-level fields follow ``DOOR_FIELDS`` and
+``TARGET_FIELDS`` (``routing.protocols.fields``).
 """
 
 from __future__ import annotations
@@ -22,9 +23,58 @@ import orjson
 
 from routing.protocols import Unmappable
 from routing.protocols.canonical import chat_usage, chunk, completion, message_text, usage_chunk
+from routing.protocols.fields import DROPPED, MAPPED, Table, check, is_false, mapped_parts, refused
 
 _SAME = ("temperature", "top_p", "stream", "parallel_tool_calls")
-_DROPPED = ("include", "prompt_cache_key", "safety_identifier", "service_tier", "truncation")
+
+# The Responses door's fields on a translated leg (``routing.protocols.fields``).
+DOOR_FIELDS: Table = {
+    **dict.fromkeys(
+        (
+            "model",
+            "input",
+            "instructions",
+            "stream",
+            "temperature",
+            "top_p",
+            "parallel_tool_calls",
+            "max_output_tokens",
+            "tools",
+            "tool_choice",
+            "user",
+            "store",  # answered as false: noted when true
+        ),
+        MAPPED,
+    ),
+    # Summaries are what the door streams of any target's reasoning.
+    "reasoning": mapped_parts(dict.fromkeys(("effort", "summary", "generate_summary"), MAPPED)),
+    "text": mapped_parts({"format": MAPPED, "verbosity": DROPPED}),
+    "background": refused("a background response the gateway would have to keep", is_false),
+    "prompt": refused("a prompt template stored at the provider"),
+    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
+    # Refused whatever the target by ``refuse_stored``; here for the table's completeness.
+    "previous_response_id": refused("a response stored at the provider"),
+    "conversation": refused("a conversation stored at the provider"),
+    # Caching, placement and tier hints, metadata, server-side compaction, and a cap on
+    # hosted-tool calls (a translated request cannot carry hosted tools).
+    **dict.fromkeys(
+        (
+            "include",
+            "metadata",
+            "max_tool_calls",
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "prompt_cache_options",
+            "safety_identifier",
+            "service_tier",
+            "stream_options",
+            "truncation",
+            "context_management",
+        ),
+        DROPPED,
+    ),
+}
+DOOR_TARGETS = "targets of another kind than openai-responses"
 STATELESS = (
     "Switchyard keeps no responses: send the whole conversation in 'input' (with "
     "'store': false) instead of '{field}'."
@@ -41,7 +91,7 @@ def refuse_stored(body: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------- requests in
 def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     refuse_stored(body)
-    notes: list[str] = []
+    notes = check(DOOR_FIELDS, body, target=DOOR_TARGETS)
     messages: list[dict[str, Any]] = []
     if body.get("instructions"):
         messages.append({"role": "system", "content": str(body["instructions"])})
@@ -81,9 +131,6 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         out["response_format"] = {"type": "json_object"}
     if body.get("user"):
         out["user"] = body["user"]
-    for name in _DROPPED:
-        if name in body:
-            notes.append(f"dropped {name}")
     if body.get("store"):
         notes.append("store ignored (the gateway is stateless)")
     return out, notes
@@ -192,11 +239,63 @@ def _tool_in(tool: Any, index: int) -> dict[str, Any]:
 
 
 # -------------------------------------------------------------------------- requests out
+# Chat fields an openai-responses target takes under the same name.
+_COPIED = (
+    "metadata",
+    "service_tier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "safety_identifier",
+)
+
+# A canonical (chat) request's fields on the way to an ``openai-responses`` target.
+TARGET_FIELDS: Table = {
+    **dict.fromkeys(
+        (
+            "model",
+            "messages",
+            "max_tokens",
+            "max_completion_tokens",
+            "stream",
+            "stream_options",  # usage: Responses streams always carry it
+            "temperature",
+            "top_p",
+            "parallel_tool_calls",
+            "tools",
+            "tool_choice",
+            "reasoning_effort",
+            "response_format",
+            "verbosity",
+            "user",
+            *_COPIED,
+        ),
+        MAPPED,
+    ),
+    "n": refused("several choices", harmless=lambda v: v == 1),
+    "logprobs": refused("log probabilities", harmless=is_false),
+    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
+    "audio": refused("audio output"),
+    "modalities": refused("audio output", harmless=lambda v: v == ["text"]),
+    "web_search_options": refused("a web search the provider runs itself"),
+    "functions": refused("legacy function calling (send 'tools' instead)"),
+    "function_call": refused("legacy function calling (send 'tool_choice' instead)"),
+    **dict.fromkeys(
+        (
+            "stop",
+            "frequency_penalty",
+            "presence_penalty",
+            "seed",
+            "logit_bias",
+            "store",  # the gateway sends store: false
+            "prediction",  # a latency hint: the answer is the same without it
+        ),
+        DROPPED,
+    ),
+}
+
+
 def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
-    notes: list[str] = []
-    n = body.get("n")
-    if n not in (None, 1):
-        raise Unmappable("'n' > 1 has no counterpart on openai-responses targets.", param="n")
+    notes = check(TARGET_FIELDS, body, target="openai-responses targets")
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     dropped_reasoning = False
@@ -265,18 +364,13 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
         out["text"] = {"format": {"type": "json_schema", **(fmt.get("json_schema") or {})}}
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         out["text"] = {"format": {"type": "json_object"}}
+    if body.get("verbosity"):
+        out["text"] = {**out.get("text", {}), "verbosity": body["verbosity"]}
     if body.get("user"):
         out["user"] = body["user"]
-    for name in (
-        "stop",
-        "frequency_penalty",
-        "presence_penalty",
-        "seed",
-        "logit_bias",
-        "stream_options",
-    ):
-        if name in body and name != "stream_options":
-            notes.append(f"dropped {name}")
+    for name in _COPIED:
+        if body.get(name) is not None:
+            out[name] = body[name]
     return out, notes
 
 

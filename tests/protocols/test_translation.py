@@ -3,6 +3,8 @@ fields become on the other (SPEC §12's mapping list), and what is refused."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -368,3 +370,230 @@ def test_anthropic_stream_decodes_to_canonical_and_encodes_back() -> None:
         if line.startswith("data: ")
     ]
     assert numbers == list(range(len(numbers)))
+
+
+# ------------------------------------------------------------------------ honest limits
+MESSAGES_BODY = {"model": "g", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+RESPONSES_BODY = {"model": "g", "input": "x"}
+CHAT_BODY = {"model": "g", "messages": [{"role": "user", "content": "x"}]}
+DOOR_BODY: dict[Protocol, dict[str, Any]] = {
+    Protocol.MESSAGES: MESSAGES_BODY,
+    Protocol.RESPONSES: RESPONSES_BODY,
+    Protocol.CHAT: CHAT_BODY,
+}
+TRANSLATED = {
+    Protocol.MESSAGES: (Protocol.CHAT, Protocol.RESPONSES),
+    Protocol.RESPONSES: (Protocol.CHAT, Protocol.MESSAGES),
+    Protocol.CHAT: (Protocol.MESSAGES, Protocol.RESPONSES),
+}
+
+
+def _legs(cases: list[tuple[Protocol, dict, object]]) -> list[object]:
+    """Each case once per kind its door translates to."""
+    return [
+        pytest.param(door, kind, extra, expected, id=f"{door.name}-{kind.name}-{'-'.join(extra)}")
+        for door, extra, expected in cases
+        for kind in TRANSLATED[door]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("door", "kind", "extra", "note"),
+    _legs(
+        [
+            (
+                Protocol.MESSAGES,
+                {"context_management": {"edits": []}},
+                "dropped context_management",
+            ),
+            (Protocol.MESSAGES, {"cache_control": {"type": "ephemeral"}}, "dropped cache_control"),
+            (Protocol.MESSAGES, {"top_k": 5}, "dropped top_k"),
+            (Protocol.MESSAGES, {"speed": "fast"}, "dropped speed"),
+            (Protocol.MESSAGES, {"frobnicate": 1}, "dropped frobnicate"),  # unknown: noted
+            (Protocol.RESPONSES, {"text": {"verbosity": "low"}}, "dropped text.verbosity"),
+            (Protocol.RESPONSES, {"metadata": {"k": "v"}}, "dropped metadata"),
+            (Protocol.RESPONSES, {"max_tool_calls": 3}, "dropped max_tool_calls"),
+            (Protocol.RESPONSES, {"truncation": "auto"}, "dropped truncation"),
+            (Protocol.RESPONSES, {"frobnicate": 1}, "dropped frobnicate"),
+            (
+                Protocol.CHAT,
+                {"prediction": {"type": "content", "content": "x"}},
+                "dropped prediction",
+            ),
+            (Protocol.CHAT, {"seed": 7}, "dropped seed"),
+            (Protocol.CHAT, {"frobnicate": 1}, "dropped frobnicate"),
+        ]
+    ),
+)
+def test_a_harmless_field_is_dropped_with_a_note(
+    door: Protocol, kind: Protocol, extra: dict, note: str
+) -> None:
+    body = {**DOOR_BODY[door], **extra}
+    prepared = legs.translate_request(door, body, [kind])
+    assert note in prepared.notes[kind]
+    sent = orjson.loads(prepared.request(kind, "m"))
+    assert not set(extra) & set(sent) - {"text"}  # gone from the target's body
+
+
+@pytest.mark.parametrize(
+    ("door", "kind", "extra", "param"),
+    _legs(
+        [
+            (
+                Protocol.MESSAGES,
+                {"output_config": {"format": {"type": "json_schema", "schema": {}}}},
+                "output_config.format",
+            ),
+            (
+                Protocol.MESSAGES,
+                {"mcp_servers": [{"type": "url", "url": "https://mcp.example", "name": "x"}]},
+                "mcp_servers",
+            ),
+            (Protocol.RESPONSES, {"background": True}, "background"),
+            (Protocol.RESPONSES, {"prompt": {"id": "pmpt_1"}}, "prompt"),
+            (Protocol.RESPONSES, {"top_logprobs": 3}, "top_logprobs"),
+            (Protocol.CHAT, {"web_search_options": {}}, "web_search_options"),
+            (Protocol.CHAT, {"n": 2}, "n"),
+            (Protocol.CHAT, {"modalities": ["text", "audio"]}, "modalities"),
+            (Protocol.CHAT, {"functions": [{"name": "f"}]}, "functions"),
+        ]
+    ),
+)
+def test_a_field_that_changes_the_answer_is_refused(
+    door: Protocol, kind: Protocol, extra: dict, param: str
+) -> None:
+    with pytest.raises(Unmappable) as info:
+        legs.translate_request(door, {**DOOR_BODY[door], **extra}, [kind])
+    assert info.value.param == param
+    assert f"'{param}' asks for" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("door", "kind", "extra", "_"),
+    _legs(
+        [
+            (Protocol.MESSAGES, {"output_config": {"effort": "high"}}, None),
+            (Protocol.MESSAGES, {"mcp_servers": []}, None),
+            (Protocol.MESSAGES, {"metadata": {"user_id": "u"}, "top_p": 0.9}, None),
+            (Protocol.RESPONSES, {"background": False, "store": False}, None),
+            (Protocol.RESPONSES, {"reasoning": {"effort": "low", "summary": "auto"}}, None),
+            (Protocol.RESPONSES, {"text": {"format": {"type": "text"}}}, None),
+            (Protocol.CHAT, {"n": 1, "logprobs": False, "modalities": ["text"]}, None),
+            (Protocol.CHAT, {"stream": True, "stream_options": {"include_usage": True}}, None),
+            (Protocol.CHAT, {"web_search_options": None}, None),  # null asks for nothing
+        ]
+    ),
+)
+def test_harmless_values_and_mapped_fields_pass_without_a_note(
+    door: Protocol, kind: Protocol, extra: dict, _: None
+) -> None:
+    prepared = legs.translate_request(door, {**DOOR_BODY[door], **extra}, [kind])
+    assert not [n for n in prepared.notes[kind] if n.startswith("dropped")]
+
+
+def test_block_cache_breakpoints_are_noted_once() -> None:
+    body = {
+        **MESSAGES_BODY,
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+    }
+    prepared = legs.translate_request(Protocol.MESSAGES, body, [Protocol.CHAT])
+    assert prepared.notes[Protocol.CHAT] == ("dropped cache_control",)
+
+
+def test_chat_fields_with_a_responses_counterpart_are_mapped_not_dropped() -> None:
+    body = {
+        **CHAT_BODY,
+        "verbosity": "low",
+        "metadata": {"k": "v"},
+        "service_tier": "flex",
+        "prompt_cache_key": "pck",
+        "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {}}},
+    }
+    out, notes = responses.from_canonical(body, "m")
+    assert notes == []
+    assert out["text"] == {
+        "format": {"type": "json_schema", "name": "o", "schema": {}},
+        "verbosity": "low",
+    }
+    assert (out["metadata"], out["service_tier"], out["prompt_cache_key"]) == (
+        {"k": "v"},
+        "flex",
+        "pck",
+    )
+
+
+@pytest.mark.parametrize("door", [Protocol.MESSAGES, Protocol.RESPONSES])
+def test_every_field_a_door_puts_in_the_canonical_view_is_mapped_by_every_kind(
+    door: Protocol,
+) -> None:
+    """The door tables and the target tables agree: a rich request translated door → kind
+    loses nothing on the way out but what the target's protocol lacks (Responses has no
+    stop sequences)."""
+    rich = (
+        {
+            **TOOL_USE_HISTORY,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "stream": True,
+            "metadata": {"user_id": "u"},
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+        }
+        if door is Protocol.MESSAGES
+        else {
+            "model": "g",
+            "instructions": "i",
+            "input": "x",
+            "stream": True,
+            "temperature": 0.5,
+            "top_p": 0.9,
+            "parallel_tool_calls": False,
+            "max_output_tokens": 10,
+            "tools": [{"type": "function", "name": "f", "parameters": {}}],
+            "tool_choice": "auto",
+            "reasoning": {"effort": "low"},
+            "text": {"format": {"type": "json_object"}},
+            "user": "u",
+        }
+    )
+    canonical, door_notes = (messages if door is Protocol.MESSAGES else responses).to_canonical(
+        rich
+    )
+    for kind in TRANSLATED[door]:
+        if kind is Protocol.CHAT:
+            continue
+        if kind is Protocol.MESSAGES:  # a JSON object format is refused there: leave it out
+            canonical = {k: v for k, v in canonical.items() if k != "response_format"}
+        module = messages if kind is Protocol.MESSAGES else responses
+        _, notes = module.from_canonical(canonical, "m")
+        dropped = [n for n in notes if n.startswith("dropped ") and "history" not in n]
+        assert dropped == (["dropped stop"] if kind is Protocol.RESPONSES else [])
+
+
+def test_a_mixed_group_skips_the_kinds_that_cannot_take_the_request() -> None:
+    """A server tool from Claude Code: the group's anthropic targets take it as sent; its
+    chat targets are skipped with the reason instead of refusing the whole request."""
+    body = {**MESSAGES_BODY, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    prepared = legs.translate_request(Protocol.MESSAGES, body, [Protocol.MESSAGES, Protocol.CHAT])
+    assert set(prepared.refused) == {Protocol.CHAT}
+    assert orjson.loads(prepared.request(Protocol.MESSAGES, "m"))["tools"] == body["tools"]
+    skipped = legs.skipped_targets(prepared, [("a/x", "anthropic"), ("c/y", "openai")])
+    assert list(skipped) == ["c/y"]
+    assert skipped["c/y"].startswith("kind 'openai' cannot take this request: 'tools[0]'")
+    with pytest.raises(Unmappable):  # no kind of the group can: refused
+        legs.translate_request(Protocol.MESSAGES, body, [Protocol.CHAT, Protocol.RESPONSES])
+
+
+def test_a_kind_refused_only_on_the_way_out_is_skipped_the_others_serve() -> None:
+    body = {**CHAT_BODY, "n": 2}
+    prepared = legs.translate_request(Protocol.CHAT, body, [Protocol.MESSAGES, Protocol.CHAT])
+    assert set(prepared.refused) == {Protocol.MESSAGES}
+    assert "(a target of kind 'anthropic')" in str(prepared.refused[Protocol.MESSAGES])
+    with pytest.raises(Unmappable) as info:
+        legs.translate_request(Protocol.CHAT, body, [Protocol.MESSAGES, Protocol.RESPONSES])
+    assert info.value.param == "n" and "anthropic" in str(info.value)  # the first kind's
