@@ -9,6 +9,8 @@ answer into the same ``Seen`` facts so every cell asserts the same things.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +50,29 @@ groups:
     targets:
       - {provider: resp, model: r-model}
       - {provider: chat, model: c-model}
+  - name: anthropic-then-openai
+    targets:
+      - {provider: claude, model: a-model}
+      - {provider: chat, model: c-model}
+  - name: openai-then-responses
+    targets:
+      - {provider: chat, model: c-model}
+      - {provider: resp, model: r-model}
+  - name: responses-then-anthropic
+    targets:
+      - {provider: resp, model: r-model}
+      - {provider: claude, model: a-model}
 """
+# Every ordered pair of kinds: (group, its first target's model, its second's).
+PAIRS = [
+    ("via-openai", "c-model", "a-model"),
+    ("via-anthropic", "a-model", "r-model"),
+    ("via-openai-responses", "r-model", "c-model"),
+    ("anthropic-then-openai", "a-model", "c-model"),  # Claude Code → DeepSeek
+    ("openai-then-responses", "c-model", "r-model"),
+    ("responses-then-anthropic", "r-model", "a-model"),
+]
+GROUPS = [group for group, _, _ in PAIRS]
 
 # kind -> (first target's model, its failover's model, the upstream path the kind posts to)
 KINDS = {
@@ -128,6 +152,8 @@ class ChatDoor:
             if not chunk.choices:
                 continue
             delta = chunk.choices[0].delta
+            if delta.role:
+                seen.events.append("role")
             seen.text += delta.content or ""
             seen.reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
             for call in delta.tool_calls or ():
@@ -150,10 +176,12 @@ class ChatDoor:
             error = exc
         return text, error
 
-    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def exhausted(
+        self, model: str, *, stream: bool = False
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         with pytest.raises(openai.APIStatusError) as info:
             self.client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": "hi"}]
+                model=model, messages=[{"role": "user", "content": "hi"}], stream=stream
             )
         response = info.value.response
         return response.status_code, response.json(), dict(response.headers)
@@ -210,11 +238,20 @@ class MessagesDoor:
             error = exc
         return text, error
 
-    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def exhausted(
+        self, model: str, *, stream: bool = False
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
         with pytest.raises(anthropic.APIStatusError) as info:
-            self.client.messages.create(
-                model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
-            )
+            if stream:
+                with self.client.messages.stream(**kwargs) as events:
+                    list(events)
+            else:
+                self.client.messages.create(**kwargs)
         response = info.value.response
         return response.status_code, response.json(), dict(response.headers)
 
@@ -272,9 +309,15 @@ class ResponsesDoor:
             error = exc
         return text, error
 
-    def exhausted(self, model: str) -> tuple[int, dict[str, Any], dict[str, str]]:
+    def exhausted(
+        self, model: str, *, stream: bool = False
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
         with pytest.raises(openai.APIStatusError) as info:
-            self.client.responses.create(model=model, input="hi")
+            if stream:
+                with self.client.responses.stream(model=model, input="hi") as events:
+                    list(events)
+            else:
+                self.client.responses.create(model=model, input="hi")
         response = info.value.response
         return response.status_code, response.json(), dict(response.headers)
 
@@ -360,23 +403,68 @@ def test_streaming_answer_with_tools_and_thinking(h: Harness, door_cls: type, ki
         assert "response.function_call_arguments.delta" in seen.events
 
 
-@pytest.mark.parametrize(("door_cls", "kind"), _cells())
-def test_failover_across_kinds_is_one_valid_stream(h: Harness, door_cls: type, kind: str) -> None:
+PREAMBLE = {"chat": "role", "messages": "message_start", "responses": "response.created"}
+FRONT_DOOR = {"chat": "openai", "messages": "anthropic", "responses": "openai-responses"}
+
+
+def _pairs() -> list[Any]:
+    return [
+        pytest.param(door, group, first, second, id=f"{door.name}-door-{group}")
+        for door in DOORS
+        for group, first, second in PAIRS
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize(("door_cls", "group", "first", "second"), _pairs())
+def test_failover_across_kinds_is_one_valid_answer(
+    h: Harness, door_cls: type, group: str, first: str, second: str, stream: bool
+) -> None:
+    """Every ordered pair of kinds, at every door, streaming and not: the first target
+    fails before any content (401: switched at once), the second answers with tools and
+    thinking, and the client reads one answer in its own protocol."""
     door = door_cls(h)
-    first, second, _ = KINDS[kind]
-    h.upstream.script(first, Fail(401, "bad key"))  # not retried: switches at once
+    h.upstream.script(first, Fail(401, "bad key"))
     h.upstream.script(second, ANSWER)
-    seen = door.call(f"via-{kind}", stream=True)
+    seen = door.call(group, stream=stream)
     _check_answer(seen, door, second)
     assert h.upstream.count(first) == 1 and h.upstream.count(second) == 1
     assert h.upstream.requests[-1].path == PATH_OF_MODEL[second]
+    if stream:
+        assert seen.events.count(PREAMBLE[door.name]) == 1
+    else:
+        assert seen.headers["x-switchyard-target"].endswith("/" + second)
+        assert seen.headers["x-switchyard-attempts"] == "2"
     [record] = h.events(CallRecord, at_least=1)
-    assert (
-        record.front_door
-        == {"chat": "openai", "messages": "anthropic", "responses": "openai-responses"}[door.name]
-    )
-    assert [a.kind for a in record.attempts] == [kind, _kind_of(second)]
+    assert record.front_door == FRONT_DOOR[door.name]
+    assert [a.kind for a in record.attempts] == [_kind_of(first), _kind_of(second)]
     assert record.outcome == "ok"
+
+
+@pytest.mark.parametrize(("door_cls", "group", "first", "second"), _pairs())
+def test_a_preamble_sent_before_a_switch_across_kinds_is_held_back(
+    h: Harness, door_cls: type, group: str, first: str, second: str
+) -> None:
+    """The first target sends its preamble (``message_start``; ``response.created``; the
+    role chunk) and a usage event, then fails before any content; with no retries the
+    call switches to a target of another kind. The client sees one preamble — the
+    answer's — and one answer."""
+    from routing.simulator.script import UsageThenError
+
+    h.configure(
+        THREE_KINDS.replace("    targets:\n", "    retry: {max_retries: 0}\n    targets:\n")
+    )
+    door = door_cls(h)
+    h.upstream.script(first, UsageThenError())
+    h.upstream.script(second, ANSWER)
+    seen = door.call(group, stream=True)
+    _check_answer(seen, door, second)
+    assert seen.events.count(PREAMBLE[door.name]) == 1
+    [record] = h.events(CallRecord, at_least=1)
+    assert [(a.kind, a.code) for a in record.attempts] == [
+        (_kind_of(first), "SERVER"),
+        (_kind_of(second), None),
+    ]
 
 
 @pytest.mark.parametrize(("door_cls", "kind"), _cells())
@@ -394,14 +482,17 @@ def test_failure_after_commit_is_the_doors_error_event(
     assert record.outcome == "failed" and record.error_code == "TRANSPORT"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize(("door_cls", "kind"), _cells())
-def test_exhaustion_in_the_doors_shape(h: Harness, door_cls: type, kind: str) -> None:
+def test_exhaustion_in_the_doors_shape(h: Harness, door_cls: type, kind: str, stream: bool) -> None:
+    """Every target fails before content: a 502 in the door's error shape, for a stream
+    too (nothing was committed, so the reply is still an HTTP error)."""
     door = door_cls(h)
     first, second, _ = KINDS[kind]
     h.upstream.script(first, Fail(400, "nope", code="invalid_request_error"))
     h.upstream.script(second, then=Fail(403, "not for you"))
     harness_config_switch_on_bad_request(h)
-    status, body, headers = door.exhausted(f"via-{kind}")
+    status, body, headers = door.exhausted(f"via-{kind}", stream=stream)
     assert status == 502
     assert headers["x-should-retry"] == "false"
     if door.name == "messages":
@@ -412,6 +503,51 @@ def test_exhaustion_in_the_doors_shape(h: Harness, door_cls: type, kind: str) ->
         message = body["error"]["message"]
     assert f"/{first} → BAD_REQUEST (HTTP 400)" in message
     assert f"/{second} → FORBIDDEN (HTTP 403)" in message
+
+
+@dataclass
+class FakeClock:
+    now: float
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(h: Harness) -> Iterator[FakeClock]:
+    fake = FakeClock(1_800_000_000.0)
+    h.runtime.clock = fake  # type: ignore[attr-defined]
+    yield fake
+    h.runtime.clock = time.time  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("door_cls", DOORS, ids=lambda d: d.name)
+def test_every_target_cooling_is_a_503_in_the_doors_shape(
+    h: Harness, clock: FakeClock, door_cls: type, stream: bool
+) -> None:
+    """Both targets rate limited for 30 s: the next call tries nothing and answers 503
+    with ``Retry-After`` (the earliest revival) and ``x-should-retry: false`` — Anthropic
+    ``overloaded_error`` at the Messages door, OpenAI's shape at the others."""
+    door = door_cls(h)
+    for model in ("a-model", "r-model"):
+        h.upstream.script(model, then=Fail(429, "slow down", headers={"retry-after": "30"}))
+    status, _, headers = door.exhausted("via-anthropic", stream=stream)
+    assert status == 502 and headers["retry-after"] == "30"
+    tried = h.upstream.count()
+    clock.now += 10
+    status, body, headers = door.exhausted("via-anthropic", stream=stream)
+    assert status == 503
+    assert headers["retry-after"] == "20" and headers["x-should-retry"] == "false"
+    if door.name == "messages":
+        assert body["type"] == "error" and body["error"]["type"] == "overloaded_error"
+        message = body["error"]["message"]
+    else:
+        assert body["error"]["code"] == "ROUTES_EXHAUSTED"
+        message = body["error"]["message"]
+    assert "claude/a-model → cooling for 20 s" in message
+    assert "resp/r-model → cooling for 20 s" in message
+    assert h.upstream.count() == tried  # nothing was even tried
 
 
 def harness_config_switch_on_bad_request(h: Harness) -> None:
