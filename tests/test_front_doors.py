@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anthropic
@@ -861,12 +862,29 @@ def test_models_in_anthropic_shape_for_anthropic_clients(h: Harness) -> None:
     client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
     page = client.models.list()
     ids = [m.id for m in page.data]
-    assert ids == ["via-anthropic", "via-openai", "via-openai-responses"] or sorted(ids) == sorted(
-        ["via-anthropic", "via-openai", "via-openai-responses"]
-    )
+    assert sorted(ids) == sorted(GROUPS)
     assert all(m.type == "model" and m.display_name == m.id for m in page.data)
     openai_ids = {m.id for m in h.client().models.list()}
     assert openai_ids == set(ids)
+
+
+def test_models_raw_anthropic_listing_has_its_paging_fields(h: Harness) -> None:
+    """What the SDK's pager reads (``has_more``, ``first_id``, ``last_id``) and each
+    model's ``created_at`` as an RFC 3339 time, in the raw JSON."""
+    response = httpx.get(
+        h.gateway.url + "/v1/models",
+        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
+    )
+    assert response.status_code == 200
+    listing = response.json()
+    assert set(listing) == {"data", "has_more", "first_id", "last_id"}
+    ids = [m["id"] for m in listing["data"]]
+    assert listing["has_more"] is False
+    assert (listing["first_id"], listing["last_id"]) == (ids[0], ids[-1])
+    assert sorted(ids) == sorted(GROUPS)
+    for model in listing["data"]:
+        assert set(model) == {"type", "id", "display_name", "created_at"}
+        assert datetime.fromisoformat(model["created_at"]).tzinfo is not None
 
 
 def test_embeddings_are_routed_through_groups_and_skip_anthropic_targets(h: Harness) -> None:
@@ -1088,3 +1106,139 @@ def test_wrong_method_is_a_405_in_the_doors_shape(
         assert body["type"] == "error" and body["error"]["message"].startswith("GET")
     else:
         assert body["error"]["code"] == "method_not_allowed"
+
+
+# ------------------------------------------------------------------------- small holes
+def _usage_seen(h: Harness, door: str, group: str) -> dict[str, int]:
+    """(input incl. cache, cache read, cache write) as a streaming client of ``door`` reads
+    them, whatever its protocol calls them."""
+    hi = [{"role": "user", "content": "hi"}]
+    if door == "chat":
+        chunks = list(
+            h.client().chat.completions.create(
+                model=group, messages=hi, stream=True, stream_options={"include_usage": True}
+            )  # type: ignore[arg-type]
+        )
+        [usage] = [c.usage for c in chunks if c.usage]
+        details = usage.prompt_tokens_details
+        return {
+            "input": usage.prompt_tokens,
+            "read": details.cached_tokens or 0 if details else 0,
+            "write": (usage.model_extra or {}).get("cache_creation_input_tokens", 0),
+        }
+    if door == "responses":
+        with h.client().responses.stream(model=group, input="hi") as events:
+            answer = events.get_final_response()
+        assert answer.usage is not None
+        return {
+            "input": answer.usage.input_tokens,
+            "read": answer.usage.input_tokens_details.cached_tokens,
+            "write": 0,  # Responses has no field for cache writes
+        }
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    with client.messages.stream(model=group, max_tokens=50, messages=hi) as stream:  # type: ignore[arg-type]
+        usage = stream.get_final_message().usage
+    read = usage.cache_read_input_tokens or 0
+    write = usage.cache_creation_input_tokens or 0
+    return {"input": usage.input_tokens + read + write, "read": read, "write": write}
+
+
+@pytest.mark.parametrize(
+    ("door", "group", "model", "write"),
+    [
+        ("chat", "via-anthropic", "a-model", 5),
+        ("responses", "via-anthropic", "a-model", 0),
+        ("messages", "via-openai", "c-model", 5),
+        ("messages", "via-openai-responses", "r-model", 0),
+    ],
+    ids=["anthropic-to-chat", "anthropic-to-responses", "chat-to-messages", "resp-to-messages"],
+)
+def test_cache_tokens_survive_a_translated_stream(
+    h: Harness, door: str, group: str, model: str, write: int
+) -> None:
+    """Prompt-cache reads (and writes, where the door has a field for them) reach the
+    client of another protocol: Anthropic counts cached input apart from
+    ``input_tokens``, the OpenAI protocols inside it."""
+    h.upstream.script(model, Reply("cached answer", cache_read=100, cache_write=write))
+    assert _usage_seen(h, door, group) == {"input": 1 + 100 + write, "read": 100, "write": write}
+
+
+def test_an_anthropic_base_url_without_v1_gets_v1_messages(h: Harness) -> None:
+    """SPEC §12: ``kind: anthropic`` takes the base Anthropic documents for its SDK
+    (``https://api.anthropic.com``, no ``/v1``); the gateway posts ``<base>/v1/messages``."""
+    root = h.upstream.base_url.removesuffix("/v1")
+    assert root != h.upstream.base_url
+    h.configure(
+        THREE_KINDS.replace(
+            "kind: anthropic\n    base_url: {upstream}", f"kind: anthropic\n    base_url: {root}"
+        )
+    )
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    h.upstream.script("a-model", Reply("from the root"), Reply("translated"))
+    reply = client.messages.create(
+        model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply.content[0].text == "from the root"  # type: ignore[union-attr]
+    chat = h.client().chat.completions.create(
+        model="via-anthropic", messages=[{"role": "user", "content": "hi"}]
+    )
+    assert chat.choices[0].message.content == "translated"
+    assert [r.path for r in h.upstream.requests] == ["/v1/messages", "/v1/messages"]
+
+
+def test_the_anthropic_sdk_auth_token_is_accepted(h: Harness) -> None:
+    """``ANTHROPIC_AUTH_TOKEN`` (Claude Code's setting) is the SDK's ``auth_token``: sent as
+    ``Authorization: Bearer``, with no ``x-api-key``."""
+    client = anthropic.Anthropic(base_url=h.gateway.url, auth_token=h.key, max_retries=0)
+    assert client.api_key is None
+    h.upstream.script("a-model", Reply("by token"))
+    with client.messages.stream(
+        model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        assert stream.get_final_text() == "by token"
+    wrong = anthropic.Anthropic(base_url=h.gateway.url, auth_token="sk-wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError):
+        wrong.messages.create(
+            model="via-anthropic", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert h.upstream.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [("malformed", "TRANSPORT"), ("empty", "EMPTY_RESPONSE"), ("stall", "TIMEOUT")],
+)
+@pytest.mark.parametrize(
+    ("door_cls", "kind"),
+    [(MessagesDoor, "anthropic"), (ResponsesDoor, "openai-responses")],
+    ids=["messages-door-anthropic", "responses-door-openai-responses"],
+)
+def test_a_broken_stream_of_each_kind_switches_before_content(
+    h: Harness, door_cls: type, kind: str, fault: str, code: str
+) -> None:
+    """The simulator's Malformed (no parseable event), Empty (a finished answer with no
+    content) and StallAfter (the preamble, then silence past ``first_token_s``) in the
+    Anthropic and Responses protocols: each is its failure code, and the call switches to
+    the next target before anything reached the client."""
+    from routing.simulator.script import Empty, Malformed, StallAfter
+
+    behaviour = {"malformed": Malformed(), "empty": Empty(), "stall": StallAfter(0)}[fault]
+    h.configure(
+        THREE_KINDS.replace("    targets:\n", "    retry: {max_retries: 0}\n    targets:\n")
+        .replace(
+            "api_key: upstream-key-claude",
+            "api_key: upstream-key-claude\n    timeouts: {first_token_s: 0.3}",
+        )
+        .replace(
+            "api_key: upstream-key-resp",
+            "api_key: upstream-key-resp\n    timeouts: {first_token_s: 0.3}",
+        )
+    )
+    first, second, _ = KINDS[kind]
+    h.upstream.script(first, behaviour)
+    h.upstream.script(second, ANSWER)
+    seen = door_cls(h).call(f"via-{kind}", stream=True)
+    _check_answer(seen, door_cls(h), second)
+    assert seen.events.count(PREAMBLE[door_cls.name]) == 1
+    [record] = h.events(CallRecord, at_least=1)
+    assert [a.code for a in record.attempts] == [code, None]

@@ -71,6 +71,19 @@ def usage_for(request_body: dict[str, Any], completion_text: str) -> dict[str, i
     }
 
 
+def with_cache(usage: dict[str, Any], *, read: int, write: int) -> dict[str, Any]:
+    """Chat usage with prompt-cache tokens (counted inside ``prompt_tokens``, as OpenAI
+    does; writes in the ``cache_creation_input_tokens`` extension)."""
+    if not read and not write:
+        return usage
+    prompt = usage["prompt_tokens"] + read + write
+    out = {**usage, "prompt_tokens": prompt, "total_tokens": prompt + usage["completion_tokens"]}
+    out["prompt_tokens_details"] = {"cached_tokens": read}
+    if write:
+        out["cache_creation_input_tokens"] = write
+    return out
+
+
 def default_error_type(status: int) -> str:
     if status == 429:
         return "rate_limit_error"

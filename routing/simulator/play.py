@@ -35,6 +35,7 @@ from routing.simulator.payloads import (
     fill_model,
     split_pieces,
     usage_for,
+    with_cache,
 )
 from routing.simulator.script import (
     Behaviour,
@@ -262,6 +263,8 @@ async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
     if reply.chunk_delay_s and gaps:
         await asyncio.sleep(reply.chunk_delay_s * gaps)  # as long as the stream would take
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
+    if usage is not None:
+        usage = with_cache(usage, read=reply.cache_read, write=reply.cache_write)
     body = ex.wire().body(
         content=content,
         reasoning=reasoning,
@@ -292,6 +295,8 @@ async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web
     if reply.tool_call:
         await sse.emit(w.tool_call())
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
+    if usage is not None:
+        usage = with_cache(usage, read=reply.cache_read, write=reply.cache_write)
     await sse.emit(w.finish(reply.finish_reason, usage))
     return await sse.end(done=done and w.done)
 

@@ -53,6 +53,10 @@ class Reply:
     gap, before the body). ``reasoning`` is sent first as one ``reasoning_content``
     delta; ``tool_call`` adds one ``get_weather`` tool call after the content (set
     ``finish_reason="tool_calls"`` yourself if you want the realistic pairing).
+    ``cache_read`` / ``cache_write`` add prompt-cache tokens to the usage, in each
+    protocol's fields (chat ``prompt_tokens_details.cached_tokens`` and
+    ``cache_creation_input_tokens``; Anthropic ``cache_read_input_tokens`` /
+    ``cache_creation_input_tokens``; Responses ``input_tokens_details.cached_tokens``).
     """
 
     content: str = DEFAULT_CONTENT
@@ -62,6 +66,8 @@ class Reply:
     tool_call: bool = False
     usage: bool = True
     finish_reason: str = "stop"
+    cache_read: int = 0
+    cache_write: int = 0
 
 
 @dataclass(frozen=True)

@@ -76,13 +76,20 @@ class ChatWire:
         return error_body(message, type_ or default_error_type(status), code)
 
 
-def _anthropic_usage(usage: dict[str, int] | None) -> dict[str, int]:
+def _cache_tokens(usage: dict[str, Any]) -> tuple[int, int]:
+    """(read, write) prompt-cache tokens of a chat usage (``payloads.with_cache``)."""
+    read = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return read, int(usage.get("cache_creation_input_tokens") or 0)
+
+
+def _anthropic_usage(usage: dict[str, Any] | None) -> dict[str, int]:
     usage = usage or {}
+    read, write = _cache_tokens(usage)  # Anthropic counts cached input apart
     return {
-        "input_tokens": usage.get("prompt_tokens", 0),
+        "input_tokens": usage.get("prompt_tokens", 0) - read - write,
         "output_tokens": usage.get("completion_tokens", 0),
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": write,
     }
 
 
@@ -252,7 +259,7 @@ class ResponsesWire:
         if usage is not None:
             out["usage"] = {
                 "input_tokens": usage.get("prompt_tokens", 0),
-                "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens_details": {"cached_tokens": _cache_tokens(usage)[0]},
                 "output_tokens": usage.get("completion_tokens", 0),
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": usage.get("total_tokens", 0),
