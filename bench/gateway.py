@@ -45,6 +45,10 @@ providers:
     kind: anthropic
     base_url: http://127.0.0.1:{port}/v1
     api_key: {key}
+  - name: resp
+    kind: openai-responses
+    base_url: http://127.0.0.1:{port}/v1
+    api_key: {key}
 groups:
   - name: bench
     algorithm: priority
@@ -52,6 +56,9 @@ groups:
   - name: bench-claude
     algorithm: priority
     targets: [{{provider: claude, model: fast}}]
+  - name: bench-resp
+    algorithm: priority
+    targets: [{{provider: resp, model: fast}}]
   - name: bench-failover
     algorithm: priority
     retry: {{max_retries: 0}}

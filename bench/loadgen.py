@@ -39,6 +39,10 @@ import orjson
 from bench.wire import Answer, Connection, build_request
 
 TRANSPORT_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)
+DOORS = ("chat", "messages", "responses")
+ENDPOINTS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
+# What a non-streaming answer of each protocol cannot be without.
+BODY_MARKERS = {"chat": b'"choices"', "messages": b'"content"', "responses": b'"output"'}
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Target:
     request: bytes
     stream: bool
     expect_chunks: int
-    door: str = "chat"  # "messages": Anthropic Messages requests and answers
+    door: str = "chat"  # "messages": Anthropic Messages; "responses": OpenAI Responses
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -111,7 +115,7 @@ class Recorder:
     def _valid(self, answer: Answer) -> bool:
         sse = answer.sse
         if not self.target.stream:
-            marker = b'"content"' if self.target.door == "messages" else b'"choices"'
+            marker = BODY_MARKERS[self.target.door]
             if sse is not None or marker not in answer.body:
                 self.error("bad-body", answer.body.decode("utf-8", "replace"))
                 return False
@@ -258,14 +262,12 @@ async def _finish(tasks: list[asyncio.Task[None]], rec: Recorder, until: float) 
 def make_target(args: argparse.Namespace) -> Target:
     url = urlsplit(args.url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    endpoint = "/messages" if args.door == "messages" else "/chat/completions"
-    path = (url.path.rstrip("/") or "/v1") + endpoint
-    body = {
-        "model": args.model,
-        "messages": [{"role": "user", "content": "ping"}],
-        "max_tokens": 32,
-        "stream": bool(args.stream),
-    }
+    path = (url.path.rstrip("/") or "/v1") + ENDPOINTS[args.door]
+    body: dict[str, object] = {"model": args.model, "stream": bool(args.stream)}
+    if args.door == "responses":
+        body.update(input="ping", max_output_tokens=32, store=False)
+    else:
+        body.update(messages=[{"role": "user", "content": "ping"}], max_tokens=32)
     request = build_request(host=host, port=port, path=path, body=orjson.dumps(body), key=args.key)
     return Target(
         host, port, request, bool(args.stream), args.expect_chunks if args.stream else 0, args.door
@@ -305,9 +307,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="required")
     parser.add_argument("--key", default="", help="sent as Authorization: Bearer")
     parser.add_argument("--stream", action="store_true")
-    parser.add_argument(
-        "--door", choices=("chat", "messages"), default="chat", help="the protocol to speak"
-    )
+    parser.add_argument("--door", choices=DOORS, default="chat", help="the protocol to speak")
     parser.add_argument(
         "--expect-chunks",
         type=int,

@@ -106,9 +106,46 @@ SCENARIOS = {
             stream=True,
             group="bench-claude",
         ),
+        Scenario(
+            "m",
+            "(a) through the Responses door to an openai-responses target: pass-through",
+            1,
+            group="bench-resp",
+            door="responses",
+        ),
+        Scenario(
+            "n",
+            "(c) through the Responses door to an openai-responses target: pass-through stream",
+            8,
+            stream=True,
+            group="bench-resp",
+            door="responses",
+        ),
+        Scenario(
+            "o",
+            "(c) through the Messages door to an openai target: translated stream",
+            8,
+            stream=True,
+            door="messages",
+        ),
+        Scenario(
+            "p",
+            "(a) through the Responses door to an anthropic target: translated both ways",
+            1,
+            group="bench-claude",
+            door="responses",
+        ),
+        Scenario(
+            "q",
+            "(c) through the Responses door to an anthropic target: translated stream",
+            8,
+            stream=True,
+            group="bench-claude",
+            door="responses",
+        ),
     )
 }
-DEFAULT_SCENARIOS = "a,b,c,d,e,f,i,j,k,l"
+DEFAULT_SCENARIOS = "a,b,c,d,e,f,i,j,k,l,m,n,o,p,q"
 # Four paths per scenario double the time; these three show what a shared store costs
 # per call (a), under load (b) and when health changes on every call (e).
 SCALE_OUT_SCENARIOS = "a,b,e"

@@ -10,7 +10,9 @@ Behaviour is chosen by the requested ``model``:
 ``fast``
     answers; non-streaming JSON, or SSE with ``chunks`` content chunks when
     ``"stream": true`` — on ``/v1/chat/completions`` in Chat Completions shapes, on
-    ``/v1/messages`` in Anthropic Messages shapes (``x-api-key`` accepted there). The first byte waits ``delay_ms``; ``gap_ms`` separates chunks.
+    ``/v1/messages`` in Anthropic Messages shapes (``x-api-key`` accepted there), on
+    ``/v1/responses`` in OpenAI Responses shapes (the standard event sequence, each event
+    with its ``sequence_number``). The first byte waits ``delay_ms``; ``gap_ms`` separates chunks.
 ``fail503``
     always HTTP 503 with an OpenAI-shaped error body.
 anything else
@@ -245,6 +247,79 @@ def messages_stream_events(model: str, chunks: int) -> list[bytes]:
     return events
 
 
+def _responses_object(model: str, status: str, text: str | None) -> dict[str, object]:
+    output: list[dict[str, object]] = []
+    usage: dict[str, object] | None = None
+    if text is not None:
+        output.append(
+            {
+                "id": "msg_bench",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+        words = len(text.split())
+        usage = {
+            "input_tokens": 8,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": words,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 8 + words,
+        }
+    return {
+        "id": "resp_bench",
+        "object": "response",
+        "created_at": 1700000000,
+        "status": status,
+        "model": model,
+        "output": output,
+        "error": None,
+        "incomplete_details": None,
+        "usage": usage,
+    }
+
+
+def responses_body(model: str) -> bytes:
+    """The OpenAI Responses answer (``POST /v1/responses``, kind ``openai-responses``)."""
+    return orjson.dumps(_responses_object(model, "completed", "pong from the bench upstream"))
+
+
+def responses_stream_events(model: str, chunks: int) -> list[bytes]:
+    """A Responses stream: created, in_progress, one message item of ``chunks`` text
+    deltas with its added/done events, completed (usage included)."""
+    pieces = [f"tok{i} " for i in range(chunks)]
+    text = "".join(pieces)
+    item = {"id": "msg_bench", "type": "message", "role": "assistant", "status": "in_progress"}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    ids = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+    shell = _responses_object(model, "in_progress", None)
+    events: list[tuple[str, dict[str, object]]] = [
+        ("response.created", {"response": shell}),
+        ("response.in_progress", {"response": shell}),
+        ("response.output_item.added", {"output_index": 0, "item": {**item, "content": []}}),
+        ("response.content_part.added", {**ids, "part": part}),
+    ]
+    events += [("response.output_text.delta", {**ids, "delta": piece}) for piece in pieces]
+    done_part = {**part, "text": text}
+    events += [
+        ("response.output_text.done", {**ids, "text": text}),
+        ("response.content_part.done", {**ids, "part": done_part}),
+        (
+            "response.output_item.done",
+            {"output_index": 0, "item": {**item, "status": "completed", "content": [done_part]}},
+        ),
+        ("response.completed", {"response": _responses_object(model, "completed", text)}),
+    ]
+    out = [
+        _named_event(kind, {"type": kind, **data, "sequence_number": seq})
+        for seq, (kind, data) in enumerate(events)
+    ]
+    out.append(b"0\r\n\r\n")
+    return out
+
+
 class UpstreamProtocol(asyncio.Protocol):
     """One keep-alive connection. Requests are answered strictly one at a time."""
 
@@ -337,6 +412,8 @@ class UpstreamProtocol(asyncio.Protocol):
             self._chat(body)
         elif path == b"/v1/messages" and method == b"POST":
             self._chat(body, messages=True)
+        elif path == b"/v1/responses" and method == b"POST":
+            self._chat(body, responses=True)
         else:
             self._finish(NOT_FOUND)
 
@@ -352,7 +429,7 @@ class UpstreamProtocol(asyncio.Protocol):
             return _response("200 OK", orjson.dumps(self.settings.public()))
         return NOT_FOUND
 
-    def _chat(self, body: bytes, *, messages: bool = False) -> None:
+    def _chat(self, body: bytes, *, messages: bool = False, responses: bool = False) -> None:
         try:
             request = orjson.loads(body)
             model = str(request.get("model", ""))
@@ -376,7 +453,11 @@ class UpstreamProtocol(asyncio.Protocol):
             )
             return
         settings.stats["fast 200"] += 1
-        if messages and request.get("stream"):
+        if responses and request.get("stream"):
+            pieces = [STREAM_HEAD, *responses_stream_events(model, settings.chunks)]
+        elif responses:
+            pieces = [_response("200 OK", responses_body(model))]
+        elif messages and request.get("stream"):
             pieces = [STREAM_HEAD, *messages_stream_events(model, settings.chunks)]
         elif messages:
             pieces = [_response("200 OK", messages_body(model))]

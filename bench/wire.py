@@ -69,13 +69,15 @@ class SseWatch:
             self.error = self.error or "sse-error-event"
             return
         kind = obj.get("type")
-        if kind is not None:  # Anthropic Messages events
-            if kind == "content_block_delta":
+        if kind is not None:  # Anthropic Messages and OpenAI Responses events
+            if kind in ("content_block_delta", "response.output_text.delta"):
                 self.content_events += 1
                 if self.first_content is None:
                     self.first_content = now
-            elif kind == "message_stop":
+            elif kind in ("message_stop", "response.completed"):
                 self.done = True
+            elif kind in ("response.failed", "response.incomplete"):
+                self.error = self.error or "sse-error-event"
             return
         for choice in obj.get("choices") or ():
             delta = choice.get("delta") or {}
