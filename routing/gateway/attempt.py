@@ -149,10 +149,14 @@ class EventReader:
         except TimeoutError as exc:
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except (httpx.HTTPError, OSError) as exc:
-            if self._answer_complete():  # a reset after every choice finished loses nothing
-                self._finished = True
-                return
-            raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+            failure = translate_exception(exc, phase="stream")
+            if failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
+                raise UpstreamFailure(failure) from exc
+            # A reset ends the body as a clean close does (SPEC §3.5): the answer decides,
+            # not the connection: complete is a clean end, anything else the same cut.
+            self._accept(self._parser.close())
+            self._end_of_body()
+            return
         if not data:  # the end of the body
             self._accept(self._parser.close())
             self._end_of_body()
