@@ -148,6 +148,30 @@ def test_a_target_serves_within_15_s_of_recovering_from_a_long_outage(
     assert 25 <= checks <= 40  # about one ping per 10 s, off the client's path
 
 
+@pytest.mark.parametrize("status", [429, 503])
+def test_no_active_check_pings_a_target_before_its_providers_retry_after(
+    harness: Harness, clock: FakeClock, status: int
+) -> None:
+    # A successful early ping would revive the target for client calls too (SPEC §4).
+    harness.configure(no_retries(TWO_ROUTES))
+    harness.upstream.script("a", Fail(status, "come back later", headers={"Retry-After": "30"}))
+    harness.upstream.script("b", then=Reply())
+    assert harness.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
+    harness.upstream.script("a", then=Reply())  # recovered early, but it asked for 30 s
+    assert check_pass(harness) == []  # the first sighting arms the check
+    for _ in range(2):
+        clock.advance(10)
+        assert check_pass(harness) == []
+    assert harness.upstream.count("a") == 1
+    clock.advance(10)
+    assert check_pass(harness) == ["p1/a"]
+    assert harness.upstream.count("a") == 2
+    raw = harness.client().chat.completions.with_raw_response.create(
+        model="auto", messages=MESSAGES
+    )
+    assert raw.headers["x-switchyard-target"] == "p1/a"
+
+
 # -- item 6: credential scope and bounded names ---------------------------------------------
 SAME_PROVIDER = """
 providers:

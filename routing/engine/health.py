@@ -13,7 +13,9 @@ the :class:`HealthEvent` values to whoever records and broadcasts them.
   (:func:`force_revive`). Success -> HEALTHY; failure -> COOLING, doubled.
 - Active checks (:func:`begin_check`): off the client's path a cooling target is pinged
   once per check interval; a success makes it HEALTHY (so recovery after an outage of
-  any length is bounded by the interval, not by the doubled cooling window).
+  any length is bounded by the interval, not by the doubled cooling window). Neither a
+  check nor a force-revive goes out before a ``Retry-After`` the provider gave
+  (``hold_until``, from any failure that carried one: a 429, a 503...).
 - DISABLED: a 403 (``FORBIDDEN``) on this target — the key may not use this model; only an
   operator reset brings it back. The provider's other targets are untouched.
 
@@ -179,7 +181,9 @@ def begin_check(h: TargetHealth, now: float, *, interval_s: float) -> tuple[Targ
 
     The first sighting of a cooling target only arms the timer (``next_check = now +
     interval``), so a target is not pinged the instant it failed; after that a check is
-    due once per ``interval_s``. Only COOLING targets are checked — a PROBING one already
+    due once per ``interval_s``, and never before ``hold_until``: the provider said when to
+    come back, and a ping that succeeded early would revive the target for client calls
+    too. Only COOLING targets are checked — a PROBING one already
     has a call testing it, and healthy/disabled ones need no ping. A failed check records
     nothing: the cooling window, and so the pace of client calls into a dead route, stays
     the circuit's; a successful one is an ordinary :func:`record_success`.
@@ -187,8 +191,8 @@ def begin_check(h: TargetHealth, now: float, *, interval_s: float) -> tuple[Targ
     if h.state is not HealthState.COOLING or interval_s <= 0:
         return h, False
     if h.next_check == 0.0:
-        return replace(h, next_check=now + interval_s), False
-    if now < h.next_check:
+        return replace(h, next_check=max(now + interval_s, h.hold_until)), False
+    if now < h.next_check or now < h.hold_until:
         return h, False
     return replace(h, next_check=now + interval_s), True
 
@@ -216,8 +220,9 @@ def record_success(h: TargetHealth, key: str, now: float) -> tuple[TargetHealth,
 
 
 def _hold(h: TargetHealth, failure: Failure, now: float) -> float:
-    """The provider's own "not before": a 429's ``Retry-After``, never shortened."""
-    if failure.code is FailureCode.RATE_LIMIT and failure.retry_after_s is not None:
+    """The provider's own "not before": the ``Retry-After`` of any failure that carried one
+    (a 429, a 503 "back in two minutes"), never shortened."""
+    if failure.retry_after_s is not None:
         return max(h.hold_until, now + failure.retry_after_s)
     return h.hold_until
 
@@ -306,6 +311,7 @@ def record_failure(
         consecutive_failures=consecutive,
         last_code=failure.code.value,
         last_message=failure.message,
+        hold_until=_hold(h, failure, now),
     )
     return counted, []
 
@@ -339,11 +345,12 @@ def _note_straggler(
         consecutive_failures=consecutive,
         last_code=failure.code.value,
         last_message=failure.message,
+        hold_until=_hold(h, failure, now),
     )
     wait = failure.retry_after_s if failure.code is FailureCode.RATE_LIMIT else None
     if wait is None or now + wait <= h.until:
         return noted, []
-    noted = replace(noted, until=now + wait, hold_until=_hold(h, failure, now))
+    noted = replace(noted, until=now + wait)
     return noted, [
         HealthEvent(
             EventKind.COOLING,

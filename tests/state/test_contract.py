@@ -245,6 +245,42 @@ async def test_force_revive_waits_for_a_retry_after_the_provider_gave(
     assert availability(health, T0 + 5) is Availability.COOLING
 
 
+async def test_no_active_check_before_a_retry_after_the_provider_gave(
+    store: HealthStore,
+) -> None:
+    # A check that succeeded early would revive the target for client calls too (SPEC §4).
+    await store.record_failure(KEY, rate_limit(30), POLICY, T0, was_probe=False)
+    assert await store.try_begin_check(KEY, T0, 10) is False  # arms it
+    for now in (T0 + 10, T0 + 20, T0 + 29.9):
+        assert await store.try_begin_check(KEY, now, 10) is False
+    assert await store.try_begin_check(KEY, T0 + 30, 10) is True
+
+
+async def test_a_server_error_with_retry_after_holds_checks_and_force_revive(
+    store: HealthStore,
+) -> None:
+    # A 503 "back in 60 s" cools for the circuit's 10 s, but no force-revive cuts that
+    # short and no active check pings it before the provider's own deadline.
+    unavailable = Failure(FailureCode.SERVER, "maintenance", 503, retry_after_s=60)
+    [event] = await store.record_failure(KEY, unavailable, POLICY, T0, was_probe=False)
+    assert event.until == T0 + 10
+    assert await store.force_revive(KEY, T0 + 5) == []
+    assert await store.try_begin_check(KEY, T0 + 1, 10) is False  # arms it
+    assert await store.try_begin_check(KEY, T0 + 11, 10) is False
+    assert await store.try_begin_check(KEY, T0 + 59, 10) is False
+    assert await store.try_begin_check(KEY, T0 + 60, 10) is True
+
+
+async def test_a_straggler_with_retry_after_extends_the_hold(store: HealthStore) -> None:
+    await cool(store)  # until T0 + 10, no hold
+    unavailable = Failure(FailureCode.SERVER, "maintenance", 503, retry_after_s=45)
+    assert await store.record_failure(KEY, unavailable, POLICY, T0 + 1, was_probe=False) == []
+    assert await store.force_revive(KEY, T0 + 5) == []
+    assert await store.try_begin_check(KEY, T0 + 5, 10) is False  # arms it
+    assert await store.try_begin_check(KEY, T0 + 45.9, 10) is False
+    assert await store.try_begin_check(KEY, T0 + 46, 10) is True
+
+
 async def test_forbidden_disables_the_target_only(store: HealthStore) -> None:
     forbidden = Failure(FailureCode.FORBIDDEN, "not this model", 403)
     events = await store.record_failure(KEY, forbidden, POLICY, T0, was_probe=False)
