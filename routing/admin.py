@@ -151,6 +151,7 @@ _PROVIDER_SCHEMA_FIELDS = (
     "headers",
     "models",
     *_PROVIDER_FIELD_FOR.values(),
+    "health_check_s",
 )
 
 
@@ -175,6 +176,7 @@ class ProviderAdminForm(VersionedForm):
             "first_token_timeout_s",
             "idle_timeout_s",
             "total_timeout_s",
+            "health_check_s",
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -191,6 +193,7 @@ class ProviderAdminForm(VersionedForm):
                 key.removeprefix("timeouts."): cleaned[column]
                 for key, column in _PROVIDER_FIELD_FOR.items()
             },
+            "health_check_s": cleaned["health_check_s"],
         }
         if cleaned.get("api_key"):  # the schema's credential rule (printable ASCII) applies
             raw["api_key"] = cleaned["api_key"]
@@ -240,6 +243,7 @@ class ProviderAdmin(NotifiesConfigChange):
                 )
             },
         ),
+        ("Health checks", {"fields": ("health_check_s",)}),
         ("Record", {"fields": ("version", "created_at", "updated_at")}),
     )
 

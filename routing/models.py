@@ -67,6 +67,14 @@ class Provider(models.Model):
     first_token_timeout_s = models.FloatField(default=60)
     idle_timeout_s = models.FloatField(default=60)
     total_timeout_s = models.FloatField(default=600)
+    # Seconds between active health checks of this provider's cooling targets; 0 = off,
+    # null = the gateway's SWITCHYARD_HEALTH_CHECK_S (routing.gateway.checker).
+    health_check_s = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Active health check interval of cooling targets, in seconds; 0 turns "
+        "checks off; empty = the gateway default (SWITCHYARD_HEALTH_CHECK_S, 10 s).",
+    )
     version = models.PositiveIntegerField(default=1)
     file_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

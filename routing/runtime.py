@@ -79,10 +79,10 @@ class Runtime:
 
     def _start_checker(self) -> None:
         """The active health checker runs on the serving loop, started with the first
-        table (there is no ASGI lifespan under daphne); off when the interval is 0."""
+        table (there is no ASGI lifespan under daphne). It runs even when the gateway's
+        interval is 0: a provider may set its own (a pass with nothing to check reads
+        nothing, not even the store)."""
         if self._checker is not None or not self.background_checks:
-            return
-        if settings.SWITCHYARD.get("HEALTH_CHECK_S", 0) <= 0:
             return
         from routing.gateway.checker import run_forever
 

@@ -49,6 +49,7 @@ def _provider_out(provider: Provider, used_by: list[str]) -> dict[str, Any]:
         "models": list(provider.models or []),
         "models_loaded_at": provider.models_loaded_at,
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "health_check_s": provider.health_check_s,
         "used_by": used_by,
         "version": provider.version,
         "updated_at": provider.updated_at,

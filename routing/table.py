@@ -304,7 +304,7 @@ def compile_table() -> RoutingTable:
     )
 
     providers: dict[str, ProviderSpec] = {}
-    check_interval_s = float(settings.SWITCHYARD.get("HEALTH_CHECK_S", 10.0))
+    default_check_s = float(settings.SWITCHYARD.get("HEALTH_CHECK_S", 10.0))
     for row in Provider.objects.all():
         api_key, headers = row.get_api_key(), dict(row.headers or {})
         providers[row.name] = ProviderSpec(
@@ -314,7 +314,9 @@ def compile_table() -> RoutingTable:
             api_key=api_key,
             headers=headers,
             models=frozenset(row.models or ()),
-            check_interval_s=check_interval_s,
+            check_interval_s=(
+                default_check_s if row.health_check_s is None else float(row.health_check_s)
+            ),
             config_error=unsendable(api_key, headers),
             timeouts=Timeouts(
                 connect_s=row.connect_timeout_s,

@@ -928,3 +928,33 @@ def test_policy_dict_copy_is_untouched() -> None:
     before = copy.deepcopy(BUILTIN_DEFAULTS)
     resolve(BUILTIN_DEFAULTS, {}, {}, {})
     assert before == BUILTIN_DEFAULTS
+
+
+@pytest.mark.django_db
+def test_a_providers_health_check_interval_loads_and_round_trips() -> None:
+    doc = base_doc()
+    doc["providers"][0]["health_check_s"] = 30
+    doc["providers"][1]["health_check_s"] = 0
+    apply_config(load_text(as_yaml(doc), env=ENV), source="f")
+    assert Provider.objects.get(name="primary").health_check_s == 30.0
+    assert Provider.objects.get(name="backup").health_check_s == 0.0
+    first = export_config()
+    assert "health_check_s: 30.0" in first and "health_check_s: 0.0" in first
+    _wipe()
+    apply_config(load_text(first, env=ENV), source="export")
+    assert export_config() == first
+    # left out of the file: the gateway's interval again (like a timeout left out)
+    del doc["providers"][0]["health_check_s"]
+    apply_config(load_text(as_yaml(doc), env=ENV), source="f")
+    assert Provider.objects.get(name="primary").health_check_s is None
+    assert "health_check_s" not in yaml.safe_load(export_config())["providers"][1]
+
+
+def test_a_health_check_interval_below_a_second_is_a_field_error() -> None:
+    doc = base_doc()
+    doc["providers"][0]["health_check_s"] = 0.5
+    with pytest.raises(ConfigError) as caught:
+        load_text(as_yaml(doc), env=ENV)
+    [error] = caught.value.errors
+    assert error.path == "providers.0.health_check_s"
+    assert "0 turns active health checks off" in error.message

@@ -172,6 +172,33 @@ def test_no_active_check_pings_a_target_before_its_providers_retry_after(
     assert raw.headers["x-switchyard-target"] == "p1/a"
 
 
+def test_each_provider_checks_at_its_own_interval(harness: Harness, clock: FakeClock) -> None:
+    # SPEC §4: "cheap and configurable per provider"; 0 turns a provider's checks off.
+    harness.configure(
+        no_retries(TWO_ROUTES)
+        .replace("api_key: upstream-key-p1", "api_key: upstream-key-p1\n    health_check_s: 30")
+        .replace("api_key: upstream-key-p2", "api_key: upstream-key-p2\n    health_check_s: 0")
+    )
+    harness.upstream.script("a", then=Fail(503, "down"))
+    harness.upstream.script("b", then=Fail(503, "down"))
+    with pytest.raises(openai.APIStatusError):
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert check_pass(harness) == []  # arms p1/a; p2/b is never checked
+    seen: list[tuple[int, list[str]]] = []
+    for second in range(10, 70, 10):
+        clock.advance(10)
+        seen.append((second, check_pass(harness)))
+    assert seen == [
+        (10, []),
+        (20, []),
+        (30, ["p1/a"]),
+        (40, []),
+        (50, []),
+        (60, ["p1/a"]),
+    ]
+    assert harness.upstream.count("b") == 1  # the client's call only
+
+
 # -- item 6: credential scope and bounded names ---------------------------------------------
 SAME_PROVIDER = """
 providers:

@@ -326,6 +326,7 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
         provider.headers,
         provider.models,
         *(getattr(provider, column) for column in TIMEOUT_FIELDS.values()),
+        provider.health_check_s,
     )
 
 
@@ -437,7 +438,7 @@ def _apply_providers(cfg: ConfigFileIn, plan: _Plan) -> None:
 def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     """Copy a validated provider onto its row (all but the credential), the same for every
     write path: a timeout left out goes back to its default, absent ``models`` keeps the
-    list refreshed from the upstream."""
+    list refreshed from the upstream; a health check interval left out is the gateway's."""
     provider.kind = item.kind
     provider.base_url = item.base_url
     provider.headers = dict(item.headers)
@@ -447,6 +448,7 @@ def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     for key, column in TIMEOUT_FIELDS.items():
         value = timeouts.get(key)
         setattr(provider, column, value if value is not None else _default(Provider, column))
+    provider.health_check_s = item.health_check_s
 
 
 def _default(model: type[Any], column: str) -> Any:
@@ -735,6 +737,8 @@ def _export_provider(provider: Provider) -> dict[str, Any]:
     out["timeouts"] = _Flow(
         {key: float(getattr(provider, column)) for key, column in TIMEOUT_FIELDS.items()}
     )
+    if provider.health_check_s is not None:
+        out["health_check_s"] = float(provider.health_check_s)
     return out
 
 

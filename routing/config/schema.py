@@ -253,6 +253,19 @@ ModelId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_no
 BaseUrl = Annotated[str, Field(max_length=500), AfterValidator(_base_url)]
 ContextWindow = Annotated[int, Field(ge=1, le=MAX_CONTEXT_WINDOW)]
 TimeoutSeconds = Annotated[float, Field(ge=0.1, le=3600)]
+MIN_HEALTH_CHECK_S = 1.0  # the checker's tick: a shorter interval would not check sooner
+
+
+def _health_check_interval(value: float) -> float:
+    if 0 < value < MIN_HEALTH_CHECK_S:
+        raise PydanticCustomError(
+            "health_check_s",
+            f"0 turns active health checks off; otherwise at least {MIN_HEALTH_CHECK_S:g} s",
+        )
+    return value
+
+
+HealthCheckSeconds = Annotated[float, Field(ge=0, le=3600), AfterValidator(_health_check_interval)]
 
 
 # --- models --------------------------------------------------------------------------
@@ -420,7 +433,9 @@ class ProviderIn(_Strict):
     """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
     replaces it, ``null`` clears it (``routing.config.loader.new_credential``, every path).
 
-    ``models`` absent = keep the list refreshed from the upstream.
+    ``models`` absent = keep the list refreshed from the upstream. ``health_check_s``: how
+    often a cooling target of this provider gets an active health check (0 = never);
+    absent or ``null`` = the gateway's ``SWITCHYARD_HEALTH_CHECK_S`` (default 10 s).
     """
 
     name: ProviderName
@@ -430,6 +445,7 @@ class ProviderIn(_Strict):
     headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
     models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
     timeouts: TimeoutsIn | None = None
+    health_check_s: HealthCheckSeconds | None = None
 
 
 class GroupIn(PolicyIn):

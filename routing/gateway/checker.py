@@ -3,12 +3,14 @@
 A cooling target is only tried by a client call when its cooling window ends, and the
 window doubles after every failed probe (10 → 20 → 40 s …), so after a long outage a
 recovered route could sit unused for minutes. The checker closes that gap off the
-client's path: every ``interval_s`` (per provider; ``SWITCHYARD_HEALTH_CHECK_S``, default
-10 s, 0 = off) it sends each cooling target one cheap request — a non-streaming
+client's path: every ``interval_s`` (per provider: its ``health_check_s``, else
+``SWITCHYARD_HEALTH_CHECK_S``, default 10 s; 0 = off) it sends each cooling target one
+cheap request — a non-streaming
 request in the target's own protocol (the provider "test" body: ``max_tokens: 1`` for chat
 and Messages, a short ``input`` for Responses) through the provider's pooled client — and a success
 makes the target healthy at once. A failed check changes nothing: the cooling window (and
-so the rate of client calls into a dead route, one per window) is the circuit's.
+so the rate of client calls into a dead route, one per window) is the circuit's. No check
+goes out before a ``Retry-After`` the provider gave (``routing.engine.health.begin_check``).
 
 Coordination: the slot for a target's next check is claimed through the state store
 (``try_begin_check``, atomic in Redis too), so N gateway processes check a target once per
@@ -42,14 +44,17 @@ TICK_S = 1.0
 
 
 def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
-    """Every distinct target of the current table (groups share targets)."""
+    """Every distinct target of the current table (groups share targets) whose provider
+    is checked at all (an interval above 0)."""
     table = runtime.table
     if table is None:
         return {}
     found: dict[str, TargetSpec] = {}
     for group in table.groups.values():
         for target in group.targets:
-            found.setdefault(target.key, target)
+            provider = target.provider
+            if provider.check_interval_s > 0:
+                found.setdefault(target.key, target)
     return found
 
 
@@ -65,7 +70,7 @@ async def check_once(runtime: Runtime) -> list[str]:
     due: list[TargetSpec] = []
     for key, health in snapshot.targets.items():
         target = targets.get(key)
-        if target is None or target.provider.check_interval_s <= 0:
+        if target is None:
             continue
         provider_health = snapshot.providers.get(target.provider.name)
         if provider_health is not None and provider_health.disabled:

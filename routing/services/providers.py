@@ -35,6 +35,7 @@ def provider_snapshot(provider: Provider) -> dict[str, Any]:
         "headers": dict(provider.headers or {}),
         "models": list(provider.models or []),
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "health_check_s": provider.health_check_s,
     }
 
 
@@ -54,6 +55,7 @@ def _stored(provider: Provider) -> dict[str, Any]:
         "headers": dict(provider.headers or {}),
         "models": list(provider.models or []),
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "health_check_s": provider.health_check_s,
     }
 
 
@@ -110,7 +112,8 @@ def provider_update(
     *, name: str, data: dict[str, Any], based_on: int, actor: str, path: str
 ) -> Provider:
     """Change a provider. ``data`` is merged onto the stored provider: keys left out keep
-    their value, ``timeouts`` merges per key (``null`` = the built-in default). ``api_key``:
+    their value, ``timeouts`` merges per key (``null`` = the built-in default),
+    ``health_check_s`` ``null`` = the gateway's interval. ``api_key``:
     absent or ``""`` keeps, a string replaces, ``null`` clears. ``name`` cannot change."""
     credential_set: list[bool] = []
 

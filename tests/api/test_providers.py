@@ -206,3 +206,52 @@ def test_a_new_credential_also_lifts_a_disabled_provider(api: Api, runtime_state
     assert _disabled(runtime_state, "p1")  # not a credential change
     api.patch("/providers/p1", {"api_key": "sk-rotated-key-0000000"}, if_match='W/"2"')
     assert not _disabled(runtime_state, "p1")
+
+
+def test_the_health_check_interval_is_set_per_provider(api: Api, settings: Any) -> None:
+    from routing.admin import ProviderAdminForm
+    from routing.runtime import get_runtime
+
+    assert api.provider("p1", health_check_s=30)["health_check_s"] == 30.0
+    assert api.provider("p2")["health_check_s"] is None  # the gateway's interval
+    assert api.provider("p3", health_check_s=0)["health_check_s"] == 0.0  # off
+    table = get_runtime().reload()
+    intervals = {name: p.check_interval_s for name, p in table.providers.items()}
+    assert intervals == {"p1": 30.0, "p2": settings.SWITCHYARD["HEALTH_CHECK_S"], "p3": 0.0}
+
+    # PATCH: a value replaces, null returns to the gateway's, a key left out keeps it
+    etag = api.etag("/providers/p1")
+    assert api.patch("/providers/p1", {"health_check_s": 5}, if_match=etag).json()[
+        "health_check_s"
+    ] == (5.0)
+    kept = api.patch("/providers/p1", {"base_url": "http://x.test/v1"}, if_match='W/"2"')
+    assert kept.json()["health_check_s"] == 5.0
+    cleared = api.patch("/providers/p1", {"health_check_s": None}, if_match='W/"3"')
+    assert cleared.json()["health_check_s"] is None
+
+    for bad in (0.5, -1, 3601, "10"):
+        response = api.post(
+            "/providers", {"name": "p4", "base_url": "http://x.test/v1", "health_check_s": bad}
+        )
+        assert response.status_code == 422, bad
+        assert [e["loc"] for e in response.json()["detail"]] == [["body", "health_check_s"]]
+
+    # the admin validates through the same schema
+    data = {
+        "name": "p5",
+        "kind": "openai",
+        "base_url": "http://x.test/v1",
+        "headers": "{}",
+        "models": "[]",
+        "connect_timeout_s": 5,
+        "first_token_timeout_s": 60,
+        "idle_timeout_s": 60,
+        "total_timeout_s": 600,
+    }
+    rejected = ProviderAdminForm(data={**data, "health_check_s": 0.5})
+    assert not rejected.is_valid()
+    assert "at least 1 s" in " ".join(rejected.errors["health_check_s"])
+    accepted = ProviderAdminForm(data={**data, "health_check_s": 20})
+    assert accepted.is_valid(), accepted.errors
+    assert accepted.save().health_check_s == 20.0
+    assert ProviderAdminForm(data={**data, "name": "p6", "health_check_s": ""}).is_valid()

@@ -147,6 +147,10 @@ class ProviderOut(Schema):
     models: list[str]
     models_loaded_at: datetime | None
     timeouts: TimeoutsOut
+    health_check_s: float | None = Field(
+        description="seconds between active health checks of its cooling targets; "
+        "0 = off, null = the gateway's SWITCHYARD_HEALTH_CHECK_S"
+    )
     used_by: list[str]
     version: int
     updated_at: datetime
