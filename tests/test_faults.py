@@ -199,6 +199,34 @@ def test_each_provider_checks_at_its_own_interval(harness: Harness, clock: FakeC
     assert harness.upstream.count("b") == 1  # the client's call only
 
 
+def test_a_provider_no_request_can_reach_is_not_checked_and_others_still_are(
+    harness: Harness, clock: FakeClock
+) -> None:
+    from routing.models import Provider
+
+    harness.configure(no_retries(TWO_ROUTES))
+    harness.upstream.script("a", then=Fail(503, "down"))
+    harness.upstream.script("b", Fail(503, "down"), then=Reply())
+    with pytest.raises(openai.APIStatusError):
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+
+    def poison() -> None:  # a credential stored before validation refused such values
+        row = Provider.objects.get(name="p1")
+        row.set_api_key("sk-clé-ünicode")
+        row.save()
+
+    off_loop(poison)
+    off_loop(harness.runtime.reload)  # type: ignore[attr-defined]
+    assert check_pass(harness) == []  # arms the check of p2/b
+    clock.advance(10)
+    assert check_pass(harness) == ["p2/b"]  # the pass is not aborted by p1's credential
+    assert harness.upstream.count("a") == 1 and harness.upstream.count("b") == 2
+    raw = harness.client().chat.completions.with_raw_response.create(
+        model="auto", messages=MESSAGES
+    )
+    assert raw.headers["x-switchyard-target"] == "p2/b"
+
+
 # -- item 6: credential scope and bounded names ---------------------------------------------
 SAME_PROVIDER = """
 providers:

@@ -10,7 +10,9 @@ request in the target's own protocol (the provider "test" body: ``max_tokens: 1`
 and Messages, a short ``input`` for Responses) through the provider's pooled client — and a success
 makes the target healthy at once. A failed check changes nothing: the cooling window (and
 so the rate of client calls into a dead route, one per window) is the circuit's. No check
-goes out before a ``Retry-After`` the provider gave (``routing.engine.health.begin_check``).
+goes out before a ``Retry-After`` the provider gave (``routing.engine.health.begin_check``),
+and none to a provider whose credential or headers no request can carry (its
+``config_error``: it needs an operator, and building its client would fail).
 
 Coordination: the slot for a target's next check is claimed through the state store
 (``try_begin_check``, atomic in Redis too), so N gateway processes check a target once per
@@ -45,7 +47,7 @@ TICK_S = 1.0
 
 def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
     """Every distinct target of the current table (groups share targets) whose provider
-    is checked at all (an interval above 0)."""
+    is checked at all: an interval above 0 and a configuration a request can carry."""
     table = runtime.table
     if table is None:
         return {}
@@ -53,7 +55,7 @@ def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
     for group in table.groups.values():
         for target in group.targets:
             provider = target.provider
-            if provider.check_interval_s > 0:
+            if provider.check_interval_s > 0 and not provider.config_error:
                 found.setdefault(target.key, target)
     return found
 
