@@ -4,6 +4,10 @@ These run in a worker thread (sync views, the page's ``sync_to_async``), so they
 short-lived ``httpx.Client`` rather than the runtime's pooled async client, and cap every
 timeout so an operator never waits long. The credential is sent as ``Bearer`` and scrubbed
 from every message that comes back (upstreams like to echo a rejected key).
+
+A stored credential or header value no HTTP request can carry (written before validation
+refused it) is a configuration failure here as on the call path: a ``ProviderCallError``
+saying ``MISSING_CREDENTIAL`` and what to fix, never a ``UnicodeEncodeError``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from routing.engine.failures import Redactor
 from routing.models import Provider
 from routing.services.base import NotFound, ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
+from routing.table import unsendable
 from routing.upstream import client_class
 
 CALL_CAP_S = 30.0
@@ -41,6 +46,9 @@ def _client(provider: Provider) -> tuple[httpx.Client, str]:
         secret = provider.get_api_key()
     except CredentialDecryptError as exc:
         raise ProviderCallError(str(exc)) from None
+    problem = unsendable(secret, provider.headers or {})
+    if problem:  # the call path's verdict on the same row (Call._unsendable)
+        raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
     kind = client_class(provider.kind)
     headers = {**kind.kind_headers(), **(provider.headers or {})}
     if secret:

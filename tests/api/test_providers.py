@@ -255,3 +255,33 @@ def test_the_health_check_interval_is_set_per_provider(api: Api, settings: Any) 
     assert accepted.is_valid(), accepted.errors
     assert accepted.save().health_check_s == 20.0
     assert ProviderAdminForm(data={**data, "name": "p6", "health_check_s": ""}).is_valid()
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "what"),
+    [
+        ("api_key", "sk-clé-ünicode", "credential"),
+        ("headers", {"x-team": "équipe"}, "header x-team"),
+    ],
+)
+def test_a_stored_unsendable_value_fails_test_and_refresh_as_configuration(
+    api: Api, column: str, value: Any, what: str
+) -> None:
+    api.provider("p1", api_key=KEY, models=["a"])
+    row = Provider.objects.get(name="p1")  # as a row written before validation may hold
+    if column == "api_key":
+        row.set_api_key(value)
+    else:
+        row.headers = value
+    row.save()
+    expected = f"MISSING_CREDENTIAL: the provider's {what} is not printable ASCII"
+
+    tested = api.post("/providers/p1/test")
+    assert tested.status_code == 200 and tested["content-type"].startswith("application/json")
+    assert tested.json()["ok"] is False and tested.json()["status"] is None
+    assert tested.json()["message"].startswith(expected)
+
+    refreshed = api.post("/providers/p1/refresh-models")
+    assert refreshed.status_code == 424 and refreshed["content-type"].startswith("application/json")
+    assert refreshed.json()["detail"].startswith(expected)
+    assert Provider.objects.get(name="p1").models == ["a"]  # nothing changed

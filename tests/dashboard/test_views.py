@@ -405,3 +405,20 @@ def test_refresh_models_and_test_talk_to_the_upstream(
     Provider.objects.create(name="down", base_url="http://127.0.0.1:9/v1")
     failed = staff_client.post("/providers/down/refresh/", **HTMX).content.decode()
     assert "Could not load the model list: could not reach http://127.0.0.1:9/v1/models" in failed
+
+
+def test_a_stored_unsendable_credential_is_a_clear_error_on_test_and_refresh(
+    staff_client: Client,
+) -> None:
+    row = Provider(name="old", base_url="http://127.0.0.1:9/v1", models=["m1"])
+    row.set_api_key("sk-clé-ünicode")  # a row written before validation refused it
+    row.save()
+    refreshed = staff_client.post("/providers/old/refresh/", **HTMX)
+    assert refreshed.status_code == 200
+    assert (
+        "Could not load the model list: MISSING_CREDENTIAL: the provider&#x27;s credential "
+        "is not printable ASCII" in refreshed.content.decode()
+    )
+    tested = staff_client.post("/providers/old/test/", **HTMX)
+    assert tested.status_code == 200
+    assert "credential is not printable ASCII" in tested.content.decode()
