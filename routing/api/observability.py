@@ -19,6 +19,7 @@ from ninja import Field, Query, Router, Schema
 from ninja.errors import ValidationError
 from pydantic import BeforeValidator, PlainSerializer
 
+from routing.api.config_api.schemas import AUTH, FILTERED
 from routing.audit.call_query import CallFilters, FilterError, calls_page
 from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
 from routing.audit.selectors import EventKindName, EventRow, events_recent
@@ -286,7 +287,11 @@ def _event_out(row: EventRow) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- endpoints
-@router.get("/status", response=StatusOut, summary="Groups, chains, policy and live health")
+@router.get(
+    "/status",
+    response={200: StatusOut, **AUTH},
+    summary="Groups, chains, policy and live health",
+)
 async def status(request: HttpRequest) -> dict[str, Any]:
     return _status_out(await status_read(get_runtime()))
 
@@ -298,7 +303,7 @@ def _aware(value: datetime | None) -> datetime | None:
 
 @router.get(
     "/calls",
-    response=list[CallOut],
+    response={200: list[CallOut], **FILTERED},
     summary="Calls with their attempts, newest first, filtered, paged by keyset",
     description="Every filter is optional and they combine. `target` matches calls that "
     "tried the target (served or failed); `code` matches the call's error code or any "
@@ -333,7 +338,7 @@ async def calls(
 
 @router.get(
     "/events",
-    response=list[EventOut],
+    response={200: list[EventOut], **FILTERED},
     summary="Fallback, health and config-change records, newest first",
 )
 async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from ninja import Router
 from ninja.errors import HttpError
 
 from routing.api.config_api.http import body_doc, inline_schema, json_body, parse
-from routing.api.config_api.schemas import ErrorOut, ExplainIn, ExplainOut, InvalidOut
+from routing.api.config_api.schemas import AUTH, ErrorOut, ExplainIn, ExplainOut, InvalidOut
 from routing.explain import route_explain
 from routing.runtime import get_runtime
 
@@ -19,7 +19,7 @@ router = Router(tags=["routing"])
 
 @router.post(
     "/route/explain",
-    response={200: ExplainOut, 404: ErrorOut, 422: InvalidOut},
+    response={200: ExplainOut, **AUTH, 404: ErrorOut, 422: InvalidOut},
     summary="Dry run: the order the next call would try, and why (no side effects)",
     openapi_extra=body_doc(inline_schema(ExplainIn)),
 )

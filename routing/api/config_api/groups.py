@@ -21,6 +21,7 @@ from routing.api.config_api.http import (
     who,
 )
 from routing.api.config_api.schemas import (
+    AUTH,
     CREATE,
     READ,
     WRITE,
@@ -41,7 +42,9 @@ POLICY_DOC = body_doc(
 )
 
 
-@router.get("/groups", response=list[GroupOut], summary="Groups with targets and policy")
+@router.get(
+    "/groups", response={200: list[GroupOut], **AUTH}, summary="Groups with targets and policy"
+)
 def groups_list(request: HttpRequest) -> list[dict[str, Any]]:
     return selectors.group_list()
 

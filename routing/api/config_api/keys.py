@@ -11,6 +11,7 @@ from routing import selectors, services
 from routing.api.config_api.http import body_doc, inline_schema, json_body, parse, who
 from routing.api.config_api.schemas import (
     CREATE,
+    FILTERED,
     READ,
     KeyCreatedOut,
     KeyId,
@@ -22,7 +23,9 @@ from routing.api.config_api.schemas import (
 router = Router(tags=["keys"])
 
 
-@router.get("/keys", response=list[KeyOut], summary="Keys, newest first (never a secret)")
+@router.get(
+    "/keys", response={200: list[KeyOut], **FILTERED}, summary="Keys, newest first (never a secret)"
+)
 def keys_list(request: HttpRequest, filters: Query[KeysQuery]) -> list[dict[str, Any]]:
     return selectors.key_list(prefix=filters.prefix)
 

@@ -21,6 +21,7 @@ from routing.api.config_api.http import (
     who,
 )
 from routing.api.config_api.schemas import (
+    AUTH,
     CREATE,
     READ,
     WRITE,
@@ -41,7 +42,11 @@ PATCH_DOC = body_doc(
 )
 
 
-@router.get("/providers", response=list[ProviderOut], summary="Providers (never a credential)")
+@router.get(
+    "/providers",
+    response={200: list[ProviderOut], **AUTH},
+    summary="Providers (never a credential)",
+)
 def providers_list(request: HttpRequest) -> list[dict[str, Any]]:
     return selectors.provider_list()
 

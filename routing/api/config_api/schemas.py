@@ -209,9 +209,11 @@ class ExplainOut(Schema):
 
 
 # Every status an operation can answer (issue 10): authentication (401 no/unknown key,
-# 403 a client key or no staff session), 404 unknown object, 422 a body or path parameter
-# of the wrong type, and for writes the version preconditions.
+# 403 a client key or no staff session), 404 unknown object, 422 a body, path or query
+# parameter of the wrong type, and for writes the version preconditions. Every operation
+# lists at least AUTH (tests/api/test_documented_statuses.py holds them to it).
 AUTH: dict[int, Any] = {401: ErrorOut, 403: ErrorOut}
+FILTERED: dict[int, Any] = {**AUTH, 422: InvalidOut}  # reads with query parameters
 READ: dict[int, Any] = {**AUTH, 404: ErrorOut, 422: InvalidOut}
 WRITE: dict[int, Any] = {
     **AUTH,

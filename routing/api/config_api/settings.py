@@ -18,7 +18,7 @@ from routing.api.config_api.http import (
     tagged,
     who,
 )
-from routing.api.config_api.schemas import WRITE, GlobalOut, RestoreIn
+from routing.api.config_api.schemas import AUTH, WRITE, GlobalOut, RestoreIn
 from routing.config.loader import export_config
 from routing.config.schema import PolicyIn
 
@@ -31,7 +31,7 @@ def _current() -> int:
 
 @router.get(
     "/global",
-    response=GlobalOut,
+    response={200: GlobalOut, **AUTH},
     summary="Global policy defaults: per field its value, source and override",
 )
 def global_get(request: HttpRequest, response: HttpResponse) -> dict[str, Any]:
@@ -74,6 +74,7 @@ def global_restore_default(
 @router.get(
     "/config/export",
     summary="The configuration as a config file (no credentials)",
+    response=AUTH,  # the 200 is YAML, documented below
     openapi_extra={
         "responses": {
             200: {
