@@ -82,3 +82,32 @@ def staff_client(staff_user: object, fresh_runtime: object) -> Client:
     client = Client()
     client.force_login(staff_user)  # type: ignore[arg-type]
     return client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """One headless Chromium (Debian's, driven by Playwright) per browser test module.
+
+    Playwright's sync API keeps an event loop marked as running in this thread, which
+    makes Django refuse the test's own (sync) database calls; the documented way out is
+    ``DJANGO_ALLOW_ASYNC_UNSAFE`` while the browser is up. The views' own async safety is
+    covered by the non-browser tests, which run without it.
+    """
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.dashboard.browsing import CHROMIUM, CHROMIUM_ARGS
+
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield chromium
+            chromium.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous

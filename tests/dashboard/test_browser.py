@@ -7,11 +7,7 @@ groups page and the settings form go to ``docs/screenshots/`` (shown by the READ
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,20 +15,11 @@ from routing.engine.health import EventKind, HealthEvent
 from routing.models import Group
 from routing.simulator.script import Fail, Reply
 from tests.conftest import TWO_ROUTES, Harness
+from tests.dashboard.browsing import shot
 from tests.dashboard.conftest import PASSWORD
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 MESSAGES = [{"role": "user", "content": "hi"}]
 SECRET = "sk-browser-SECRET-credential-9876"
 
@@ -41,31 +28,6 @@ LAYERED = (
     .replace("providers:\n", "defaults:\n  circuit: {cooldown_base_ms: 15000}\nproviders:\n", 1)
     .replace("  - name: auto\n", "  - name: auto\n    circuit: {cooldown_base_ms: 20000}\n", 1)
 )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    """One Chromium for the module.
-
-    Playwright's sync API keeps an event loop marked as running in this thread, which
-    makes Django refuse the test's own (sync) database calls; the documented way out is
-    ``DJANGO_ALLOW_ASYNC_UNSAFE`` while the browser is up. The views' own async safety is
-    covered by the non-browser tests, which run without it.
-    """
-    from playwright.sync_api import sync_playwright
-
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield chromium
-            chromium.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
@@ -136,8 +98,7 @@ def test_restore_default_shows_the_inherited_value_without_the_mark(
     field = page.locator('[data-field="circuit.cooldown_base_ms"]')
     expect(field.locator("input")).to_have_value("20000")
     expect(field.locator("[data-overridden]")).to_be_visible()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "settings-form.png"), full_page=True)
+    shot(page, "settings-form.png")
 
     field.get_by_role("button", name="Restore default").click()
 
@@ -207,8 +168,7 @@ def test_a_failover_shows_up_live_as_cooling_and_in_the_chain_panel(
     expect(call).to_contain_text("p1/a ✕ RATE_LIMIT (429) → 2", timeout=2000)
     expect(call).to_contain_text("p2/b ✓")
     expect(card.locator("[data-calls-empty]")).to_be_hidden()
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / "groups.png"), full_page=True)
+    shot(page, "groups.png")
     page.context.close()
 
 

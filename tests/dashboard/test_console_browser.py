@@ -17,8 +17,8 @@ import pytest
 from routing.models import ApiKey, Group
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
+from tests.dashboard.browsing import login, shot
 from tests.dashboard.conftest import PASSWORD
-from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
 
 pytestmark = pytest.mark.browser
 
@@ -45,27 +45,6 @@ groups:
 LIVE_TIMEOUT_MS = 15_000  # pushes and the 5 s statistics refresh, on a loaded machine
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    """One Chromium for the module (see ``test_browser.browser`` for the async-unsafe flag)."""
-    import os
-
-    from playwright.sync_api import sync_playwright
-
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            yield chromium
-            chromium.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
-
-
 @pytest.fixture
 def h(harness: Harness) -> Iterator[Harness]:
     from django.contrib.auth.models import User
@@ -81,30 +60,10 @@ def h(harness: Harness) -> Iterator[Harness]:
     writer.flush(10)
 
 
-def login(browser: object, h: Harness, path: str, **options: object):  # type: ignore[no-untyped-def]
-    from playwright.sync_api import expect
-
-    options.setdefault("viewport", {"width": 1280, "height": 900})
-    context = browser.new_context(**options)  # type: ignore[attr-defined]
-    page = context.new_page()
-    page.goto(h.gateway.url + path)
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page).to_have_url(re.compile(re.escape(h.gateway.url + path.split("?")[0])))
-    expect(page.locator("#live-status")).to_have_attribute("data-state", "live")
-    return page
-
-
 def flush() -> None:
     from routing.audit import writer
 
     assert writer.flush(10)
-
-
-def shot(page: object, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=True)  # type: ignore[attr-defined]
 
 
 def test_what_failed_for_whom_since_when_on_the_calls_page(browser: object, h: Harness) -> None:
