@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 
 from dashboard import stats as live_stats
 from dashboard.chain import CallView, call_from_row
+from dashboard.feedback import Feedback, outcome
 from dashboard.health import Badge, badges_read
 from routing import selectors
 from routing.audit.retention import retention_from_settings
@@ -68,6 +69,17 @@ class GroupCard:
     conflict: bool = False
     error: str = ""
     notice: str = ""
+    where: str = ""  # the slot the answer is said in: "target:<id>" or "foot" (dashboard.feedback)
+
+    @property
+    def feedback(self) -> Feedback | None:
+        """What the card's banner says, for the line beside the button that was pressed."""
+        return outcome(
+            conflict=self.conflict,
+            conflict_text="Not saved: this group was changed in another window — reload to see it.",
+            error=f"Not saved: {self.error}" if self.error else "",
+            notice=self.notice,
+        )
 
     @property
     def chain(self) -> list[TargetRow]:

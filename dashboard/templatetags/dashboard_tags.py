@@ -96,3 +96,16 @@ def spark(values: Any, label: str, low: Any = None, high: Any = None) -> str:
         low=None if low is None else float(low),
         high=None if high is None else float(high),
     )
+
+
+@register.inclusion_tag("dashboard/feedback.html")
+def feedback_slot(
+    feedback: Any, where: str, *slot: Any, main: bool = False, reload_url: str = ""
+) -> dict[str, Any]:
+    """The feedback line of one slot (``dashboard.feedback``), named by its parts
+    (``"target" t.id`` is the slot ``target:12``; none is the action bar's ``""``): shown
+    when the answered action is this slot's, otherwise an empty hidden line that
+    ``dashboard.js`` fills on a network error (the ``main`` one also on a live conflict)."""
+    name = ":".join(str(part) for part in slot)
+    shown = feedback if feedback and (where or "") == name else None
+    return {"feedback": shown, "main": main, "reload_url": reload_url}

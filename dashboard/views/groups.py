@@ -80,21 +80,27 @@ async def group_card(request: HttpRequest, name: str) -> HttpResponse:
 
 
 async def _act(
-    request: HttpRequest, name: str, write: Callable[[], object], notice: str
+    request: HttpRequest, name: str, write: Callable[[], object], notice: str, where: str
 ) -> HttpResponse:
+    """Carry out one card action; ``where`` is the slot its answer is said in (the row of
+    the target acted on, or ``"foot"``: the add-target form under the table)."""
     try:
         await sync_to_async(write)()
     except services.VersionConflict:
-        return await _card_response(request, name, 409, conflict=True)
+        return await _card_response(request, name, 409, conflict=True, where=where)
     except services.NotFound as exc:
         if exc.kind == "group":
             return _gone(name)
-        return await _card_response(request, name, 422, error=str(exc))
+        return await _card_response(request, name, 422, error=str(exc), where=where)
     except ConfigError as exc:
         return await _card_response(
-            request, name, 422, error="; ".join(e.message for e in exc.errors)
+            request, name, 422, error="; ".join(e.message for e in exc.errors), where=where
         )
-    return await _card_response(request, name, notice=notice)
+    return await _card_response(request, name, notice=notice, where=where)
+
+
+def _row(target_id: object) -> str:
+    return f"target:{target_id}"
 
 
 def _based_on(request: HttpRequest) -> int:
@@ -106,8 +112,11 @@ def _based_on(request: HttpRequest) -> int:
 async def targets_reorder(request: HttpRequest, name: str) -> HttpResponse:
     parts = [int_or_none(part) for part in request.POST.get("order", "").split(",")]
     order = [pk for pk in parts if pk is not None]
+    moved = _row(int_or_none(request.POST.get("target")))  # the row whose arrow was pressed
     if len(order) != len(parts):
-        return await _card_response(request, name, 422, error="the order must list target ids")
+        return await _card_response(
+            request, name, 422, error="the order must list target ids", where=moved
+        )
     return await _act(
         request,
         name,
@@ -119,6 +128,7 @@ async def targets_reorder(request: HttpRequest, name: str) -> HttpResponse:
             path=PAGE_PATH,
         ),
         "Order saved: the next call follows it.",
+        moved,
     )
 
 
@@ -129,14 +139,14 @@ async def target_add(request: HttpRequest, name: str) -> HttpResponse:
     model = request.POST.get("model", "")
     if not provider or not model:
         return await _card_response(
-            request, name, 422, error="pick a provider and one of its models"
+            request, name, 422, error="pick a provider and one of its models", where="foot"
         )
     weight = int_or_none(request.POST.get("weight")) or 1
     context_text = request.POST.get("context_window", "").strip()
     context_window = int_or_none(context_text) if context_text else None
     if context_text and context_window is None:
         return await _card_response(
-            request, name, 422, error="context window must be a whole number"
+            request, name, 422, error="context window must be a whole number", where="foot"
         )
     return await _act(
         request,
@@ -152,6 +162,7 @@ async def target_add(request: HttpRequest, name: str) -> HttpResponse:
             path=PAGE_PATH,
         ),
         f"Added {provider}/{model}.",
+        "foot",
     )
 
 
@@ -169,6 +180,7 @@ async def target_remove(request: HttpRequest, name: str, target_id: int) -> Http
             path=PAGE_PATH,
         ),
         "Target removed.",
+        "foot",  # its row is gone: said under the table, where the rows moved up to
     )
 
 
@@ -188,6 +200,7 @@ async def target_enabled(request: HttpRequest, name: str, target_id: int) -> Htt
             path=PAGE_PATH,
         ),
         "Target enabled." if enabled else "Target disabled: calls skip it.",
+        _row(target_id),
     )
 
 
@@ -199,6 +212,7 @@ async def target_reset(request: HttpRequest, name: str, target_id: int) -> HttpR
         name,
         lambda: services.target_reset(target_id=target_id, actor=actor(request)),
         "Target reset: its cooling and counters are cleared.",
+        _row(target_id),
     )
 
 

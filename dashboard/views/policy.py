@@ -26,6 +26,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from dashboard.feedback import Feedback, outcome
 from dashboard.policy_form import FIELD_SPECS, Section, build_rows, changed_fields, parse_submission
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
@@ -89,6 +90,20 @@ class FormView:
     general_errors: list[str] = field(default_factory=list)
     notice: str = ""
     warnings: list[str] = field(default_factory=list)  # accepted, but defeat compaction
+    where: str = ""  # the slot the answer is said in: "" (the action bar) or "field:<name>"
+
+    @property
+    def feedback(self) -> Feedback | None:
+        """What the banners say, for the line beside the control that was pressed."""
+        said = outcome(
+            conflict=self.conflict,
+            general_errors=self.general_errors,
+            rejected=self.rejected,
+            notice=self.notice,
+        )
+        if said is not None and self.warnings and not (self.conflict or self.rejected):
+            return Feedback(said.tone, f"{said.text} See the warning above.")
+        return said
 
 
 def _form(
@@ -191,22 +206,29 @@ async def _write(
     based_on: int,
     write: Callable[[], None],
     notice: str,
+    where: str = "",
 ) -> HttpResponse:
     try:
         await sync_to_async(write)()
     except services.VersionConflict:
         detail = await _read(scope)
-        form = _form(scope, detail, version=based_on, submitted=values, conflict=True)
+        form = _form(scope, detail, version=based_on, submitted=values, conflict=True, where=where)
         return render(request, FORM, {"form": form}, status=409)
     except ConfigError as exc:
         detail = await _read(scope)
         by_field, general = _split_errors(exc)
         form = _form(
-            scope, detail, submitted=values, errors=by_field, general_errors=general, rejected=True
+            scope,
+            detail,
+            submitted=values,
+            errors=by_field,
+            general_errors=general,
+            rejected=True,
+            where=where,
         )
         return render(request, FORM, {"form": form}, status=422)
     detail = await _read(scope)
-    return render(request, FORM, {"form": _form(scope, detail, notice=notice)})
+    return render(request, FORM, {"form": _form(scope, detail, notice=notice, where=where)})
 
 
 async def _restore(request: HttpRequest, scope: Scope) -> HttpResponse:
@@ -216,8 +238,10 @@ async def _restore(request: HttpRequest, scope: Scope) -> HttpResponse:
     values, _ = parse_submission(request.POST) if "based_on" in request.POST else ({}, {})
     if name and name in FIELD_SPECS:
         notice = f"Restored {FIELD_SPECS[name].label.lower()}: it now shows the inherited value."
+        where = f"field:{name}"  # said in that field's row, beside its restore button
     else:
         notice = "Restored every field: inherited values show through."
+        where = ""
     # After a restore the user's other edits are dropped on purpose: the form re-renders
     # from the new version, so what it shows is what is stored.
     return await _write(
@@ -227,6 +251,7 @@ async def _restore(request: HttpRequest, scope: Scope) -> HttpResponse:
         based_on,
         lambda: scope.restore(fields, based_on, actor(request)),
         notice,
+        where,
     )
 
 

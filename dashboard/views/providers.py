@@ -19,6 +19,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_http_methods, require_POST
 
+from dashboard.feedback import Feedback, outcome
 from dashboard.health import disabled_providers
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
@@ -53,6 +54,19 @@ class ProviderForm:
     conflict: bool = False
     key_dropped: bool = False
     notice: str = ""
+
+    @property
+    def feedback(self) -> Feedback | None:
+        """What the form's banners say, for the line beside its submit button."""
+        said = outcome(
+            conflict=self.conflict,
+            general_errors=self.general_errors,
+            rejected=bool(self.errors),
+            notice=self.notice,
+        )
+        if said is not None and self.errors and self.key_dropped and not self.conflict:
+            return Feedback(said.tone, f"{said.text} Enter the credential again.")
+        return said
 
     @property
     def timeouts(self) -> list[TimeoutField]:
@@ -118,6 +132,7 @@ async def _card(request: HttpRequest, name: str, status: int = 200, **extra: Any
     if not cards:
         return HttpResponse("", status=200)  # gone: the card disappears
     card = {**cards[0], **extra}
+    card["feedback"] = outcome(error=card.get("error", ""), notice=card.get("notice", ""))
     return render(request, f"{PAGE}#provider_card", {"p": card}, status=status)
 
 

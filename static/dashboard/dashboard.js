@@ -1,5 +1,6 @@
 // Switchyard dashboard: the one websocket, live health badges with countdowns, the
-// fallback chain panel, conflict banners and save-failure banners.
+// fallback chain panel, conflict banners, save-failure banners and the feedback line
+// beside the control that was pressed (dashboard/feedback.py).
 // Message kinds are defined in dashboard/channel_names.py.
 (function () {
   "use strict";
@@ -43,6 +44,43 @@
     });
   }
 
+  // ---------------------------------------------------------------- feedback lines
+  // The line nearest to a control: in its closest ancestor that has one (a form's own
+  // action-bar line before its fields' lines), without leaving the versioned box (a card,
+  // a form) it belongs to.
+  function feedbackSlot(elt) {
+    for (var node = elt; node && node.querySelector; node = node.parentElement) {
+      if (node.matches("[data-feedback]")) return node;
+      if (node.matches("[data-versioned]")) return null; // its banners are the nearest
+      var slot = node.querySelector("[data-feedback-main]") || node.querySelector("[data-feedback]");
+      if (slot) return slot;
+    }
+    return null;
+  }
+
+  function say(slot, tone, text) {
+    slot.hidden = false;
+    slot.dataset.tone = tone;
+    slot.className = "feedback feedback-" + tone;
+    slot.textContent = "";
+    var span = document.createElement("span");
+    span.dataset.feedbackText = "";
+    span.textContent = text;
+    slot.appendChild(span);
+    if (tone === "conflict" && slot.dataset.reloadUrl) {
+      var reload = document.createElement("a");
+      reload.className = "button small";
+      reload.href = slot.dataset.reloadUrl;
+      reload.textContent = "Reload";
+      slot.append(" ", reload);
+    }
+  }
+
+  // Scrolls only when the line is off screen, and only as far as needed.
+  function reveal(slot) {
+    if (slot.scrollIntoView) slot.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }
+
   // ---------------------------------------------------------------- conflicts
   function versionKey(el) {
     return el.dataset.versioned;
@@ -59,6 +97,12 @@
         banner.hidden = false;
         var text = banner.querySelector("[data-conflict-text]");
         if (text && theirs === 0) text.textContent = "Deleted in another window.";
+        // The same news beside the form's Save, for a user working far from the banner
+        // (a conflict the server already said there stays as it said it).
+        el.querySelectorAll("[data-feedback-main]").forEach(function (slot) {
+          if (slot.dataset.tone === "conflict" && theirs !== 0) return;
+          say(slot, "conflict", text ? text.textContent : "Changed in another window \u2014 reload to see it.");
+        });
       }
     });
   }
@@ -225,9 +269,15 @@
   function showTransport(elt, text) {
     var box = elt && elt.closest ? elt.closest("[data-versioned]") : null;
     var banner = (box && box.querySelector("[data-transport-banner]")) || document.getElementById("global-errors");
-    if (!banner) return;
-    banner.hidden = false;
-    banner.textContent = text;
+    if (banner) {
+      banner.hidden = false;
+      banner.textContent = text;
+    }
+    var slot = elt ? feedbackSlot(elt) : null; // and beside the control that was pressed
+    if (slot) {
+      say(slot, "transport", text);
+      reveal(slot);
+    }
   }
 
   document.addEventListener("htmx:beforeRequest", function (evt) {
@@ -252,9 +302,15 @@
     var status = evt.detail.xhr.status;
     showTransport(evt.detail.elt, "Not saved: the server answered HTTP " + status + ". Reload to see the current state.");
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  document.addEventListener("htmx:afterSettle", function (evt) {
     refreshConflicts();
     tick();
+    // The answer's feedback line came with the swapped-in content: keep it on screen.
+    var fresh = evt.target;
+    var slot = fresh && fresh.matches && fresh.matches("[data-feedback]:not([hidden])")
+      ? fresh
+      : fresh && fresh.querySelector ? fresh.querySelector("[data-feedback]:not([hidden])") : null;
+    if (slot) reveal(slot);
   });
 
   document.addEventListener("DOMContentLoaded", function () {
