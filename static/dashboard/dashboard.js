@@ -134,7 +134,20 @@
       if (empty) empty.hidden = true;
       var limit = parseInt(list.dataset.limit || "20", 10);
       while (list.children.length > limit) list.lastElementChild.remove();
+      countRecord(list.parentElement.querySelector("[data-record-count]"));
     });
+  }
+
+  // "N records kept" follows the live list: one more per new call, never past the
+  // ledger's capacity (retention trims the oldest rows beyond it).
+  function countRecord(counter) {
+    if (!counter) return;
+    var n = (parseInt(counter.dataset.recordCount, 10) || 0) + 1;
+    var capacity = parseInt(counter.dataset.capacity, 10);
+    if (capacity > 0 && n > capacity) n = capacity;
+    counter.dataset.recordCount = String(n);
+    counter.textContent = n + (n === 1 ? " record" : " records") + " kept" +
+      (capacity > 0 ? ", capacity " + capacity : "");
   }
 
   // ---------------------------------------------------------------- calls page

@@ -149,6 +149,8 @@ def test_a_failover_shows_up_live_as_cooling_and_in_the_chain_panel(
     page = open_page(browser, h, "/groups/")
     card = page.locator('[data-group="auto"]')
     expect(card.locator("[data-calls-empty]")).to_be_visible()
+    records = card.locator("[data-record-count]")
+    expect(records).to_contain_text("0 records kept")
 
     h.upstream.script("a", Fail(429, "slow down", headers={"Retry-After": "45"}))
     assert h.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
@@ -168,7 +170,14 @@ def test_a_failover_shows_up_live_as_cooling_and_in_the_chain_panel(
     expect(call).to_contain_text("p1/a ✕ RATE_LIMIT (429) → 2", timeout=2000)
     expect(call).to_contain_text("p2/b ✓")
     expect(card.locator("[data-calls-empty]")).to_be_hidden()
+    expect(records).to_contain_text("1 record kept")  # the count follows the live list
     shot(page, "groups.png")
+
+    from routing.audit.writer import flush
+
+    assert flush(10)
+    page.reload()  # the ledger agrees with what the live page counted
+    expect(page.locator('[data-group="auto"] [data-record-count]')).to_contain_text("1 record kept")
     page.context.close()
 
 
