@@ -2,7 +2,8 @@
 Playwright) against the gateway served over real sockets, with the websocket live.
 
 Each test maps to a line of the dashboard issue's "done when" list. Screenshots of the
-groups page and the settings form go to ``docs/screenshots/`` (shown by the README).
+chain panel during a failover and of the settings form go to ``docs/screenshots/``
+(shown by the README).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def test_a_failover_shows_up_live_as_cooling_and_in_the_chain_panel(
     expect(call).to_contain_text("p2/b ✓")
     expect(card.locator("[data-calls-empty]")).to_be_hidden()
     expect(records).to_contain_text("1 record kept")  # the count follows the live list
-    shot(page, "groups.png")
+    shot(page, "chain-panel.png")
 
     from routing.audit.writer import flush
 
