@@ -7,7 +7,9 @@
 It migrates a scratch database, generates ``--rows`` calls (and one attempt each) in the
 database itself (a recursive CTE / ``generate_series``: seconds, not minutes), runs
 ``ANALYZE``, then for each filter of the calls page prints the plan of its first page and
-of a deep page (keyset ``before`` half-way down) and the median time of five runs.
+of a deep page (keyset ``before`` half-way down) and the median time of five runs. The
+``code`` and ``target`` filters are timed twice: with a common value, and with one that
+only one call in 100,000 has (a page of those may have to look at every call).
 
 :func:`page_plans` is also used by ``tests/audit/test_call_plan.py`` on a smaller table.
 """
@@ -28,6 +30,17 @@ from datetime import UTC, datetime, timedelta
 GROUPS = ("auto", "coding", "batch", "chat")
 TARGETS = ("p1/a", "p2/b", "p3/c", "p4/d", "p5/e")
 BASE = datetime(2026, 12, 1, tzinfo=UTC)
+# One call in RARE_EVERY failed on a target and with a code no other call has: the worst
+# case of a filter that checks each call's attempts (a page may need the whole ledger).
+RARE_EVERY = 100_000
+RARE_TARGET = "p9/rare"
+RARE_CODE = "QUOTA"
+
+
+def rare_rows(rows: int) -> list[int]:
+    """The ``n`` of the rare calls: one in ``RARE_EVERY``, and at least one in a small run."""
+    first = min(RARE_EVERY // 2, max(1, rows // 2))
+    return list(range(first, rows + 1, RARE_EVERY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +53,8 @@ class Plan:
 
 def generate(rows: int) -> None:
     """``rows`` calls, one attempt each, spread over ``rows`` seconds from ``BASE``:
-    groups round-robin, every 7th failed with SERVER, key ids 1..50, sessions 1..1000."""
+    groups round-robin, every 7th failed with SERVER, key ids 1..50, sessions 1..1000;
+    the :func:`rare_rows` failed on ``RARE_TARGET`` with ``RARE_CODE``."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -59,7 +73,9 @@ def generate(rows: int) -> None:
             text = "CAST(n AS TEXT)"
         groups = "CASE n %% 4 WHEN 0 THEN 'auto' WHEN 1 THEN 'coding' WHEN 2 THEN 'batch' ELSE 'chat' END"
         target = "CASE n %% 5 WHEN 0 THEN 'p1/a' WHEN 1 THEN 'p2/b' WHEN 2 THEN 'p3/c' WHEN 3 THEN 'p4/d' ELSE 'p5/e' END"
-        failed = "(n %% 7 = 0)"
+        rare = f"(n %% {RARE_EVERY} = {rare_rows(rows)[0] % RARE_EVERY})"
+        failed = f"(n %% 7 = 0 OR {rare})"
+        target = f"CASE WHEN {rare} THEN '{RARE_TARGET}' ELSE {target} END"
         cursor.execute(
             f"""{cte}
             INSERT INTO audit_call (call_id, "group", session, stream, outcome, served_by,
@@ -83,7 +99,8 @@ def generate(rows: int) -> None:
                 message, reason, elapsed_ms, will_retry, switched, switched_to, probe, rewrites,
                 upstream_kind)
             SELECT 'call-' || {text}, 1, {target}, 1, NOT {failed},
-                CASE WHEN {failed} THEN 'SERVER' ELSE '' END, NULL, '', '', 100.0,
+                CASE WHEN {rare} THEN '{RARE_CODE}' WHEN {failed} THEN 'SERVER' ELSE '' END,
+                NULL, '', '', 100.0,
                 {failed}, {failed}, '', {failed} AND n %% 2 = 0, '',
                 CASE WHEN n %% 10 = 0 THEN 'anthropic' ELSE 'openai' END
             FROM s""",
@@ -125,6 +142,8 @@ def filters_to_check() -> Iterator[tuple[str, object, str]]:
         "audit_call_started_at",
     )
     yield "target", CallFilters(target="p3/c"), "audit_attempt_call_id"
+    yield "code (1 call in 100,000)", CallFilters(code=RARE_CODE), "audit_attempt_call_id"
+    yield "target (1 call in 100,000)", CallFilters(target=RARE_TARGET), "audit_attempt_call_id"
 
 
 def _explain(query: object) -> str:
