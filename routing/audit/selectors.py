@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from django.db.models import Count, Max, Prefetch
+from django.db.models import Count, Max, Prefetch, QuerySet
 
 from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
 
@@ -61,14 +61,35 @@ async def events_recent(
     return rows[:limit]
 
 
-def key_usage() -> dict[int, tuple[int, datetime]]:
-    """``{key id: (calls, last used)}`` from the ledger in one grouped query over the
-    ``(key_id, id)`` index (sync ORM; a page render, never a call). Calls pruned by
-    retention no longer count."""
-    rows = (
+def key_usage_query() -> QuerySet[Call, dict[str, Any]]:
+    """Per key: its calls and its newest call's id. ``COUNT(*)`` and ``MAX(id)`` grouped
+    by ``key_id`` read the ``(key_id, id)`` index alone (a covering scan, no table row
+    touched); ``MAX(started_at)`` here would fetch every call row of the ledger."""
+    return (
         Call.objects.filter(key_id__isnull=False)
         .order_by()
         .values("key_id")
-        .annotate(calls=Count("id"), last=Max("started_at"))
+        .annotate(calls=Count("*"), newest=Max("id"))
     )
-    return {row["key_id"]: (row["calls"], row["last"]) for row in rows}
+
+
+_LOOKUP_BATCH = 500  # ids per IN (...): under every backend's parameter limit
+
+
+def key_usage() -> dict[int, tuple[int, datetime | None]]:
+    """``{key id: (calls, last used)}`` from the ledger (sync ORM; a page render, never a
+    call). Calls pruned by retention no longer count.
+
+    Two cheap reads instead of one that walks the ledger: :func:`key_usage_query`, then
+    the newest calls themselves by primary key (one row per key). "Last used" is the start
+    of the key's newest *recorded* call: ids follow the order calls are recorded (when they
+    finish), so it is exact unless a long call of that key outlived a later one, and then
+    earlier by at most that call's duration.
+    """
+    rows = list(key_usage_query())
+    newest = [row["newest"] for row in rows]
+    started: dict[int, datetime] = {}
+    for at in range(0, len(newest), _LOOKUP_BATCH):
+        batch = newest[at : at + _LOOKUP_BATCH]
+        started.update(Call.objects.filter(id__in=batch).values_list("id", "started_at"))
+    return {row["key_id"]: (row["calls"], started.get(row["newest"])) for row in rows}

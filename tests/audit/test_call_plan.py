@@ -1,5 +1,6 @@
-"""The calls page's queries use the ledger's indexes (the plans ``bench.calls_plan``
-prints for 1,000,000 rows; here on generated rows in the test database)."""
+"""The calls page's and the keys page's queries use the ledger's indexes (the plans
+``bench.calls_plan`` prints for 1,000,000 rows; here on generated rows in the test
+database)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from bench.calls_plan import (
     RARE_CODE,
     RARE_TARGET,
     generate,
+    key_usage_plan,
     page_plans,
     rare_rows,
 )
@@ -41,8 +43,39 @@ def test_the_rare_code_and_target_are_in_the_generated_ledger() -> None:
     assert rare_rows(1_000_000) == [50_000 + k * 100_000 for k in range(10)]  # 1 in 100,000
 
 
+def test_key_usage_reads_only_the_key_index_and_agrees_with_the_ledger() -> None:
+    from django.db.models import Count, Max
+
+    from routing.audit.models import Call
+    from routing.audit.selectors import key_usage
+
+    generate(20_000)
+    plan = key_usage_plan(repeat=1)
+    assert plan.uses_index, plan.plan  # no call row fetched: COUNT and MAX(id) from the index
+    # Generated calls start in id order, so "newest recorded" is also "latest started".
+    slow = (
+        Call.objects.filter(key_id__isnull=False)
+        .order_by()
+        .values("key_id")
+        .annotate(calls=Count("id"), last=Max("started_at"))
+    )
+    expected = {row["key_id"]: (row["calls"], row["last"]) for row in slow}
+    assert len(expected) == 50
+    assert key_usage() == expected
+
+
 def test_the_plan_check_refuses_a_full_scan() -> None:
-    from bench.calls_plan import _uses_index
+    from bench.calls_plan import _key_usage_indexed, _uses_index
+
+    # key_usage(): the index alone (SQLite says "covering"), never the call rows
+    assert not _key_usage_indexed(
+        "SEARCH audit_call USING INDEX audit_call_key_id_idx (key_id>?)"
+    )  # the old MAX(started_at): every call row fetched through the index
+    assert _key_usage_indexed(
+        "SEARCH audit_call USING COVERING INDEX audit_call_key_id_idx (key_id>?)"
+    )
+    assert not _key_usage_indexed("Seq Scan on audit_call")
+    assert _key_usage_indexed("Index Only Scan using audit_call_key_id_idx on audit_call")
 
     assert not _uses_index("Seq Scan on audit_call", "audit_call_key_id_idx")
     assert not _uses_index("SCAN audit_attempt", "audit_attempt_call_id")
