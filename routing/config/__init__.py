@@ -4,8 +4,10 @@
 
     routing/config/
     ├── errors.py   ConfigError / FieldError (dotted paths, every error at once)
-    ├── schema.py   pydantic models shared by file, API, page and admin; RENAMED_KEYS
-    ├── policy.py   POLICY_FIELDS, BUILTIN_DEFAULTS, flatten/unflatten, resolve()
+    ├── fields.py   Policy: the metadata each policy field is declared with (once)
+    ├── schema.py   pydantic models shared by file, API, page and admin; RENAMED_KEYS;
+    │               PolicyIn, where every policy field is declared
+    ├── policy.py   POLICY_FIELDS, BUILTIN_DEFAULTS (derived), flatten/unflatten, resolve()
     ├── loader.py   load_file / apply_config / export_config (needs the app registry)
     └── signals.py  config_changed, keys_changed
 

@@ -1,5 +1,8 @@
 """Layered policy: the flat field list, built-in defaults, and resolution with sources.
 
+The field list, defaults, nullable fields and ordered pairs are derived from the fields
+declared on ``PolicyIn`` (``routing.config.fields``); nothing here lists a field by name.
+
 Effective value of a policy field (SPEC §5)::
 
     built-in default  ->  config file (defaults:)  ->  global settings  ->  group override
@@ -22,43 +25,15 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from routing.config.errors import ConfigError, FieldError
+from routing.config.fields import DeclaredField, declared_fields
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
 from routing.continuity.window import window_warnings
-from routing.engine.failures import DEFAULT_RETRY_CODES, DEFAULT_SWITCH_CODES
+from routing.engine.failures import FailureCode
 
-POLICY_FIELDS: tuple[str, ...] = (
-    "algorithm",
-    "switch_codes",
-    "retry.max_retries",
-    "retry.retry_codes",
-    "retry.initial_delay_ms",
-    "retry.max_delay_ms",
-    "retry.jitter_ratio",
-    "circuit.failure_threshold",
-    "circuit.cooldown_base_ms",
-    "circuit.cooldown_cap_ms",
-    "commit",
-    "context_window",
-    "compact_window",
-    "deadline_s",
-)
-
-BUILTIN_DEFAULTS: dict[str, Any] = {
-    "algorithm": "priority",
-    "switch_codes": sorted(code.value for code in DEFAULT_SWITCH_CODES),
-    "retry.max_retries": 5,
-    "retry.retry_codes": sorted(code.value for code in DEFAULT_RETRY_CODES),
-    "retry.initial_delay_ms": 500,
-    "retry.max_delay_ms": 10_000,
-    "retry.jitter_ratio": 0.1,
-    "circuit.failure_threshold": 1,
-    "circuit.cooldown_base_ms": 10_000,
-    "circuit.cooldown_cap_ms": 600_000,
-    "commit": "first-content",
-    "context_window": None,
-    "compact_window": None,
-    "deadline_s": 300.0,
-}
+# Derived from the one declaration (the annotated fields of PolicyIn); never listed again.
+DECLARED: tuple[DeclaredField, ...] = declared_fields(PolicyIn)
+POLICY_FIELDS: tuple[str, ...] = tuple(item.name for item in DECLARED)
+BUILTIN_DEFAULTS: dict[str, Any] = {item.name: copy.deepcopy(item.default) for item in DECLARED}
 
 Source = Literal["default", "file", "global", "group"]
 _RANK: dict[str, int] = {"default": 0, "file": 1, "global": 2, "group": 3}
@@ -68,10 +43,11 @@ _DESCRIBED: dict[str, str] = {
     "global": "from global settings",
     "group": "set on this group",
 }
-# (lower, upper) pairs that must stay ordered on the effective values.
-ORDERED_PAIRS: tuple[tuple[str, str], ...] = (
-    ("retry.initial_delay_ms", "retry.max_delay_ms"),
-    ("circuit.cooldown_base_ms", "circuit.cooldown_cap_ms"),
+# (lower, upper) pairs that must stay ordered on the effective values (``not_below``).
+ORDERED_PAIRS: tuple[tuple[str, str], ...] = tuple(
+    (f"{item.block}.{item.policy.not_below}".lstrip("."), item.name)
+    for item in DECLARED
+    if item.policy.not_below
 )
 
 
@@ -212,3 +188,23 @@ def policy_warnings(layer: Mapping[str, Any]) -> list[str]:
     return window_warnings(
         context if isinstance(context, int) else None, compact if isinstance(compact, int) else None
     )
+
+
+def engine_values(policy: Mapping[str, Any], block: str) -> dict[str, Any]:
+    """The ``block.*`` fields of a flat policy as keyword arguments of the engine's policy
+    dataclass (``RetryPolicy``, ``CircuitPolicy``): leaf names, code lists as frozensets
+    of :class:`FailureCode`, numbers as their declared type. Absent fields are left out,
+    so the dataclass default (held equal to the declared one by a test) applies."""
+    out: dict[str, Any] = {}
+    for item in DECLARED:
+        if item.block != block or item.name not in policy:
+            continue
+        value = policy[item.name]
+        if item.kind == "codes":
+            value = frozenset(FailureCode(code) for code in value)
+        elif item.kind == "float":
+            value = float(value)
+        elif item.kind == "int":
+            value = int(value)
+        out[item.leaf] = value
+    return out

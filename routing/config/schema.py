@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -48,8 +48,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from routing.config.errors import ConfigError, FieldError
+from routing.config.fields import Policy, policy_of
 from routing.engine.algorithms import ALGORITHMS, UnknownAlgorithm, get_algorithm
-from routing.engine.failures import FailureCode
+from routing.engine.failures import DEFAULT_RETRY_CODES, DEFAULT_SWITCH_CODES, FailureCode
 
 GROUP_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"  # \Z: "$" would accept a trailing newline
 PROVIDER_NAME_RE = r"^[-a-zA-Z0-9_]{1,50}\Z"  # Django's slug, within SlugField's length
@@ -88,7 +89,6 @@ RENAMED_KEYS: dict[str, str] = {
     "quarantineCapMs": "circuit.cooldown_cap_ms",
 }
 
-_NULLABLE_FIELDS = frozenset({"context_window", "compact_window"})  # null = "not declared"
 _MULTI = "switchyard_multi"  # custom error type carrying several FieldErrors
 _DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -136,6 +136,11 @@ def _unique_codes(codes: list[FailureCode]) -> list[FailureCode]:
             "codes_repeated", "repeats {codes}: list each code once", {"codes": ", ".join(repeated)}
         )
     return codes
+
+
+def _codes(codes: Collection[FailureCode]) -> list[str]:
+    """A code set as the layers store it: sorted values."""
+    return sorted(code.value for code in codes)
 
 
 def extra_algorithms() -> Mapping[str, str]:
@@ -276,15 +281,23 @@ class _Strict(BaseModel):
 
 
 class _PolicyBlock(_Strict):
-    """Base of the policy models: renamed keys are reported inside these only."""
+    """Base of the policy models: renamed keys are reported inside these only.
+
+    The rules below read each field's :class:`~routing.config.fields.Policy`: an explicit
+    ``null`` is accepted only where the built-in default is ``None`` ("not declared"), and
+    a field with ``not_below`` must not be smaller than that sibling.
+    """
 
     @field_validator("*", mode="after")
     @classmethod
-    def _no_explicit_null(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name not in _NULLABLE_FIELDS:
+    def _declared_rules(cls, value: Any, info: ValidationInfo) -> Any:
+        policy = policy_of(cls.model_fields[info.field_name]) if info.field_name else None
+        if value is None and (policy is None or policy.default is not None):
             raise PydanticCustomError(
                 "null", "must not be null: leave the key out to inherit the lower layer"
             )
+        if policy is not None and policy.not_below:
+            _ordered(policy.not_below, value, info)
         return value
 
 
@@ -297,45 +310,110 @@ def _ordered(low_field: str, value: int | None, info: ValidationInfo) -> int | N
     return value
 
 
+# --- the policy fields: each declared once (routing.config.fields) --------------------
+
+
 class RetryPolicyIn(_PolicyBlock):
     """In-place retries of one target. All fields optional (layers fill the rest)."""
 
-    max_retries: int | None = Field(None, ge=0, le=20)
-    retry_codes: CodeList | None = None
-    initial_delay_ms: int | None = Field(None, ge=0, le=600_000)
-    max_delay_ms: int | None = Field(None, ge=0, le=3_600_000)
-    jitter_ratio: float | None = Field(None, ge=0, le=1)
+    SECTION: ClassVar[str] = "Retry policy"
 
-    @field_validator("max_delay_ms", mode="after")
-    @classmethod
-    def _max_not_below_initial(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return _ordered("initial_delay_ms", value, info)
+    max_retries: Annotated[int | None, Policy(5)] = Field(
+        None,
+        ge=0,
+        le=20,
+        title="Max retries",
+        description="In-place retries of one target per call.",
+    )
+    retry_codes: Annotated[CodeList | None, Policy(_codes(DEFAULT_RETRY_CODES))] = Field(
+        None,
+        title="Retry codes",
+        description="Failures that retry the same target in place.",
+    )
+    initial_delay_ms: Annotated[int | None, Policy(500, unit="ms")] = Field(
+        None, ge=0, le=600_000, title="Initial delay"
+    )
+    max_delay_ms: Annotated[int | None, Policy(10_000, unit="ms", not_below="initial_delay_ms")] = (
+        Field(
+            None,
+            ge=0,
+            le=3_600_000,
+            title="Max delay",
+            description="A Retry-After beyond this switches at once.",
+        )
+    )
+    jitter_ratio: Annotated[float | None, Policy(0.1, step="0.01")] = Field(
+        None, ge=0, le=1, title="Jitter", description="± fraction of each delay."
+    )
 
 
 class CircuitPolicyIn(_PolicyBlock):
     """Cooling parameters. All fields optional."""
 
-    failure_threshold: int | None = Field(None, ge=1, le=1000)
-    cooldown_base_ms: int | None = Field(None, ge=0, le=86_400_000)
-    cooldown_cap_ms: int | None = Field(None, ge=0, le=86_400_000)
+    SECTION: ClassVar[str] = "Circuit and cooldown"
 
-    @field_validator("cooldown_cap_ms", mode="after")
-    @classmethod
-    def _cap_not_below_base(cls, value: int | None, info: ValidationInfo) -> int | None:
-        return _ordered("cooldown_base_ms", value, info)
+    failure_threshold: Annotated[int | None, Policy(1)] = Field(
+        None,
+        ge=1,
+        le=1000,
+        title="Failure threshold",
+        description="Consecutive failed calls that start cooling a target.",
+    )
+    cooldown_base_ms: Annotated[int | None, Policy(10_000, unit="ms")] = Field(
+        None,
+        ge=0,
+        le=86_400_000,
+        title="Cooldown",
+        description="First cooling period; doubles on each new opening.",
+    )
+    cooldown_cap_ms: Annotated[
+        int | None, Policy(600_000, unit="ms", not_below="cooldown_base_ms")
+    ] = Field(None, ge=0, le=86_400_000, title="Cooldown cap")
 
 
 class PolicyIn(_PolicyBlock):
     """The policy keys a group (or the ``defaults:`` block) may set."""
 
-    algorithm: AlgorithmName | None = None
-    switch_codes: CodeList | None = None
+    SECTION: ClassVar[str] = "Routing"
+
+    algorithm: Annotated[AlgorithmName | None, Policy("priority")] = Field(
+        None,
+        title="Algorithm",
+        description="How the next target is chosen among the healthy ones.",
+    )
+    switch_codes: Annotated[
+        CodeList | None, Policy(_codes(DEFAULT_SWITCH_CODES), section="Switch codes")
+    ] = Field(
+        None,
+        title="Switch codes",
+        description="Failures that allow moving on to the next target.",
+    )
     retry: RetryPolicyIn | None = None
     circuit: CircuitPolicyIn | None = None
-    commit: Literal["first-content", "complete"] | None = None
-    context_window: ContextWindow | None = None
-    compact_window: ContextWindow | None = None
-    deadline_s: float | None = Field(None, ge=1, le=3600)
+    commit: Annotated[Literal["first-content", "complete"] | None, Policy("first-content")] = Field(
+        None,
+        title="Commit point",
+        description="When the answer starts flowing to the client (failover is "
+        "invisible before it).",
+    )
+    context_window: Annotated[ContextWindow | None, Policy(None, unit="tokens")] = Field(
+        None,
+        title="Context window",
+        description="Declared in /v1/models; empty = none declared.",
+    )
+    compact_window: Annotated[ContextWindow | None, Policy(None, unit="tokens")] = Field(
+        None,
+        title="Compaction point",
+        description="Declares max(ceil(T*1.25), T+65536) so agents compact near T; "
+        "exclusive with the context window.",
+    )
+    deadline_s: Annotated[float | None, Policy(300.0, unit="s")] = Field(
+        None,
+        ge=1,
+        le=3600,
+        title="Call deadline",
+        description="Bounds retries and switches of one call together.",
+    )
 
     @model_validator(mode="after")
     def _one_window(self) -> PolicyIn:
@@ -353,6 +431,19 @@ class PolicyIn(_PolicyBlock):
 
 
 POLICY_KEYS: tuple[str, ...] = tuple(PolicyIn.model_fields)
+
+
+def policy_models() -> list[type[_PolicyBlock]]:
+    """Every model that follows the policy rules (:class:`_PolicyBlock` and below):
+    ``PolicyIn``, its blocks, ``GroupIn`` and the per-target circuit."""
+    found: list[type[_PolicyBlock]] = []
+    todo = list(_PolicyBlock.__subclasses__())
+    while todo:
+        model = todo.pop(0)
+        if model not in found:
+            found.append(model)
+            todo.extend(model.__subclasses__())
+    return found
 
 
 Effort = Literal["minimal", "low", "medium", "high", "xhigh"]

@@ -14,13 +14,10 @@ from pydantic import BaseModel, ValidationError
 
 from routing import selectors, services
 from routing.config.errors import ConfigError
-from routing.config.schema import GROUP_NAME_RE, PROVIDER_NAME_RE, field_errors
+from routing.config.fields import nullable_fields
+from routing.config.schema import GROUP_NAME_RE, PROVIDER_NAME_RE, field_errors, policy_models
 
 _TAG = re.compile(r'^(?:W/)?"?(\d{1,18})"?$')
-# Policy models reject an explicit null (leave the key out to inherit), so their documented
-# schema should not offer one; context_window is the exception (null = no declared window).
-_NO_NULL_MODELS = frozenset({"PolicyIn", "GroupIn", "RetryPolicyIn", "CircuitPolicyIn"})
-_NULLABLE = frozenset({"context_window", "compact_window"})
 # Names are checked by validators, which JSON Schema cannot see; documenting them as
 # patterns tells clients (and schema-driven fuzzers) what a valid name looks like.
 _NAME_PATTERNS: dict[str, dict[str, str]] = {
@@ -157,6 +154,9 @@ def inline_schema(model: type[BaseModel], *, partial: bool = False) -> dict[str,
     ``partial`` drops ``required`` (for merge-style PATCH bodies)."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
+    # Policy models reject an explicit null (leave the key out to inherit), so their
+    # documented schema should not offer one, except on the fields declared nullable.
+    nullable = {policy.__name__: nullable_fields(policy) for policy in policy_models()}
 
     def resolve(node: Any) -> Any:
         if isinstance(node, list):
@@ -167,8 +167,8 @@ def inline_schema(model: type[BaseModel], *, partial: bool = False) -> dict[str,
             rest = {k: v for k, v in node.items() if k != "$ref"}
             return resolve({**defs[node["$ref"].rsplit("/", 1)[-1]], **rest})
         out = {key: resolve(value) for key, value in node.items()}
-        if out.get("title") in _NO_NULL_MODELS:
-            out = _without_null(out, _NULLABLE)
+        if out.get("title") in nullable:
+            out = _without_null(out, nullable[out["title"]])
         for prop, pattern in _NAME_PATTERNS.get(out.get("title", ""), {}).items():
             out["properties"][prop]["pattern"] = pattern.replace("\\Z", "$")
         return out
