@@ -14,6 +14,9 @@ Decisions:
   their order means nothing).
 - An empty ``context_window`` / ``compact_window`` means "not declared" (``null``); any other empty
   number is an error rather than a silent zero.
+- **Rows come from the declaration.** Label, help, unit, section, input kind and order
+  are read from the policy fields declared on ``PolicyIn`` (``routing.config.fields``);
+  nothing here names a field except the algorithm's dynamic choices.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from routing.config.policy import POLICY_FIELDS
+from routing.config.fields import DeclaredField, Kind
+from routing.config.policy import DECLARED
 from routing.config.schema import extra_algorithms
 from routing.engine.algorithms import ALGORITHMS
 from routing.engine.failures import FailureCode
-
-Kind = Literal["choice", "codes", "int", "float", "optional_int"]
 
 SOURCE_LABELS: dict[str, str] = {
     "default": "built-in default",
@@ -56,106 +58,19 @@ class FieldSpec:
 
 ALL_CODES: tuple[str, ...] = tuple(code.value for code in FailureCode)
 
-_SPECS: tuple[FieldSpec, ...] = (
-    FieldSpec(
-        "algorithm",
-        "Algorithm",
-        "choice",
-        "Routing",
-        "How the next target is chosen among the healthy ones.",
-    ),
-    FieldSpec(
-        "switch_codes",
-        "Switch codes",
-        "codes",
-        "Switch codes",
-        "Failures that allow moving on to the next target.",
-    ),
-    FieldSpec(
-        "retry.max_retries",
-        "Max retries",
-        "int",
-        "Retry policy",
-        "In-place retries of one target per call.",
-    ),
-    FieldSpec(
-        "retry.retry_codes",
-        "Retry codes",
-        "codes",
-        "Retry policy",
-        "Failures that retry the same target in place.",
-    ),
-    FieldSpec("retry.initial_delay_ms", "Initial delay", "int", "Retry policy", unit="ms"),
-    FieldSpec(
-        "retry.max_delay_ms",
-        "Max delay",
-        "int",
-        "Retry policy",
-        "A Retry-After beyond this switches at once.",
-        unit="ms",
-    ),
-    FieldSpec(
-        "retry.jitter_ratio",
-        "Jitter",
-        "float",
-        "Retry policy",
-        "± fraction of each delay.",
-        step="0.01",
-    ),
-    FieldSpec(
-        "circuit.failure_threshold",
-        "Failure threshold",
-        "int",
-        "Circuit and cooldown",
-        "Consecutive failed calls that start cooling a target.",
-    ),
-    FieldSpec(
-        "circuit.cooldown_base_ms",
-        "Cooldown",
-        "int",
-        "Circuit and cooldown",
-        "First cooling period; doubles on each new opening.",
-        unit="ms",
-    ),
-    FieldSpec("circuit.cooldown_cap_ms", "Cooldown cap", "int", "Circuit and cooldown", unit="ms"),
-    FieldSpec(
-        "commit",
-        "Commit point",
-        "choice",
-        "Routing",
-        "When the answer starts flowing to the client (failover is invisible before it).",
-        choices=("first-content", "complete"),
-    ),
-    FieldSpec(
-        "context_window",
-        "Context window",
-        "optional_int",
-        "Routing",
-        "Declared in /v1/models; empty = none declared.",
-        unit="tokens",
-    ),
-    FieldSpec(
-        "compact_window",
-        "Compaction point",
-        "optional_int",
-        "Routing",
-        "Declares max(ceil(T*1.25), T+65536) so agents compact near T; exclusive with the "
-        "context window.",
-        unit="tokens",
-    ),
-    FieldSpec(
-        "deadline_s",
-        "Call deadline",
-        "float",
-        "Routing",
-        "Bounds retries and switches of one call together.",
-        unit="s",
-        step="any",
-    ),
-)
-FIELD_SPECS: dict[str, FieldSpec] = {spec.name: spec for spec in _SPECS}
-assert tuple(FIELD_SPECS) == POLICY_FIELDS, "every policy field needs a form field, in order"
-SECTIONS: tuple[str, ...] = ("Routing", "Switch codes", "Retry policy", "Circuit and cooldown")
+
+def _spec(item: DeclaredField) -> FieldSpec:
+    kind = item.kind
+    step = (item.policy.step or "any") if kind == "float" else "1"
+    return FieldSpec(
+        item.name, item.title, kind, item.section, item.help, item.policy.unit, item.choices, step
+    )
+
+
+# Rows follow the declaration (PolicyIn's annotated fields): label = title, help, unit.
+FIELD_SPECS: dict[str, FieldSpec] = {item.name: _spec(item) for item in DECLARED}
+# Sections in the order their first field is declared.
+SECTIONS: tuple[str, ...] = tuple(dict.fromkeys(spec.section for spec in FIELD_SPECS.values()))
 
 
 def algorithm_choices(current: Any) -> tuple[str, ...]:
