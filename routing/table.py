@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
+from routing.config.policy import engine_values
 from routing.continuity.effort import EffortPolicy
 from routing.continuity.provenance import Producer
 from routing.continuity.rewrite import TargetContinuity
@@ -223,24 +224,14 @@ def _build_group(
     algorithm_class = get_algorithm(
         str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {}
     )
-    circuit = CircuitPolicy(
-        failure_threshold=int(policy["circuit.failure_threshold"]),
-        cooldown_base_ms=int(policy["circuit.cooldown_base_ms"]),
-        cooldown_cap_ms=int(policy["circuit.cooldown_cap_ms"]),
-    )
+    circuit = CircuitPolicy(**engine_values(policy, "circuit"))
     if circuits:
         targets = tuple(_with_circuit(t, circuits.get(t.key), circuit) for t in targets)
     return GroupSpec(
         name=name,
         targets=targets,
         algorithm=algorithm_class([t.candidate for t in targets]),
-        retry=RetryPolicy(
-            max_retries=int(policy["retry.max_retries"]),
-            retry_codes=frozenset(FailureCode(c) for c in policy["retry.retry_codes"]),
-            initial_delay_ms=int(policy["retry.initial_delay_ms"]),
-            max_delay_ms=int(policy["retry.max_delay_ms"]),
-            jitter_ratio=float(policy["retry.jitter_ratio"]),
-        ),
+        retry=RetryPolicy(**engine_values(policy, "retry")),
         switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),
         circuit=circuit,
         commit=str(policy["commit"]),
@@ -268,11 +259,8 @@ def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> T
     """Per-target circuit overrides (SPEC §4) on top of the group's circuit policy."""
     if not isinstance(overrides, Mapping) or not overrides:
         return target
-    merged = CircuitPolicy(
-        failure_threshold=int(overrides.get("failure_threshold", group.failure_threshold)),
-        cooldown_base_ms=int(overrides.get("cooldown_base_ms", group.cooldown_base_ms)),
-        cooldown_cap_ms=int(overrides.get("cooldown_cap_ms", group.cooldown_cap_ms)),
-    )
+    flat = {f"circuit.{name}": value for name, value in overrides.items()}
+    merged = dataclasses.replace(group, **engine_values(flat, "circuit"))
     return dataclasses.replace(target, circuit=merged)
 
 
