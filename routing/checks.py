@@ -8,33 +8,34 @@ routing.E003   an entry of ``ALGORITHMS`` does not import or is not a ``RoutingA
 routing.E004   an entry of ``EVENT_SUBSCRIBERS`` does not import or is not callable
 routing.E005   ``SECRET_KEY`` (``SWITCHYARD_SECRET_KEY``) is set but blank, or not a string
 routing.E006   ``CONFIG_CHECK_S`` is not a number in (0, 1]
+routing.E007   another key of ``SWITCHYARD`` has a value of the wrong type
 =============  ===================================================================
 
-Model: ``django/core/checks/caches.py``. Each check reads settings only; none touches the
-database or the network.
+Model: ``django/core/checks/caches.py``. Each check reads settings only (through
+``routing.conf``, whose unreadable keys it reports); none touches the database or the
+network.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from django.conf import settings
 from django.core.checks import Error, Tags, register
 from django.utils.module_loading import import_string
 
+from routing.conf import settings_problems, switchyard_settings
 
-def _conf() -> Mapping[str, Any]:
-    return getattr(settings, "SWITCHYARD", {}) or {}
+# Unreadable keys reported by a check of their own; the rest are routing.E007.
+_OWN_CHECK = frozenset({"SECRET_KEY", "CONFIG_CHECK_S"})
 
 
 @register(Tags.compatibility)
 def check_state_store(**_: Any) -> list[Error]:
     from routing.state import BUILTIN_STORES, HealthStore
 
-    conf = _conf()
-    name = str(conf.get("STATE_STORE") or "memory")
-    if name == "redis" and not conf.get("REDIS_URL"):
+    conf = switchyard_settings()
+    name = conf.STATE_STORE or "memory"
+    if name == "redis" and not conf.REDIS_URL:
         return [
             Error(
                 "SWITCHYARD_STATE_STORE is 'redis' but REDIS_URL is not set.",
@@ -55,7 +56,7 @@ def check_state_store(**_: Any) -> list[Error]:
 def check_algorithms(**_: Any) -> list[Error]:
     from routing.engine.algorithms import UnknownAlgorithm, get_algorithm
 
-    extra = _conf().get("ALGORITHMS") or {}
+    extra = switchyard_settings().ALGORITHMS
     errors = []
     for name in sorted(extra):
         try:
@@ -74,7 +75,7 @@ def check_algorithms(**_: Any) -> list[Error]:
 @register(Tags.compatibility)
 def check_event_subscribers(**_: Any) -> list[Error]:
     errors = []
-    for path in _conf().get("EVENT_SUBSCRIBERS") or ():
+    for path in switchyard_settings().EVENT_SUBSCRIBERS:
         try:
             found = import_string(str(path))
         except ImportError as exc:
@@ -90,28 +91,23 @@ def check_event_subscribers(**_: Any) -> list[Error]:
 @register(Tags.security)
 def check_secret_key(**_: Any) -> list[Error]:
     # Unset is the embedded default (a generated var/secret.key, logged when created).
-    secret = _conf().get("SECRET_KEY")
-    if secret is None or secret == "":
+    secret = switchyard_settings().SECRET_KEY
+    if "SECRET_KEY" not in settings_problems() and (secret == "" or secret.strip()):
         return []
-    if not isinstance(secret, str) or not secret.strip():
-        return [
-            Error(
-                "SWITCHYARD_SECRET_KEY is blank: it must be a non-empty string.",
-                hint="Unset it to use the generated var/secret.key, or set a real secret.",
-                id="routing.E005",
-            )
-        ]
-    return []
+    return [
+        Error(
+            "SWITCHYARD_SECRET_KEY is blank: it must be a non-empty string.",
+            hint="Unset it to use the generated var/secret.key, or set a real secret.",
+            id="routing.E005",
+        )
+    ]
 
 
 @register(Tags.compatibility)
 def check_config_interval(**_: Any) -> list[Error]:
-    value = _conf().get("CONFIG_CHECK_S", 0.5)
-    try:
-        ok = 0 < float(value) <= 1
-    except (TypeError, ValueError):
-        ok = False
-    if ok:
+    problem = settings_problems().get("CONFIG_CHECK_S")
+    value = problem.value if problem else switchyard_settings().CONFIG_CHECK_S
+    if problem is None and 0 < value <= 1:
         return []
     return [
         Error(
@@ -119,6 +115,20 @@ def check_config_interval(**_: Any) -> list[Error]:
             hint="Changes must reach every process within 1 s (SPEC §10); the default is 0.5.",
             id="routing.E006",
         )
+    ]
+
+
+@register(Tags.compatibility)
+def check_value_types(**_: Any) -> list[Error]:
+    """Keys whose values ``routing.conf`` could not read (their defaults apply)."""
+    return [
+        _error(
+            f"{f'SWITCHYARD[{key!r}]' if key else 'SWITCHYARD'}={problem.value!r}: "
+            f"{problem.message}.",
+            "routing.E007",
+        )
+        for key, problem in sorted(settings_problems().items())
+        if key not in _OWN_CHECK
     ]
 
 

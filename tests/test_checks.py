@@ -31,6 +31,10 @@ def test_the_default_settings_pass(settings: Any) -> None:
         ({"CONFIG_CHECK_S": 5}, ["routing.E006"]),
         ({"CONFIG_CHECK_S": 0}, ["routing.E006"]),
         ({"CONFIG_CHECK_S": "soon"}, ["routing.E006"]),
+        ({"SECRET_KEY": 123}, ["routing.E005"]),
+        ({"AUDIT_MAX_ROWS": "many"}, ["routing.E007"]),
+        ({"EVENT_SUBSCRIBERS": "routing.audit.writer.attach"}, ["routing.E007"]),
+        ({"AUDIT_MAX_ROWS": "many", "STATE_STORE": "nope.Store"}, ["routing.E001", "routing.E007"]),
     ],
 )
 def test_each_misconfiguration_is_one_error(
