@@ -13,12 +13,11 @@ class DashboardConfig(AppConfig):
         Call events reach :mod:`dashboard.broadcast` through the runtime, which attaches it
         to every hub it installs (``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``).
         """
-        from django.conf import settings
-
         from dashboard import notices, stats
+        from routing.conf import switchyard_settings
 
         notices.connect()
+        conf = switchyard_settings()
         stats.configure(
-            failure_rate=float(settings.SWITCHYARD.get("DEGRADED_FAILURE_RATE", 0.5)),
-            min_attempts=int(settings.SWITCHYARD.get("DEGRADED_MIN_ATTEMPTS", 5)),
+            failure_rate=conf.DEGRADED_FAILURE_RATE, min_attempts=conf.DEGRADED_MIN_ATTEMPTS
         )

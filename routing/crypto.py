@@ -36,6 +36,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
+from routing.conf import switchyard_settings
+
 logger = logging.getLogger("switchyard")
 
 _HKDF_INFO = b"switchyard provider credentials v1"
@@ -84,14 +86,14 @@ def _secret_from_file(path: str) -> str:
 
 def current_secret() -> str:
     """The secret that encrypts new credentials: the setting, else the persisted file."""
-    configured = settings.SWITCHYARD.get("SECRET_KEY", "")
+    configured = switchyard_settings().SECRET_KEY
     if configured:
-        return str(configured)
+        return configured
     return _secret_from_file(str(Path(settings.VAR_DIR) / SECRET_FILE_NAME))
 
 
 def _decrypting_fernet() -> MultiFernet:
-    fallbacks = [s for s in settings.SWITCHYARD.get("SECRET_KEY_FALLBACKS", ()) if s]
+    fallbacks = [s for s in switchyard_settings().SECRET_KEY_FALLBACKS if s]
     return MultiFernet([fernet_for(current_secret()), *(fernet_for(s) for s in fallbacks)])
 
 

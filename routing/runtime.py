@@ -16,8 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
+from routing.conf import switchyard_settings
 from routing.engine.failures import Redactor
 from routing.events import EventHub
 from routing.limits import upstream_connections
@@ -130,9 +130,7 @@ class Runtime:
             api_key=provider.api_key,
             headers=provider.headers,
             timeouts=provider.timeouts,
-            max_connections=upstream_connections(
-                settings.SWITCHYARD.get("UPSTREAM_MAX_CONNECTIONS", 0)
-            ),
+            max_connections=upstream_connections(switchyard_settings().UPSTREAM_MAX_CONNECTIONS),
             redact=lambda text: self.redact(text),  # the current table's secrets
         )
         self._clients[provider.name] = (fingerprint, client)
@@ -156,7 +154,7 @@ def _load_subscribers() -> list[Callable[[EventHub], None]]:
     """``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``: dotted paths of ``attach(hub)`` functions."""
     from django.utils.module_loading import import_string
 
-    return [import_string(path) for path in settings.SWITCHYARD.get("EVENT_SUBSCRIBERS", ())]
+    return [import_string(path) for path in switchyard_settings().EVENT_SUBSCRIBERS]
 
 
 def _close_later(client: OpenAIClient) -> None:
@@ -180,9 +178,9 @@ def get_runtime() -> Runtime:
     if runtime is None:
         with _runtime_lock:
             if _runtime is None:
-                conf = settings.SWITCHYARD
-                options = {"url": conf["REDIS_URL"]} if conf["STATE_STORE"] == "redis" else {}
-                _runtime = Runtime(store=build_store(conf["STATE_STORE"], **options))
+                conf = switchyard_settings()
+                options = {"url": conf.REDIS_URL} if conf.STATE_STORE == "redis" else {}
+                _runtime = Runtime(store=build_store(conf.STATE_STORE, **options))
             runtime = _runtime
     return runtime
 

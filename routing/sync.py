@@ -43,8 +43,8 @@ import uuid
 from collections.abc import Callable
 
 import redis
-from django.conf import settings
 
+from routing.conf import switchyard_settings
 from routing.state.redis import REDIS_DOWN, redact_url
 
 log = logging.getLogger("switchyard.sync")
@@ -70,7 +70,7 @@ def broadcast_change() -> None:
     Called synchronously after a config write commits. A failure is logged, never raised:
     the write itself succeeded, and other processes resync when their listener reconnects.
     """
-    url = settings.SWITCHYARD.get("REDIS_URL", "")
+    url = switchyard_settings().REDIS_URL
     if not url:
         return
     try:
@@ -84,7 +84,7 @@ def broadcast_change() -> None:
 def start_listener() -> ConfigListener | None:
     """Start this process's listener once (idempotent); None without ``REDIS_URL``."""
     global _listener
-    url = settings.SWITCHYARD.get("REDIS_URL", "")
+    url = switchyard_settings().REDIS_URL
     if not url:
         return None
     with _lock:
@@ -124,10 +124,7 @@ def stop_watcher(timeout: float = 5.0) -> None:
 
 def check_interval() -> float:
     """``CONFIG_CHECK_S`` clamped to (0, 1] (``routing.E006`` reports a bad value)."""
-    try:
-        value = float(settings.SWITCHYARD.get("CONFIG_CHECK_S", 0.5))
-    except (TypeError, ValueError):
-        return 0.5
+    value = switchyard_settings().CONFIG_CHECK_S  # the default when unreadable
     return value if 0 < value <= MAX_CHECK_S else min(max(value, 0.05), MAX_CHECK_S)
 
 

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from routing.conf import switchyard_settings
 from routing.config.policy import engine_values
 from routing.continuity.effort import EffortPolicy
 from routing.continuity.provenance import Producer
@@ -221,9 +220,7 @@ def _build_group(
     version: int,
     circuits: Mapping[str, Any] | None = None,
 ) -> GroupSpec:
-    algorithm_class = get_algorithm(
-        str(policy["algorithm"]), settings.SWITCHYARD.get("ALGORITHMS") or {}
-    )
+    algorithm_class = get_algorithm(str(policy["algorithm"]), switchyard_settings().ALGORITHMS)
     circuit = CircuitPolicy(**engine_values(policy, "circuit"))
     if circuits:
         targets = tuple(_with_circuit(t, circuits.get(t.key), circuit) for t in targets)
@@ -292,7 +289,7 @@ def compile_table() -> RoutingTable:
     )
 
     providers: dict[str, ProviderSpec] = {}
-    default_check_s = float(settings.SWITCHYARD.get("HEALTH_CHECK_S", 10.0))
+    default_check_s = switchyard_settings().HEALTH_CHECK_S
     for row in Provider.objects.all():
         api_key, headers = row.get_api_key(), dict(row.headers or {})
         providers[row.name] = ProviderSpec(

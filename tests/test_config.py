@@ -379,9 +379,11 @@ def test_the_spec_example_and_the_full_sample_validate() -> None:
 def test_dotted_path_and_settings_algorithms_are_accepted(settings: Any) -> None:
     settings.SWITCHYARD = {
         **settings.SWITCHYARD,
-        "ALGORITHMS": {"cheapest": "acme.routing.Cheapest"},
+        "ALGORITHMS": {
+            "cheapest": "acme.routing.Cheapest",
+            "first": "routing.engine.algorithms.Priority",
+        },
     }
-    settings.SWITCHYARD["ALGORITHMS"]["first"] = "routing.engine.algorithms.Priority"
     for name in ("first", "routing.engine.algorithms.Priority", "round-robin"):
         doc = base_doc()
         _group(doc)["algorithm"] = name

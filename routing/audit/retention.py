@@ -12,25 +12,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
-
-DEFAULT_MAX_AGE_DAYS = 30
-DEFAULT_MAX_ROWS = 200_000
+from routing.conf import switchyard_settings
 
 
 def retention_from_settings() -> dict[str, Any]:
     """``records_prune`` keyword arguments from ``settings.SWITCHYARD``."""
-    conf = getattr(settings, "SWITCHYARD", {})
-    days = conf.get("AUDIT_MAX_AGE_DAYS", DEFAULT_MAX_AGE_DAYS)
-    rows = conf.get("AUDIT_MAX_ROWS", DEFAULT_MAX_ROWS)
+    conf = switchyard_settings()
+    days, rows = conf.AUDIT_MAX_AGE_DAYS, conf.AUDIT_MAX_ROWS
     return {
-        "max_age": timedelta(days=float(days)) if days else None,
-        "max_rows": int(rows) if rows else None,
+        "max_age": timedelta(days=days) if days else None,
+        "max_rows": rows if rows else None,
     }
 
 

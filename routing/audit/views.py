@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import hashlib
 
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from routing.audit.metrics import exposition
+from routing.conf import switchyard_settings
 from routing.runtime import get_runtime
 
 
 async def _allowed(request: HttpRequest) -> bool:
-    if settings.SWITCHYARD.get("METRICS_PUBLIC"):
+    if switchyard_settings().METRICS_PUBLIC:
         return True
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():

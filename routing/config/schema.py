@@ -29,7 +29,6 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
 from pydantic import (
@@ -47,6 +46,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from routing.conf import switchyard_settings
 from routing.config.errors import ConfigError, FieldError
 from routing.config.fields import Policy, policy_of
 from routing.engine.algorithms import ALGORITHMS, UnknownAlgorithm, get_algorithm
@@ -145,9 +145,7 @@ def _codes(codes: Collection[FailureCode]) -> list[str]:
 
 def extra_algorithms() -> Mapping[str, str]:
     """Operator-registered algorithms: ``settings.SWITCHYARD["ALGORITHMS"]`` (name -> path)."""
-    if not settings.configured:
-        return {}
-    return dict(getattr(settings, "SWITCHYARD", {}).get("ALGORITHMS", {}) or {})
+    return dict(switchyard_settings().ALGORITHMS)
 
 
 def _algorithm(name: str) -> str:

@@ -33,6 +33,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from routing.conf import switchyard_settings
+
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
 
 
@@ -110,7 +112,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]
-        config_file = settings.SWITCHYARD["CONFIG_FILE"]
+        config_file = switchyard_settings().CONFIG_FILE
         ensure_free(host, port, "SWITCHYARD_PORT")
         demo = not config_file and _demo_configured()
         if demo:
