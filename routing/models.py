@@ -27,7 +27,7 @@ from django.db import models
 from django.utils.deconstruct import deconstructible
 
 from routing import crypto
-from routing.config.schema import GROUP_NAME_RE
+from routing.config.schema import GROUP_NAME_RE, TIMEOUT_DEFAULTS
 
 HINT_MIN_KEY_LENGTH = 12  # shorter credentials get no hint: 4 chars would be too much of them
 
@@ -63,10 +63,10 @@ class Provider(models.Model):
     api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
     headers = models.JSONField(default=dict, blank=True)
     models_loaded_at = models.DateTimeField(null=True, blank=True)
-    connect_timeout_s = models.FloatField(default=5)
-    first_token_timeout_s = models.FloatField(default=60)
-    idle_timeout_s = models.FloatField(default=60)
-    total_timeout_s = models.FloatField(default=600)
+    connect_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["connect_s"])
+    first_token_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["first_token_s"])
+    idle_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["idle_s"])
+    total_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["total_s"])
     # Seconds between active health checks of this provider's cooling targets; 0 = off,
     # null = the gateway's SWITCHYARD_HEALTH_CHECK_S (routing.gateway.checker).
     health_check_s = models.FloatField(

@@ -10,7 +10,9 @@ import pytest
 from pydantic import Field, ValidationError
 
 from dashboard.policy_form import FIELD_SPECS, SECTIONS, _spec, build_rows
+from dashboard.views.providers import TIMEOUT_FIELDS
 from routing.api.config_api.http import inline_schema
+from routing.api.config_api.schemas import TimeoutsOut
 from routing.api.management import api
 from routing.config.errors import ConfigError
 from routing.config.fields import Policy, declared_fields
@@ -23,15 +25,19 @@ from routing.config.policy import (
     resolve,
 )
 from routing.config.schema import (
+    TIMEOUT_DEFAULTS,
     CircuitPolicyIn,
     ConfigFileIn,
     PolicyIn,
     RetryPolicyIn,
+    TimeoutsIn,
     field_errors,
     parse_target,
 )
 from routing.engine.health import CircuitPolicy
 from routing.engine.retry import RetryPolicy
+from routing.models import Provider
+from routing.upstream.openai import Timeouts
 
 
 def leaves(schema: dict[str, Any], defs: dict[str, Any], prefix: str = "") -> list[str]:
@@ -167,3 +173,22 @@ def test_no_policy_model_documents_a_null_its_validation_rejects() -> None:
     group = openapi_body("/api/v1/groups/{name}", "patch")["properties"]
     assert {"type": "null"} in group["context_window"]["anyOf"]  # declared nullable
     assert "anyOf" not in group["deadline_s"]
+
+
+def test_timeout_defaults_are_declared_once() -> None:
+    """Declared on TimeoutsIn; the Provider columns and the provider page derive from it,
+    the upstream client's own dataclass is held to it."""
+    assert TIMEOUT_DEFAULTS == {
+        "connect_s": 5.0,
+        "first_token_s": 60.0,
+        "idle_s": 60.0,
+        "total_s": 600.0,
+    }
+    assert dataclasses.asdict(Timeouts()) == TIMEOUT_DEFAULTS
+    provider = Provider()
+    assert {
+        key: getattr(provider, f"{key.removesuffix('_s')}_timeout_s") for key in TIMEOUT_DEFAULTS
+    } == TIMEOUT_DEFAULTS
+    assert [key for key, _ in TIMEOUT_FIELDS] == list(TimeoutsIn.model_fields)
+    assert [label for _, label in TIMEOUT_FIELDS] == ["Connect", "First token", "Idle", "Total"]
+    assert list(TimeoutsOut.model_fields) == list(TimeoutsIn.model_fields)

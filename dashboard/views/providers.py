@@ -24,14 +24,14 @@ from dashboard.health import disabled_providers
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
 from routing.config.errors import ConfigError
+from routing.config.fields import declared_fields
+from routing.config.schema import TimeoutsIn
 from routing.runtime import get_runtime
 
 PAGE = "dashboard/providers.html"
-TIMEOUT_FIELDS: tuple[tuple[str, str], ...] = (
-    ("connect_s", "Connect"),
-    ("first_token_s", "First token"),
-    ("idle_s", "Idle"),
-    ("total_s", "Total"),
+# (key, label) from the declared timeouts (routing.config.schema.TimeoutsIn).
+TIMEOUT_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (item.name, item.title) for item in declared_fields(TimeoutsIn)
 )
 
 

@@ -48,7 +48,7 @@ from pydantic_core import PydanticCustomError
 
 from routing.conf import switchyard_settings
 from routing.config.errors import ConfigError, FieldError
-from routing.config.fields import Policy, policy_of
+from routing.config.fields import Policy, declared_fields, policy_of
 from routing.engine.algorithms import ALGORITHMS, UnknownAlgorithm, get_algorithm
 from routing.engine.failures import DEFAULT_RETRY_CODES, DEFAULT_SWITCH_CODES, FailureCode
 
@@ -512,10 +512,22 @@ def target_options(item: TargetIn) -> dict[str, Any]:
 
 
 class TimeoutsIn(_Strict):
-    connect_s: TimeoutSeconds | None = None
-    first_token_s: TimeoutSeconds | None = None
-    idle_s: TimeoutSeconds | None = None
-    total_s: TimeoutSeconds | None = None
+    """Per-attempt timeouts (seconds); a key left out takes its declared default."""
+
+    connect_s: Annotated[TimeoutSeconds | None, Policy(5.0, unit="s")] = Field(
+        None, title="Connect"
+    )
+    first_token_s: Annotated[TimeoutSeconds | None, Policy(60.0, unit="s")] = Field(
+        None, title="First token"
+    )
+    idle_s: Annotated[TimeoutSeconds | None, Policy(60.0, unit="s")] = Field(None, title="Idle")
+    total_s: Annotated[TimeoutSeconds | None, Policy(600.0, unit="s")] = Field(None, title="Total")
+
+
+# The built-in timeouts: the Provider columns' defaults (what a left-out key returns to).
+TIMEOUT_DEFAULTS: dict[str, float] = {
+    item.name: item.default for item in declared_fields(TimeoutsIn)
+}
 
 
 class ProviderIn(_Strict):
