@@ -60,6 +60,9 @@ class HealthTransitionError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class CircuitPolicy:
+    """Cooling parameters. The defaults are the engine's own (stdlib only);
+    tests/test_policy_fields.py holds them to ``routing.config.schema.CircuitPolicyIn``."""
+
     failure_threshold: int = 1
     cooldown_base_ms: int = 10_000
     cooldown_cap_ms: int = 600_000

@@ -21,7 +21,9 @@ class RetryPolicy:
     """At most ``max_retries`` retries per target, for ``retry_codes`` only.
 
     Delays grow ``initial_delay_ms · 2^(n−1)`` up to ``max_delay_ms``, ±``jitter_ratio``.
-    Values are validated by the configuration schema, not here.
+    Values are validated by the configuration schema, not here. The defaults are the
+    engine's own (stdlib only); tests/test_policy_fields.py holds them to the declared
+    built-in policy (``routing.config.schema.RetryPolicyIn``).
     """
 
     max_retries: int = 5
