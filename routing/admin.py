@@ -34,7 +34,7 @@ from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, 
 from routing.config.signals import config_changed
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services import key_revoke
-from routing.services.groups import group_snapshot, policy_snapshot
+from routing.services.groups import check_listed, group_snapshot, policy_snapshot
 from routing.services.providers import provider_snapshot
 
 # --- shared pieces -------------------------------------------------------------------
@@ -284,6 +284,7 @@ class TargetInlineForm(forms.ModelForm):
         }
         try:
             cleaned["options"] = target_options(parse_target(raw))
+            check_listed([("model", provider.name, cleaned["model"])], {provider.name: provider})
         except ConfigError as exc:
             for item in exc.errors:
                 if item.path in self.fields:

@@ -237,6 +237,57 @@ def test_an_algorithm_that_does_not_import_is_refused_on_every_write_path(tmp_pa
     assert not Group.objects.filter(name="g2").exists()
 
 
+LISTED = FILE.replace("    timeouts:", "    models: [a]\n    timeouts:")
+
+
+def test_the_file_refuses_a_model_outside_the_list_with_every_other_error() -> None:
+    # Two problems at once: the credential variable is unset with nothing stored to keep,
+    # and the target names a model the provider does not list.
+    unlisted = LISTED.replace("model: a}", "model: b}")
+    with pytest.raises(ConfigError) as refused:
+        apply_config(load_text(unlisted, env={}), source="f")
+    assert [str(e) for e in refused.value.errors] == [
+        "providers.0.api_key: environment variable P1_API_KEY is not set "
+        "(and provider p1 has no stored credential to keep)",
+        "groups.0.targets.0.model: 'b' is not in provider 'p1''s model list "
+        "(refresh its models, or fix the name)",
+    ]
+    assert not Provider.objects.exists() and not Group.objects.exists()
+
+
+def test_the_file_checks_a_target_against_the_stored_list_when_it_declares_none() -> None:
+    load(LISTED)  # p1 lists [a]; a file without `models` keeps that list
+    without_list = FILE.replace("model: a}", "model: b}")
+    with pytest.raises(ConfigError) as refused:
+        load(without_list, replace=False)
+    assert "groups.0.targets.0.model: 'b' is not in provider 'p1''s model list" in str(
+        refused.value
+    )
+    auto = Group.objects.get(name="auto")
+    assert list(auto.targets.values_list("model", flat=True)) == ["a"]  # nothing applied
+    assert Provider.objects.get(name="p1").models == ["a"]
+
+
+def test_the_admin_refuses_a_target_model_outside_the_providers_list(admin_client: Any) -> None:
+    from html import unescape
+
+    from tests.test_models import group_form, make_provider, target_row
+
+    provider = make_provider()
+    provider.models = ["a"]
+    provider.save()
+    refused = admin_client.post(
+        "/admin/routing/group/add/", group_form(None, {}, [target_row(provider, "b", 0)])
+    )
+    assert refused.status_code == 200
+    assert "'b' is not in provider 'primary''s model list" in unescape(refused.content.decode())
+    assert not Group.objects.exists()
+    added = admin_client.post(
+        "/admin/routing/group/add/", group_form(None, {}, [target_row(provider, "a", 0)])
+    )
+    assert added.status_code == 302, added.content.decode()
+
+
 # --- exportconfig -> loadconfig without the credential variables (item 5) --------------
 
 

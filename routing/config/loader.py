@@ -20,7 +20,9 @@ Decisions:
 - **Validate everything, then write in one transaction.** Schema errors, missing
   environment variables and effective-policy conflicts (against the global settings
   layer in the database) are all collected and raised together as one ConfigError;
-  nothing is written. Any failure during the write rolls the whole apply back.
+  nothing is written. A target whose model is not in its provider's model list (the
+  API's and the page's ``check_listed``) is found against the providers as written and
+  reported with the other apply errors. Any failure rolls the whole apply back.
 - **Versions bump only on real change**, so re-applying the same file does not
   invalidate open settings pages; ``config_changed`` is sent on commit when something
   changed.
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -571,15 +573,47 @@ def _check_credentials(cfg: ConfigFileIn, result: ApplyResult) -> None:
         raise ConfigError(errors)
 
 
+def _check_listed(cfg: ConfigFileIn, providers: Mapping[str, Provider]) -> None:
+    """Every file target against its provider's model list as this apply leaves it (the
+    file's ``models``, else the stored list): the rule the API and the page apply."""
+    from routing.services.groups import check_listed
+
+    check_listed(
+        (
+            (f"groups.{g}.targets.{t}.model", target.provider, target.model)
+            for g, group in enumerate(cfg.groups)
+            for t, target in enumerate(group.targets)
+        ),
+        providers,
+    )
+
+
+def _collect(*checks: Callable[[], None]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as exc:
+            errors += exc.errors
+    return errors
+
+
 def _apply(cfg: ConfigFileIn, *, source: str, plan: _Plan) -> None:
     GlobalSettings.load()
     settings_row = GlobalSettings.objects.select_for_update().get(pk=1)  # serializes applies
     file_flat = policy_flat(cfg.defaults) if cfg.defaults else {}
-    _check_effective(cfg, file_flat, settings_row.policy)
-    _check_credentials(cfg, plan.result)
+    errors = _collect(
+        lambda: _check_effective(cfg, file_flat, settings_row.policy),
+        lambda: _check_credentials(cfg, plan.result),
+    )
 
+    # The model lists are checked against the providers as written (rolled back with
+    # everything else on any error), so a list the file layer kept counts, not the file's.
     _apply_providers(cfg, plan)
     providers = {p.name: p for p in Provider.objects.all()}
+    errors += _collect(lambda: _check_listed(cfg, providers))
+    if errors:
+        raise ConfigError(errors)
     groups = {g.name: g for g in Group.objects.select_for_update()}
     for item in cfg.groups:
         _apply_group(groups.get(item.name), item, providers, plan)
