@@ -9,18 +9,22 @@ routing.E004   an entry of ``EVENT_SUBSCRIBERS`` does not import or is not calla
 routing.E005   ``SECRET_KEY`` (``SWITCHYARD_SECRET_KEY``) is set but blank, or not a string
 routing.E006   ``CONFIG_CHECK_S`` is not a number in (0, 1]
 routing.E007   another key of ``SWITCHYARD`` has a value of the wrong type
+routing.E008   the secret key cannot decrypt a stored provider credential
 =============  ===================================================================
 
 Model: ``django/core/checks/caches.py``. Each check reads settings only (through
-``routing.conf``, whose unreadable keys it reports); none touches the database or the
-network.
+``routing.conf``, whose unreadable keys it reports), except E008: it reads the providers'
+stored credentials, so it is tagged ``database`` and runs only when a database is named
+(``manage.py check --database default``, ``migrate``), as Django's own database checks do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.checks import Error, Tags, register
+from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.utils.module_loading import import_string
 
 from routing.conf import settings_problems, switchyard_settings
@@ -129,6 +133,38 @@ def check_value_types(**_: Any) -> list[Error]:
         )
         for key, problem in sorted(settings_problems().items())
         if key not in _OWN_CHECK
+    ]
+
+
+@register(Tags.database)
+def check_credentials_decrypt(databases: Sequence[str] | None = None, **_: Any) -> list[Error]:
+    """A changed ``SWITCHYARD_SECRET_KEY`` leaves stored credentials unreadable: the gateway
+    keeps serving, but those providers' targets fail over as ``MISSING_CREDENTIAL``."""
+    if not databases or DEFAULT_DB_ALIAS not in databases:
+        return []
+    from routing.crypto import CredentialDecryptError
+    from routing.models import Provider
+
+    try:
+        stored = list(Provider.objects.exclude(api_key_encrypted="").order_by("name"))
+    except DatabaseError:  # not migrated yet: nothing stored to decrypt
+        return []
+    unreadable = []
+    for provider in stored:
+        try:
+            provider.get_api_key()
+        except CredentialDecryptError:
+            unreadable.append(provider.name)
+    if not unreadable:
+        return []
+    return [
+        Error(
+            "SWITCHYARD_SECRET_KEY cannot decrypt the stored credential of provider(s) "
+            f"{', '.join(unreadable)}: their targets fail over as MISSING_CREDENTIAL.",
+            hint="Set SWITCHYARD_SECRET_KEY back to the secret that encrypted them, or run "
+            "`manage.py rotate_secret --old OLD --new NEW`, or set those credentials again.",
+            id="routing.E008",
+        )
     ]
 
 

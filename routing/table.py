@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from routing.conf import switchyard_settings
 from routing.config.policy import engine_values
@@ -29,6 +29,9 @@ from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
 from routing.engine.retry import RetryPolicy
 from routing.upstream.openai import Timeouts
+
+if TYPE_CHECKING:
+    from routing.models import Provider
 
 log = logging.getLogger("switchyard.table")
 
@@ -45,7 +48,8 @@ class ProviderSpec:
     models: frozenset[str] = frozenset()  # what a direct provider/model address may name
     check_interval_s: float = 10.0  # active health checks of its cooling targets; 0 = off
     # Why no request could carry this provider's credential or headers (a value stored
-    # before validation said so): its targets fail at dispatch instead of crashing a call.
+    # before validation said so, or a credential the secret key cannot decrypt): its
+    # targets fail at dispatch instead of crashing a call or the whole table.
     config_error: str = ""
 
     @property
@@ -273,6 +277,19 @@ def unsendable(api_key: str, headers: Mapping[str, str]) -> str:
     return ""
 
 
+def _credential(row: Provider) -> tuple[str, str]:
+    """A provider's plaintext credential, or ``("", why)`` when it cannot be decrypted (the
+    secret key changed without ``rotate_secret``): that provider's configuration failure,
+    not the whole table's (``routing.E007`` reports it at ``check --database``)."""
+    from routing.crypto import CredentialDecryptError
+
+    try:
+        return row.get_api_key(), ""
+    except CredentialDecryptError as exc:
+        log.error("provider %s cannot be used: %s", row.name, exc)
+        return "", str(exc)
+
+
 def compile_table() -> RoutingTable:
     """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
     from routing.config.policy import BUILTIN_DEFAULTS
@@ -291,7 +308,8 @@ def compile_table() -> RoutingTable:
     providers: dict[str, ProviderSpec] = {}
     default_check_s = switchyard_settings().HEALTH_CHECK_S
     for row in Provider.objects.all():
-        api_key, headers = row.get_api_key(), dict(row.headers or {})
+        api_key, unreadable = _credential(row)
+        headers = dict(row.headers or {})
         providers[row.name] = ProviderSpec(
             name=row.name,
             kind=row.kind,
@@ -302,7 +320,7 @@ def compile_table() -> RoutingTable:
             check_interval_s=(
                 default_check_s if row.health_check_s is None else float(row.health_check_s)
             ),
-            config_error=unsendable(api_key, headers),
+            config_error=unreadable or unsendable(api_key, headers),
             timeouts=Timeouts(
                 connect_s=row.connect_timeout_s,
                 first_token_s=row.first_token_timeout_s,

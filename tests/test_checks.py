@@ -45,3 +45,30 @@ def test_each_misconfiguration_is_one_error(
 
 def test_a_registered_algorithm_that_imports_passes(settings: Any) -> None:
     assert ids(settings, ALGORITHMS={"first": "routing.engine.algorithms.Priority"}) == []
+
+
+@pytest.mark.django_db
+def test_a_secret_that_cannot_decrypt_a_stored_credential_is_reported(settings: Any) -> None:
+    from routing.models import Provider
+
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "SECRET_KEY": "the-first-secret"}
+    for name in ("p1", "p2"):
+        provider = Provider(name=name, base_url="http://127.0.0.1:9/v1")
+        provider.set_api_key(f"sk-upstream-{name}-0123456789")
+        provider.save()
+    Provider.objects.create(name="p3", base_url="http://127.0.0.1:9/v1")  # no credential
+    assert database_ids(settings) == []
+
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "SECRET_KEY": "another-secret"}
+    (error,) = [m for m in run_checks(databases=["default"]) if m.id == "routing.E007"]
+    assert "cannot decrypt the stored credential of provider(s) p1, p2" in error.msg
+    assert "rotate_secret" in (error.hint or "")
+    assert ids(settings) == []  # database checks run only when a database is named
+    fallback = {"SECRET_KEY_FALLBACKS": ["the-first-secret"]}
+    assert database_ids(settings, **fallback) == []  # the rotation window decrypts them
+
+
+def database_ids(settings: Any, **overrides: object) -> list[str]:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, **overrides}
+    found = run_checks(databases=["default"])
+    return sorted(m.id for m in found if m.id and m.id.startswith("routing."))
