@@ -29,6 +29,18 @@ from routing.upstream.openai import OpenAIClient
 log = logging.getLogger("switchyard.gateway")
 
 
+class TableUnavailable(Exception):
+    """This process has no routing table at all: its first compile failed (the database is
+    away, or not migrated) and there is no last good table to keep serving. ``/v1``
+    answers an OpenAI-shaped 503 (``routing.api.openai``); the next call tries again."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"Switchyard cannot read its configuration ({cause}), so no model can be routed "
+            "yet. The gateway's log says why; calls work again once its database answers."
+        )
+
+
 class Runtime:
     def __init__(
         self,
@@ -71,9 +83,14 @@ class Runtime:
             attach(hub)
 
     async def current_table(self) -> RoutingTable:
+        """The table to serve from; :class:`TableUnavailable` when there is none at all."""
         table = self.table
         if table is None:
-            table = await sync_to_async(self.reload, thread_sensitive=False)()
+            try:
+                table = await sync_to_async(self.reload, thread_sensitive=False)()
+            except Exception as exc:
+                log.error("no routing table to serve: compiling it failed (%r)", exc)
+                raise TableUnavailable(type(exc).__name__) from exc
             self._start_checker()
         return table
 

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+from django.db import OperationalError
+
 from routing.events import CallRecord
+from routing.runtime import Runtime, install_runtime
+from routing.state.memory import MemoryStore
+from routing.table import RoutingTable
 from tests.conftest import TWO_ROUTES, Harness, off_loop
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -39,3 +45,41 @@ def test_a_credential_the_secret_cannot_decrypt_fails_over_as_a_configuration_fa
     assert call.attempts[0].code == "MISSING_CREDENTIAL"
     assert "cannot be decrypted with SWITCHYARD_SECRET_KEY" in call.attempts[0].message
     assert harness.upstream.requests[-1].headers["authorization"] == "Bearer upstream-key-p2"
+
+
+def test_with_no_table_at_all_every_door_answers_a_503_in_its_own_shape(
+    harness: Harness,
+) -> None:
+    def cannot_compile() -> RoutingTable:
+        raise OperationalError("no such table: routing_configversion")
+
+    broken = Runtime(store=MemoryStore(), compile=cannot_compile)
+    broken.background_checks = False
+    install_runtime(broken)
+    try:
+        headers = {"authorization": f"Bearer {harness.key}"}
+        base = harness.gateway.base_url
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+            answers = [
+                client.post("/chat/completions", json={"model": "auto", "messages": MESSAGES}),
+                client.get("/models"),
+                client.post("/responses", json={"model": "auto", "input": "hi"}),
+            ]
+            messages = client.post(
+                "/messages", json={"model": "auto", "max_tokens": 8, "messages": MESSAGES}
+            )
+    finally:
+        install_runtime(harness.runtime)  # type: ignore[arg-type]
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        error = answer.json()["error"]
+        assert (error["type"], error["code"]) == ("server_error", "configuration_unavailable")
+        assert "cannot read its configuration (OperationalError)" in error["message"]
+        assert "routing_configversion" not in error["message"]  # details stay in the log
+    assert messages.status_code == 503
+    assert messages.json()["type"] == "error"
+    assert "cannot read its configuration" in messages.json()["error"]["message"]
+    # the next call compiles again: a database that answers again ends the outage
+    reply = harness.client().models.list()
+    assert reply.data == []

@@ -20,7 +20,7 @@ from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
-from routing.runtime import get_runtime
+from routing.runtime import TableUnavailable, get_runtime
 from routing.table import GroupSpec, KeySpec, RoutingTable
 
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
@@ -31,6 +31,13 @@ api = NinjaAPI(
     docs_url=None,
     openapi_url=None,
 )
+
+
+@api.exception_handler(TableUnavailable)
+def table_unavailable(request: HttpRequest, exc: TableUnavailable) -> HttpResponse:
+    """No table at all (not even a last good one): every door says so in its own shape."""
+    door = Protocol.MESSAGES if request.path.rstrip("/").endswith("/messages") else Protocol.CHAT
+    return render(ErrorReply(503, str(exc), "configuration_unavailable", "server_error", door=door))
 
 
 def render(reply: Reply) -> HttpResponse:
