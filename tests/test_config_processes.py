@@ -3,13 +3,23 @@
 A gateway runs as its own daphne process on the embedded default (no Redis), on SQLite and
 on PostgreSQL; ``manage.py`` commands run as further processes and change the database;
 the running gateway must follow within 1 s. The product's mechanism is a configuration
-version read every ``CONFIG_CHECK_S`` (<= 1 s) off the request path: the tests assert that
-interval and *measure* how long each change took to show, but poll with a generous cap so
-that a loaded machine cannot fail them.
+version read every ``CONFIG_CHECK_S`` (0.5 s by default, at most 1 s) off the request
+path; with Redis, pub/sub first and the same version check as the safety net.
+
+How the 1 s is asserted without failing on a slow machine (:class:`Propagation`): while
+the writing command runs, the test reads the configuration version from the database
+every 5 ms (when did the write commit?) and asks the gateway every 20 ms whether it shows
+the change, noting when each question was *sent*. The delay asserted is how long after the
+commit a question still got the old answer. A command's slow start or exit, each answer's
+latency and the recompile on the first call after the change are not in it: what is left
+is the mechanism (one version check interval) plus the gateway's thread scheduling, which
+the remaining half second covers many times over.
 
 Also here, over processes: a bad group answers an OpenAI-shaped 503 while the others keep
-serving, and ``manage.py serve`` (``make run``) keeps the printed key and operator work
-across restarts and refuses a busy port before writing anything.
+serving; a gateway with another secret key, or on an unmigrated database, answers in JSON;
+``exportconfig`` -> ``loadconfig`` without the credential variable; and ``manage.py serve``
+(``make run``) keeps the printed key and operator work across restarts (with the demo or
+with ``SWITCHYARD_CONFIG``) and refuses a busy port before writing anything.
 """
 
 from __future__ import annotations
@@ -17,14 +27,17 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import httpx
@@ -47,7 +60,8 @@ DEMO_GROUPS = frozenset(
 )
 PG = "127.0.0.1:5432"
 START_TIMEOUT_S = 90.0
-POLL_CAP_S = 30.0  # generous: the product's bound is 1 s, measured and reported below
+POLL_CAP_S = 30.0  # how long a change may take to show at all before the test gives up
+BOUND_S = 1.0  # SPEC §10: a change reaches every running gateway within 1 s (asserted)
 MESSAGES = [{"role": "user", "content": "hi"}]
 MEASURED: dict[str, list[float]] = {}  # what each change took to show, per backend
 
@@ -98,11 +112,13 @@ class Installation:
     backend: str
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def manage(
+        self, *args: str, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [sys.executable, "manage.py", *args],
             cwd=ROOT,
-            env=self.env,
+            env=env or self.env,
             capture_output=True,
             text=True,
             timeout=180,
@@ -122,24 +138,10 @@ class Installation:
         return self.manage("createkey", *args).stdout.strip().splitlines()[-1]
 
     def start_gateway(self, env: dict[str, str] | None = None) -> str:
-        port = free_port()
-        log = self.tmp / f"daphne-{port}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                 "router_project.asgi:application"],
-                cwd=ROOT, env=env or self.env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        self.processes.append(process)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            assert process.poll() is None, f"daphne exited:\n{log.read_text()}"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    return f"http://127.0.0.1:{port}"
-            except OSError:
-                assert time.monotonic() < deadline, f"daphne did not listen:\n{log.read_text()}"
-                time.sleep(0.1)
+        return start_daphne(env or self.env, self.tmp, self.processes)
+
+    def propagation(self, url: str, shows: Callable[[httpx.Client], bool | None]) -> Propagation:
+        return Propagation(self.env["DATABASE_URL"], url, shows)
 
     def stop(self) -> None:
         for process in self.processes:
@@ -151,6 +153,168 @@ class Installation:
                 process.kill()
                 process.wait(15)
         self.processes.clear()
+
+
+def start_daphne(env: dict[str, str], tmp: Path, processes: list[subprocess.Popen[bytes]]) -> str:
+    """A gateway process on a free port (its log in ``tmp``); returns its base URL."""
+    port = free_port()
+    log = tmp / f"daphne-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+             "router_project.asgi:application"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    processes.append(process)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        assert process.poll() is None, f"daphne exited:\n{log.read_text()}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return f"http://127.0.0.1:{port}"
+        except OSError:
+            assert time.monotonic() < deadline, f"daphne did not listen:\n{log.read_text()}"
+            time.sleep(0.1)
+
+
+@dataclass(frozen=True)
+class Answer:
+    sent: float  # time.monotonic() when the question left
+    shows: bool  # the gateway showed the change
+    note: str = ""
+
+
+class Propagation:
+    """How long after a write commits a running gateway can still answer from the old
+    configuration (see the module docstring). Use around the writing command::
+
+        with inst.propagation(url, shows) as change:
+            inst.manage("loadconfig", path)
+            took = change.delay("new group")
+    """
+
+    def __init__(
+        self, database_url: str, url: str, shows: Callable[[httpx.Client], bool | None]
+    ) -> None:
+        self.database_url, self.url, self._shows = database_url, url, shows
+        self.committed: float | None = None
+        self.answers: list[Answer] = []
+        self.error: BaseException | None = None  # a question that failed the test
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> Propagation:
+        self._read, close = _version_reader(self.database_url)
+        self._close = close
+        self.before = self._read()
+        self._threads = [
+            threading.Thread(target=self._watch_database, daemon=True),
+            threading.Thread(target=self._ask_gateway, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        self._close()
+
+    def _watch_database(self) -> None:
+        while not self._stop.is_set():
+            if self._read() != self.before:
+                self.committed = time.monotonic()
+                return
+            self._stop.wait(0.005)
+
+    def _ask_gateway(self) -> None:
+        fresh = 0
+        with httpx.Client(base_url=self.url, timeout=30) as http:
+            while not self._stop.is_set() and fresh < 3:  # a few more: it must stay shown
+                sent = time.monotonic()
+                try:
+                    shows = self._shows(http)
+                except httpx.HTTPError as exc:  # counted as stale: no excuse for a lost call
+                    shows, note = False, f" ({exc!r})"
+                except BaseException as exc:  # e.g. an assert in the question: re-raised below
+                    self.error = exc
+                    return
+                else:
+                    note = ""
+                if shows is not None:  # None: there is nothing to ask yet
+                    self.answers.append(Answer(sent, shows, note))
+                    fresh += shows
+                self._stop.wait(0.02)
+
+    def delay(self, what: str) -> float:
+        """Wait until the write committed and the gateway showed it; the seconds after the
+        commit that a question could still get the old answer (0: none could)."""
+        deadline = time.monotonic() + POLL_CAP_S
+        while (self.committed is None or self._threads[1].is_alive()) and self.error is None:
+            assert time.monotonic() < deadline, f"{what}: not seen within {POLL_CAP_S} s"
+            time.sleep(0.02)
+        if self.error is not None:
+            raise self.error
+        committed = self.committed
+        stale = [a for a in self.answers if not a.shows and a.sent >= committed]
+        delay = max((a.sent - committed for a in stale), default=0.0)
+        timeline = ", ".join(
+            f"{a.sent - committed:+.2f}{'' if a.shows else ' stale'}{a.note}"
+            for a in self.answers[-12:]
+        )
+        assert delay <= BOUND_S, f"{what}: old answers {delay:.2f} s after the commit: {timeline}"
+        return delay
+
+
+def _version_reader(database_url: str) -> tuple[Callable[[], int], Callable[[], None]]:
+    """Read the configuration version over a connection of the test's own."""
+    query = "SELECT version FROM routing_configversion WHERE id = 1"
+    if database_url.startswith("sqlite:///"):
+        db = sqlite3.connect(
+            database_url.removeprefix("sqlite:///"), isolation_level=None,
+            check_same_thread=False, timeout=5,
+        )  # fmt: skip
+
+        def read_sqlite() -> int:
+            row = db.execute(query).fetchone()
+            return int(row[0]) if row else 0
+
+        return read_sqlite, db.close
+    pg = psycopg.connect(database_url, autocommit=True)
+
+    def read_postgres() -> int:
+        row = pg.execute(query).fetchone()
+        return int(row[0]) if row else 0
+
+    return read_postgres, pg.close
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def lists(key: str, expected: set[str]) -> Callable[[httpx.Client], bool]:
+    """The key is accepted and sees exactly ``expected``."""
+
+    def shows(http: httpx.Client) -> bool:
+        answer = http.get("/v1/models", headers=bearer(key))
+        return answer.status_code == 200 and {m["id"] for m in answer.json()["data"]} == expected
+
+    return shows
+
+
+def refuses(key: str) -> Callable[[httpx.Client], bool]:
+    return lambda http: http.get("/v1/models", headers=bearer(key)).status_code == 401
+
+
+def retries_of_auto(http: httpx.Client, admin: str) -> object:
+    status = http.get("/api/v1/status", headers=bearer(admin))
+    assert status.status_code == 200, status.text
+    (auto,) = [g for g in status.json()["groups"] if g["name"] == "auto"]
+    return auto["policy"]["retry.max_retries"]
 
 
 def client(url: str, key: str) -> openai.OpenAI:
@@ -215,32 +379,37 @@ def test_commands_in_other_processes_reach_a_running_gateway(installation: Insta
 
     # a new group, written by loadconfig in its own process
     extra = "  - name: tools\n    targets:\n      - {provider: p1, model: b}\n"
-    out = inst.manage("loadconfig", inst.config(extra=extra)).stdout
+    with inst.propagation(url, lists(key, {"auto", "tools"})) as change:
+        out = inst.manage("loadconfig", inst.config(extra=extra)).stdout
+        took.append(change.delay("new group"))
     assert "groups created: tools" in out
-    took.append(wait_for("new group", lambda: models(url, key) == {"auto", "tools"}))
     reply = client(url, key).chat.completions.create(model="tools", messages=MESSAGES)
     assert reply.model == "b"
 
     # a new key, then the same key revoked, by createkey / revokekey
-    fresh = inst.createkey("newcomer")
-    took.append(wait_for("new key", lambda: models(url, fresh) == {"auto", "tools"}))
-    inst.manage("revokekey", fresh)
-    took.append(wait_for("revoked key", lambda: models(url, fresh) == 401))
+    made: list[str] = []  # nobody can ask with a key before createkey printed it
+
+    def newcomer_lists(http: httpx.Client) -> bool | None:
+        return lists(made[0], {"auto", "tools"})(http) if made else None
+
+    with inst.propagation(url, newcomer_lists) as change:
+        made.append(inst.createkey("newcomer"))
+        took.append(change.delay("new key"))
+    fresh = made[0]
+    with inst.propagation(url, refuses(fresh)) as change:
+        inst.manage("revokekey", fresh)
+        took.append(change.delay("revoked key"))
     assert models(url, key) == {"auto", "tools"}  # the others keep working
 
     # a changed policy
-    def max_retries() -> object:
-        status = httpx.get(
-            f"{url}/api/v1/status", headers={"Authorization": f"Bearer {admin}"}, timeout=30
-        )
-        assert status.status_code == 200, status.text
-        (auto,) = [g for g in status.json()["groups"] if g["name"] == "auto"]
-        return auto["policy"]["retry.max_retries"]
-
-    assert max_retries() == 2
-    inst.manage("loadconfig", inst.config(retries=4, extra=extra))
-    took.append(wait_for("changed policy", lambda: max_retries() == 4))
-    print(f"\n{inst.backend}: change visible after {', '.join(f'{t:.2f}' for t in took)} s")
+    with httpx.Client(base_url=url, timeout=30) as http:
+        assert retries_of_auto(http, admin) == 2
+    with inst.propagation(url, lambda http: retries_of_auto(http, admin) == 4) as change:
+        inst.manage("loadconfig", inst.config(retries=4, extra=extra))
+        took.append(change.delay("changed policy"))
+    print(
+        f"\n{inst.backend}: old answers up to {', '.join(f'{t:.2f}' for t in took)} s after the commit"
+    )
 
 
 def test_a_group_that_cannot_compile_is_a_503_and_the_others_keep_serving(
