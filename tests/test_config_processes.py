@@ -44,9 +44,12 @@ import httpx
 import openai
 import psycopg
 import pytest
+import redis
 import yaml
 
 from routing.simulator.server import FakeUpstream
+from routing.sync import CHANNEL
+from tests.state.servers import RedisServer
 
 # Each test starts several Django processes; on a loaded shared machine that alone can take
 # minutes, so the suite-wide 120 s timeout is raised here (the waits inside stay capped).
@@ -410,6 +413,41 @@ def test_commands_in_other_processes_reach_a_running_gateway(installation: Insta
     print(
         f"\n{inst.backend}: old answers up to {', '.join(f'{t:.2f}' for t in took)} s after the commit"
     )
+
+
+def test_with_redis_a_lost_notice_is_caught_by_the_version_check(
+    installation: Installation,
+) -> None:
+    """The gateway follows pub/sub on its Redis; the writer publishes its notice on another
+    one, where nobody listens: the message is lost, yet the change shows within 1 s."""
+    inst = installation
+    ours, elsewhere = RedisServer(port=free_port()), RedisServer(port=free_port())
+    ours.start()
+    elsewhere.start()
+    try:
+        key = inst.createkey("client")
+        url = inst.start_gateway({**inst.env, "REDIS_URL": ours.url})
+        assert models(url, key) == {"auto"}
+        (log,) = inst.tmp.glob("daphne-*.log")
+        wait_for("the listener", lambda: f"following {CHANNEL}" in log.read_text())
+
+        extra = "  - name: tools\n    targets:\n      - {provider: p1, model: b}\n"
+        writer = {**inst.env, "REDIS_URL": elsewhere.url}
+        with inst.propagation(url, lists(key, {"auto", "tools"})) as change:
+            inst.manage("loadconfig", inst.config(extra=extra), env=writer)
+            took = change.delay("a change whose notice was lost")
+        print(f"\n{inst.backend}: old answers up to {took:.2f} s after the commit")
+
+        # the gateway's listener stayed subscribed (a resubscription would have refreshed
+        # its table too), and the writer's notice reached no one
+        for server, listeners in ((ours, 1), (elsewhere, 0)):
+            with redis.Redis.from_url(server.url) as check:
+                assert check.pubsub_numsub(CHANNEL) == [(CHANNEL.encode(), listeners)]
+        assert "reconnected" not in log.read_text()
+    finally:
+        inst.stop()
+        ours.kill()
+        elsewhere.kill()
 
 
 def test_a_group_that_cannot_compile_is_a_503_and_the_others_keep_serving(
