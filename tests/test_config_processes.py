@@ -600,3 +600,63 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
         assert any("applied only to a fresh database" in line for line in lines)
     finally:
         stop(restarted)
+
+
+def test_serve_with_a_config_file_keeps_an_api_change_to_a_file_group_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    upstream = FakeUpstream().start()
+    config = tmp_path / "switchyard.yaml"
+    config.write_text(CONFIG.format(upstream=upstream.base_url, retries=2, extra=""))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="router_project.settings",
+        SWITCHYARD_CONFIG=str(config),
+        SWITCHYARD_VAR_DIR=str(tmp_path / "var"),
+        SWITCHYARD_STATE_STORE="memory",
+        DEMO_PORT=str(free_port()),
+        PYTHONUNBUFFERED="1",
+    )
+    first = serve(env, port)
+    try:
+        key, lines = printed_key(first)
+        assert f"Applied {config} (the file layer):\n" in lines
+        assert "  groups created: auto\n" in lines
+        wait_listening(port)
+        url = f"http://127.0.0.1:{port}"
+        made = subprocess.run(
+            [sys.executable, "manage.py", "createkey", "ops", "--admin"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        admin = made.stdout.strip().splitlines()[-1]
+        api = httpx.Client(base_url=f"{url}/api/v1", headers=bearer(admin), timeout=30)
+        wait_for("the admin key", lambda: api.get("/groups").status_code == 200)
+        etag = api.get("/groups/auto").headers["etag"]
+        changed = api.patch(
+            "/groups/auto", json={"retry.max_retries": 7}, headers={"If-Match": etag}
+        )
+        assert changed.status_code == 200, changed.text
+        mine = {"name": "mine", "targets": [{"provider": "p1", "model": "b"}]}
+        assert api.post("/groups", json=mine).status_code == 201
+    finally:
+        stop(first)
+
+    restarted = serve(env, port)
+    try:
+        again, lines = printed_key(restarted)
+        assert again == key
+        assert (
+            "  kept (not overwritten): group auto (changed through the page, API or admin "
+            "since the file set it)\n"
+        ) in lines
+        assert not any("groups deleted" in line or "groups updated" in line for line in lines)
+        wait_listening(port)
+        assert models(url, key) == {"auto", "mine"}
+        with httpx.Client(base_url=url, timeout=30) as http:
+            assert retries_of_auto(http, admin) == 7  # the API's change survived the start
+        reply = client(url, key).chat.completions.create(model="auto", messages=MESSAGES)
+        assert reply.model == "a"
+    finally:
+        stop(restarted)
+        upstream.stop()
