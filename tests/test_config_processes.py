@@ -490,6 +490,27 @@ def test_a_group_that_cannot_compile_is_a_503_and_the_others_keep_serving(
     assert reply.model == "a" and reply.choices[0].message.content
 
 
+def test_export_then_load_in_other_processes_keeps_the_stored_credential(
+    installation: Installation,
+) -> None:
+    inst = installation
+    key = inst.createkey("client")
+    exported = inst.manage("exportconfig").stdout
+    assert "api_key: ${P1_API_KEY}" in exported
+    path = inst.tmp / "exported.yaml"
+    path.write_text(exported)
+
+    without = {k: v for k, v in inst.env.items() if k != "P1_API_KEY"}
+    out = inst.manage("loadconfig", str(path), env=without).stdout
+    assert "kept the stored credential of p1 (P1_API_KEY is not set)" in out
+    assert inst.manage("exportconfig").stdout == exported
+
+    url = inst.start_gateway()  # compiles from what the round trip left in the database
+    reply = client(url, key).chat.completions.create(model="auto", messages=MESSAGES)
+    assert reply.model == "a"
+    assert inst.upstream.requests[-1].headers["authorization"] == "Bearer upstream-key-p1"
+
+
 # --- manage.py serve (make run) ------------------------------------------------------------
 
 
