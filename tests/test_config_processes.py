@@ -511,6 +511,63 @@ def test_export_then_load_in_other_processes_keeps_the_stored_credential(
     assert inst.upstream.requests[-1].headers["authorization"] == "Bearer upstream-key-p1"
 
 
+def test_a_gateway_with_another_secret_key_answers_in_json_and_check_names_the_provider(
+    installation: Installation,
+) -> None:
+    inst = installation
+    key = inst.createkey("client")
+    other = {**inst.env, "SWITCHYARD_SECRET_KEY": "not-the-secret-that-encrypted-them"}
+
+    checked = inst.manage("check", "--database", "default", env=other, check=False)
+    assert checked.returncode != 0
+    assert "routing.E007" in checked.stderr and "provider(s) p1" in checked.stderr
+    assert inst.manage("check", "--database", "default").returncode == 0
+
+    url = inst.start_gateway(other)  # a fresh process: no last good table to fall back on
+    assert models(url, key) == {"auto"}  # keys and groups still compile
+    answer = httpx.post(
+        f"{url}/v1/chat/completions",
+        headers=bearer(key),
+        json={"model": "auto", "messages": MESSAGES},
+        timeout=30,
+    )
+    assert answer.status_code == 502, answer.text
+    assert answer.headers["content-type"] == "application/json"
+    error = answer.json()["error"]
+    assert error["code"] == "ROUTES_EXHAUSTED" and "MISSING_CREDENTIAL" in error["message"]
+    assert inst.upstream.count() == 0  # nothing went out with an empty credential
+
+
+def test_a_gateway_on_an_unmigrated_database_answers_an_openai_shaped_503(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SWITCHYARD_CONFIG")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="router_project.settings",
+        DATABASE_URL=f"sqlite:///{tmp_path / 'never-migrated.sqlite3'}",
+        SWITCHYARD_VAR_DIR=str(tmp_path / "var"),
+        SWITCHYARD_STATE_STORE="memory",
+    )
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        url = start_daphne(env, tmp_path, processes)
+        with httpx.Client(base_url=f"{url}/v1", headers=bearer("sk-sy-any"), timeout=30) as http:
+            answers = [
+                http.post("/chat/completions", json={"model": "auto", "messages": MESSAGES}),
+                http.get("/models"),
+            ]
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(15)
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        error = answer.json()["error"]
+        assert error["code"] == "configuration_unavailable" and error["type"] == "server_error"
+        assert "cannot read its configuration (OperationalError)" in error["message"]
+
+
 # --- manage.py serve (make run) ------------------------------------------------------------
 
 
