@@ -60,7 +60,7 @@ def test_a_secret_that_cannot_decrypt_a_stored_credential_is_reported(settings: 
     assert database_ids(settings) == []
 
     settings.SWITCHYARD = {**settings.SWITCHYARD, "SECRET_KEY": "another-secret"}
-    (error,) = [m for m in run_checks(databases=["default"]) if m.id == "routing.E007"]
+    (error,) = [m for m in run_checks(databases=["default"]) if m.id == "routing.E008"]
     assert "cannot decrypt the stored credential of provider(s) p1, p2" in error.msg
     assert "rotate_secret" in (error.hint or "")
     assert ids(settings) == []  # database checks run only when a database is named

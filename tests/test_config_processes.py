@@ -520,7 +520,7 @@ def test_a_gateway_with_another_secret_key_answers_in_json_and_check_names_the_p
 
     checked = inst.manage("check", "--database", "default", env=other, check=False)
     assert checked.returncode != 0
-    assert "routing.E007" in checked.stderr and "provider(s) p1" in checked.stderr
+    assert "routing.E008" in checked.stderr and "provider(s) p1" in checked.stderr
     assert inst.manage("check", "--database", "default").returncode == 0
 
     url = inst.start_gateway(other)  # a fresh process: no last good table to fall back on
