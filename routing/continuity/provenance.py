@@ -18,20 +18,92 @@ SESSION_TURNS_LIMIT = 512  # turns remembered per session (the oldest are forgot
 SHARED_TURNS_LIMIT = 20_000  # turns remembered for calls without a session key
 
 
+REASONING_MARK = "\x1ereasoning\x1e"  # keeps a reasoning-only turn apart from a text one
+TOOL_CALL_MARK = "\x1f"  # before each tool-call id
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass: a lone surrogate (half a pair split across two stream chunks) encodes
+    # the same in pieces as in the joined string, so a streamed turn keeps its fingerprint.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _digest(crc: int, adler: int, length: int) -> str:
+    return f"{crc:08x}{adler:08x}{length:x}"
+
+
 def fingerprint_of(text: str, tool_call_ids: Sequence[str], reasoning: str = "") -> str | None:
     """A short stable key for an assistant turn: its visible text and tool-call ids, or its
     reasoning when it has neither. None for a turn with nothing to identify it by."""
     if tool_call_ids:
-        text = "\x1f".join((text, *tool_call_ids))
+        text = TOOL_CALL_MARK.join((text, *tool_call_ids))
     elif not text:
         if not reasoning:
             return None
-        text = "\x1ereasoning\x1e" + reasoning
-    data = text.encode("utf-8", "surrogatepass")
+        text = REASONING_MARK + reasoning
+    data = _encode(text)
     # Two cheap checksums and the length (~60 bits): plenty to tell apart the turns of one
     # scope (a collision costs at most one turn rewritten as if another target wrote it),
     # and several times cheaper than a cryptographic hash on the rewrite path.
-    return f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{len(data):x}"
+    return _digest(zlib.crc32(data), zlib.adler32(data), len(data))
+
+
+class _Running:
+    """crc32, adler32 and length of a byte string fed in pieces (both checksums continue
+    from a previous value, so the pieces themselves need not be kept)."""
+
+    __slots__ = ("adler", "crc", "length")
+
+    def __init__(self, prefix: str = "") -> None:
+        data = _encode(prefix)
+        self.crc, self.adler, self.length = zlib.crc32(data), zlib.adler32(data), len(data)
+
+    def add(self, text: str) -> None:
+        data = _encode(text)
+        self.crc = zlib.crc32(data, self.crc)
+        self.adler = zlib.adler32(data, self.adler)
+        self.length += len(data)
+
+
+class RunningFingerprint:
+    """:func:`fingerprint_of` for a turn read in pieces (a stream's deltas), in constant
+    memory: the text and the reasoning are checksummed as they arrive, never kept; only
+    the tool-call ids are (a few per turn). ``value()`` equals ``fingerprint_of`` of the
+    joined pieces."""
+
+    __slots__ = ("_ids", "_reasoning", "_text")
+
+    def __init__(self) -> None:
+        self._text = _Running()
+        self._reasoning = _Running(REASONING_MARK)
+        self._ids: list[str] = []
+
+    def add_text(self, text: str) -> None:
+        if text:
+            self._text.add(text)
+
+    def add_reasoning(self, text: str) -> None:
+        if text:
+            self._reasoning.add(text)
+
+    def add_tool_call_id(self, call_id: str) -> None:
+        self._ids.append(call_id)
+
+    def value(self) -> str | None:
+        text = self._text
+        if self._ids:
+            crc, adler, length = text.crc, text.adler, text.length
+            for call_id in self._ids:
+                data = _encode(TOOL_CALL_MARK + call_id)
+                crc, adler = zlib.crc32(data, crc), zlib.adler32(data, adler)
+                length += len(data)
+            return _digest(crc, adler, length)
+        if text.length:
+            return _digest(text.crc, text.adler, text.length)
+        reasoning = self._reasoning
+        if reasoning.length == len(REASONING_MARK):
+            return None
+        return _digest(reasoning.crc, reasoning.adler, reasoning.length)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from routing.continuity.chat import (
@@ -39,7 +39,7 @@ from routing.continuity.provenance import (
     SESSION_TURNS_LIMIT,
     SHARED_TURNS_LIMIT,
     Producer,
-    fingerprint_of,
+    RunningFingerprint,
 )
 from routing.continuity.responses import ResponsesHistory
 from routing.continuity.rewrite import rewrite_history
@@ -169,16 +169,18 @@ def _has_assistant_turn(body: dict[str, Any]) -> bool:
     return any(type(m) is not dict or m.get("role") == "assistant" for m in messages)
 
 
-@dataclass(slots=True)
 class ServedTurn:
-    """The assistant turn an answer carries (choice 0), gathered as it is read."""
+    """The assistant turn an answer carries (choice 0), for provenance. A stream's turn is
+    fingerprinted as its deltas arrive (:class:`RunningFingerprint`), so a long stream
+    holds a few numbers for it, not every delta it relayed."""
 
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    tool_call_ids: list[str] = field(default_factory=list)
-    response_id: str | None = None
-    _fingerprint: str | None = None
-    _complete: bool = False
+    __slots__ = ("_complete", "_fingerprint", "_running", "response_id")
+
+    def __init__(self, response_id: str | None = None) -> None:
+        self.response_id = response_id
+        self._running = RunningFingerprint()
+        self._fingerprint: str | None = None
+        self._complete = False
 
     @classmethod
     def from_completion(cls, completion: dict[str, Any]) -> ServedTurn | None:
@@ -189,7 +191,7 @@ class ServedTurn:
         if not isinstance(message, dict):
             return None
         rid = completion.get("id")
-        turn = cls(response_id=rid if isinstance(rid, str) else None)
+        turn = cls(rid if isinstance(rid, str) else None)
         turn._fingerprint, turn._complete = message_fingerprint(message), True
         return turn
 
@@ -206,18 +208,17 @@ class ServedTurn:
         delta = choice.get("delta")
         if not isinstance(delta, dict):
             return
+        running = self._running
         if isinstance(content := delta.get("content"), str):
-            self.text.append(content)
+            running.add_text(content)
         for name in REASONING_CHANNELS:
             if isinstance(value := delta.get(name), str):
-                self.reasoning.append(value)
+                running.add_reasoning(value)
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for call in calls:
                 if isinstance(call, dict) and isinstance(call_id := call.get("id"), str):
-                    self.tool_call_ids.append(call_id)
+                    running.add_tool_call_id(call_id)
 
     def fingerprint(self) -> str | None:
-        if self._complete:
-            return self._fingerprint
-        return fingerprint_of("".join(self.text), self.tool_call_ids, "".join(self.reasoning))
+        return self._fingerprint if self._complete else self._running.value()
