@@ -7,6 +7,11 @@ is a run of consecutive output items (``reasoning``, an assistant ``message``,
 its ``reasoning`` items (their ``encrypted_content`` belongs to them alone), dropping
 removes the whole run. Fingerprints match a served turn's canonical chunks: the
 ``output_text`` joined, the ``call_id``s, the summary text when there is neither.
+
+Unknown shapes (an ``input`` that is neither text nor a list of objects; an item whose
+``type`` or ``role`` is not text; an assistant turn's ``content``, ``summary`` or
+``call_id`` of another shape than the protocol's) raise :class:`UnknownShape` at
+construction: the caller sends the input untouched and counts it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,45 @@ def _is_output(item: dict[str, Any]) -> bool:
     return kind in OUTPUT_TYPES or (kind == "message" and item.get("role") == "assistant")
 
 
+def _check(items: Any) -> list[dict[str, Any]]:
+    """Refuse what the view cannot read safely; return the items."""
+    if type(items) is not list:
+        raise UnknownShape("input is neither text nor a list of items")
+    for item in items:
+        if type(item) is not dict:
+            raise UnknownShape("an input item is not an object")
+        for name in ("type", "role"):
+            if name in item and type(item[name]) is not str:
+                raise UnknownShape(f"an input item's {name} is not text")
+        if _is_output(item):
+            _check_output(item)
+    return items
+
+
+def _parts(value: Any, what: str) -> None:
+    if value is None or type(value) is str:
+        return
+    if type(value) is not list:
+        raise UnknownShape(f"{what} is neither text nor a list of parts")
+    for part in value:
+        if type(part) is not dict or type(part.get("text", "")) is not str:
+            raise UnknownShape(f"a part of {what} is not an object with text")
+
+
+def _check_output(item: dict[str, Any]) -> None:
+    kind = _kind(item)
+    if kind == "reasoning":
+        summary = item.get("summary")
+        if type(summary) is str:
+            raise UnknownShape("a reasoning summary is not a list of parts")
+        _parts(summary, "a reasoning summary")
+    elif kind == "function_call":
+        if type(item.get("call_id", "")) is not str:
+            raise UnknownShape("a function call's call_id is not text")
+    else:
+        _parts(item.get("content"), "an assistant message's content")
+
+
 def _text(item: dict[str, Any]) -> str:
     content = item.get("content")
     if isinstance(content, str):
@@ -49,13 +93,15 @@ class ResponsesHistory:
     """A copy-on-write view of a Responses body's ``input`` items."""
 
     def __init__(self, body: dict[str, Any], *, checked: bool = False) -> None:
+        """``checked``: the caller already built a view of this very body (shape known)."""
         self._body = body
-        items = body.get("input")
-        if isinstance(items, str):
+        raw = body.get("input")
+        items: list[dict[str, Any]]
+        if type(raw) is str:
             items = []
-        elif type(items) is not list or not all(type(i) is dict for i in items):
-            raise UnknownShape("input is neither text nor a list of items")
-        self._items: list[dict[str, Any]] = items
+        else:
+            items = body["input"] if checked else _check(raw)
+        self._items = items
         self._runs: dict[int, list[int]] = {}
         start: int | None = None
         for index, item in enumerate(items):

@@ -32,7 +32,7 @@ from routing.continuity.effort import (
     apply_messages_effort,
     apply_responses_effort,
 )
-from routing.continuity.history import UnknownShape
+from routing.continuity.history import HistoryView
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.provenance import (
     PROVENANCE_TTL_S,
@@ -65,7 +65,7 @@ class Stats:
     """Process-wide counters for ``/metrics``."""
 
     rewritten: int = 0  # attempts whose history was rewritten
-    unrewritable: int = 0  # histories passed through because their shape is unknown
+    unrewritable: int = 0  # histories passed through because they could not be read
 
 
 STATS = Stats()
@@ -85,11 +85,12 @@ class Continuity:
         self.store = store
         self.body = body
         self._view = view
-        self._effort = EFFORT_RULES[view]
+        # (a view's subclass speaks its protocol: the first rule up its MRO)
+        self._effort = next(EFFORT_RULES[c] for c in view.__mro__ if c in EFFORT_RULES)
         self.scope = session or ""
         self._targets: frozenset[str] | None = None
         self._producers: dict[int, Producer] | None = None
-        self._unknown_shape = False
+        self._unreadable = False
 
     async def outbound(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         """The body to send ``target`` (``model`` rewritten) and the rewrites made: the
@@ -109,34 +110,38 @@ class Continuity:
         if not self._targets or self._targets <= {target.key}:
             return self.body, []  # nothing remembered from another target: untouched
         producers = await self._load_producers()
-        if self._unknown_shape:
+        if self._unreadable:
             return self.body, [UNREWRITABLE]
         if not producers:
             return self.body, []
-        view = self._view(self.body, checked=True)
-        rewrites = rewrite_history(view, producers, target.continuity)
+        try:
+            view = self._view(self.body, checked=True)
+            rewrites = rewrite_history(view, producers, target.continuity)
+            body = view.body()
+        except Exception as exc:  # noqa: BLE001 — bad input never fails a call
+            return self._pass_unread(exc)
         if rewrites:
             STATS.rewritten += 1
-        return view.body(), rewrites
+        return body, rewrites
+
+    def _pass_unread(self, exc: Exception) -> tuple[dict[str, Any], list[str]]:
+        """A history that cannot be read safely — an unknown shape, or anything a view
+        trips on — goes out untouched, counted once per call, and never fails the call."""
+        if not self._unreadable:
+            self._unreadable = True
+            STATS.unrewritable += 1
+            log.warning("history passed through unrewritten: %s: %s", type(exc).__name__, exc)
+        return self.body, [UNREWRITABLE]
 
     async def _load_producers(self) -> dict[int, Producer]:
         if self._producers is not None:
             return self._producers
         self._producers = {}
         try:
-            view = self._view(self.body)
-        except UnknownShape as exc:
-            self._unknown_shape = True
-            STATS.unrewritable += 1
-            log.warning("history passed through unrewritten: %s", exc)
+            prints = _wanted_fingerprints(self._view(self.body))
+        except Exception as exc:  # noqa: BLE001 — bad input never fails a call
+            self._pass_unread(exc)
             return self._producers
-        # Only two kinds of turn need a producer: one with reasoning to strip, and the last
-        # one (the notice). The others are not fingerprinted at all.
-        turns = view.assistant_turns()
-        wanted = [t for t in turns if view.has_reasoning(t)]
-        if turns and (not wanted or wanted[-1] != turns[-1]):
-            wanted.append(turns[-1])
-        prints = {turn: fp for turn in wanted if (fp := view.fingerprint(turn))}
         if prints:
             known = await self.store.provenance_lookup(self.scope, list(set(prints.values())))
             producers = {key: Producer.from_key(key) for key in set(known.values())}
@@ -160,6 +165,16 @@ class Continuity:
             ttl_s=PROVENANCE_TTL_S,
             limit=SESSION_TURNS_LIMIT if self.scope else SHARED_TURNS_LIMIT,
         )
+
+
+def _wanted_fingerprints(view: HistoryView) -> dict[int, str]:
+    """Fingerprints of the turns that need a producer: those with reasoning to strip, and
+    the last one (the notice). The others are not fingerprinted at all."""
+    turns = view.assistant_turns()
+    wanted = [t for t in turns if view.has_reasoning(t)]
+    if turns and (not wanted or wanted[-1] != turns[-1]):
+        wanted.append(turns[-1])
+    return {turn: fp for turn in wanted if (fp := view.fingerprint(turn))}
 
 
 def _has_assistant_turn(body: dict[str, Any]) -> bool:

@@ -1,9 +1,10 @@
 """The continuity layer of the call path (routing.gateway.continuity) over an in-process
-store, without sockets: a streamed turn's running fingerprint and what a stream holds
-for it. The end-to-end behaviour is in tests/test_continuity.py."""
+store, without sockets: a streamed turn's running fingerprint, what a stream holds for it,
+and a history the views trip on. The end-to-end behaviour is in tests/test_continuity.py."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import tracemalloc
 from collections.abc import Iterator
@@ -16,12 +17,22 @@ from routing.continuity.chat import ChatHistory
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.provenance import fingerprint_of
 from routing.continuity.responses import ResponsesHistory
+from routing.engine.algorithms import Candidate
 from routing.gateway import continuity as gateway
-from routing.gateway.continuity import ServedTurn
+from routing.gateway.continuity import STATS, UNREWRITABLE, Continuity, ServedTurn
+from routing.state.memory import MemoryStore
+from routing.table import ProviderSpec, TargetSpec
+from routing.upstream.openai import Timeouts
 
 TEXT = "Sunny in Paris — 21 °C, 晴れ 🌤️ and a surrogate half \ud83c."
 REASONING = "Need the weather tool; the user asked about Paris. ✓"
 CALL_IDS = ["call_1", "toolu_02"]
+
+
+def target(provider: str, model: str, **options: Any) -> TargetSpec:
+    spec = ProviderSpec(provider, "openai", "http://127.0.0.1:9/v1", "k", {}, Timeouts(), 1)
+    candidate = Candidate(f"{provider}/{model}", provider, model, 0)
+    return TargetSpec(candidate, spec, model, None, **options)
 
 
 def pieces(text: str, size: int) -> Iterator[str]:
@@ -140,3 +151,40 @@ def test_a_long_stream_holds_constant_memory_for_provenance() -> None:
     assert held < 2_000, f"the turn holds {held} bytes after 6,000 deltas"
     text = "".join(f"word {i:05d} " for i in range(3000))
     assert turn.fingerprint() == fingerprint_of(text, [])
+
+
+class TrippingHistory(ChatHistory):
+    """A view that accepts the shape and then trips on it (what a view bug looks like)."""
+
+    def fingerprint(self, turn: int) -> str | None:
+        raise TypeError("'bool' object is not iterable")
+
+
+def test_any_failure_to_read_a_history_passes_it_through_counted_once() -> None:
+    store = MemoryStore()
+    a, b = target("p1", "a"), target("p2", "b")
+    body = {
+        "model": "auto",
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "x", "reasoning_content": "r"},
+            {"role": "user", "content": "q2"},
+        ],
+    }
+
+    async def run() -> list[tuple[dict[str, Any], list[str]]]:
+        await store.provenance_record(
+            "s1", "fp-of-another-turn", a.key, response_id=None, ttl_s=60, limit=8
+        )
+        await store.provenance_record(
+            "s1", "fp-of-a-third-turn", b.key, response_id=None, ttl_s=60, limit=8
+        )
+        continuity = Continuity(store, body, "s1", view=TrippingHistory)
+        return [await continuity.outbound(b), await continuity.outbound(a)]
+
+    before = STATS.unrewritable
+    outcomes = asyncio.run(run())
+    for outbound, rewrites in outcomes:
+        assert outbound["messages"] is body["messages"]  # untouched: the very same list
+        assert rewrites == [UNREWRITABLE]
+    assert STATS.unrewritable == before + 1  # one call, counted once across its attempts
