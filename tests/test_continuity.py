@@ -41,6 +41,9 @@ groups:
     targets:
       - {provider: p1, model: a}
       - {provider: p2, model: b, break_tool_loop: true}
+  - name: loop-first
+    targets:
+      - {provider: p2, model: b, break_tool_loop: true}
   - name: same
     targets:
       - {provider: p1, model: a}
@@ -423,6 +426,72 @@ def test_no_tool_loop_notice_without_the_switch_on(h: Harness) -> None:
     ask(h, [*history[:2], notice, history[2]])
     body, _raw = sent_to(h, "b")
     assert body["messages"][-1]["role"] == "tool"
+
+
+TOOL_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+}
+TOOL_TURN = {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}
+TOOL_RESULT = {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'}
+
+
+def test_break_tool_loop_needs_no_switch_and_no_provenance(h: Harness) -> None:
+    """SPEC §13 sets three conditions, none about a switch: a fresh session (nothing
+    remembered) sending a tool loop without reasoning to a break_tool_loop target gets
+    the notice."""
+    h.upstream.script("b", Reply(content="answer-b"))
+    history = [Q1, TOOL_TURN, TOOL_RESULT]
+    headers, _ = ask(h, history, group="loop-first", session="fresh-loop")
+    body, raw = sent_to(h, "b")
+    assert body["messages"] == [*history, {"role": "user", "content": TOOL_LOOP_NOTICE}]
+    for message in history:
+        assert_untouched(message, raw)
+    assert headers["x-switchyard-rewrites"] == "tool-loop-notice"
+    # the same without a session key at all
+    h.upstream.script("b", Reply(content="answer-b"))
+    headers, _ = ask(h, history, group="loop-first", session=None)
+    assert sent_to(h, "b")[0]["messages"][-1] == {"role": "user", "content": TOOL_LOOP_NOTICE}
+    assert headers["x-switchyard-rewrites"] == "tool-loop-notice"
+
+
+def test_a_session_that_never_switched_keeps_its_tool_loop_byte_for_byte(h: Harness) -> None:
+    """b with the switch on served every turn, each with its reasoning: nothing to do."""
+    h.upstream.script(
+        "b", Reply(content="", reasoning="think-b", tool_call=True, finish_reason="tool_calls")
+    )
+    _headers, completion = ask(h, [Q1], group="loop-first")
+    call = completion.choices[0].message.tool_calls[0]
+    turn = {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": "think-b",
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.function.name, "arguments": call.function.arguments},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": call.id, "content": '{"temp": 21}'}
+    h.upstream.script("b", Reply(content="answer-b"))
+    headers, _ = ask(h, [Q1, turn, result], group="loop-first")
+    body, raw = sent_to(h, "b")
+    assert body["messages"] == [Q1, turn, result]
+    assert raw == orjson.dumps({**body, "messages": [Q1, turn, result]})
+    assert "x-switchyard-rewrites" not in headers
+
+
+def test_a_target_without_the_switch_gets_a_tool_loop_byte_for_byte(h: Harness) -> None:
+    h.upstream.script("a", Reply(content="answer-a"))
+    history = [Q1, TOOL_TURN, TOOL_RESULT]
+    headers, _ = ask(h, history, session="fresh-plain")
+    body, raw = sent_to(h, "a")
+    assert body["messages"] == history
+    assert raw == orjson.dumps({**body, "messages": history})
+    assert "x-switchyard-rewrites" not in headers
 
 
 # --- row: no provenance at all: nothing is rewritten -----------------------------------

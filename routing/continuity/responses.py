@@ -76,6 +76,17 @@ def _check_output(item: dict[str, Any]) -> None:
         _parts(item.get("content"), "an assistant message's content")
 
 
+def has_output_items(body: dict[str, Any]) -> bool:
+    """Whether ``input`` may hold an assistant turn, at a glance (an odd value says yes:
+    the view decides what it is)."""
+    items = body.get("input")
+    if type(items) is str:
+        return False
+    if type(items) is not list:
+        return True
+    return any(type(item) is not dict or _is_output(item) for item in items)
+
+
 def _text(item: dict[str, Any]) -> str:
     content = item.get("content")
     if isinstance(content, str):

@@ -41,7 +41,7 @@ from routing.continuity.provenance import (
     Producer,
     RunningFingerprint,
 )
-from routing.continuity.responses import ResponsesHistory
+from routing.continuity.responses import ResponsesHistory, has_output_items
 from routing.continuity.rewrite import rewrite_history
 from routing.state.base import HealthStore
 from routing.table import TargetSpec
@@ -88,8 +88,10 @@ class Continuity:
         # (a view's subclass speaks its protocol: the first rule up its MRO)
         self._effort = next(EFFORT_RULES[c] for c in view.__mro__ if c in EFFORT_RULES)
         self.scope = session or ""
-        self._targets: frozenset[str] | None = None
+        self._targets: frozenset[str] | None = None  # read once, on the first attempt
+        self._has_turns = False  # the history holds an assistant turn
         self._producers: dict[int, Producer] | None = None
+        self._read = False  # the shape was checked by building a view of the body
         self._unreadable = False
 
     async def outbound(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
@@ -102,21 +104,28 @@ class Continuity:
     async def _history_for(self, target: TargetSpec) -> tuple[dict[str, Any], list[str]]:
         if self._targets is None:
             # A first turn (no assistant message yet) has nothing to rewrite: no store read.
+            self._has_turns = _has_assistant_turn(self.body, self._view)
             self._targets = (
-                await self.store.provenance_targets(self.scope)
-                if _has_assistant_turn(self.body)
-                else frozenset()
+                await self.store.provenance_targets(self.scope) if self._has_turns else frozenset()
             )
-        if not self._targets or self._targets <= {target.key}:
+        rules = target.continuity
+        if self._targets and not self._targets <= {target.key}:
+            producers = await self._load_producers()
+        elif rules.break_tool_loop and self._has_turns:
+            # The tool-loop rule needs no provenance (SPEC §13: its three conditions are
+            # about the request alone), so a target with the switch reads the history even
+            # when the session never switched; any other target does not look at it.
+            producers = {}
+        else:
             return self.body, []  # nothing remembered from another target: untouched
-        producers = await self._load_producers()
         if self._unreadable:
             return self.body, [UNREWRITABLE]
-        if not producers:
+        if not producers and not rules.break_tool_loop:
             return self.body, []
         try:
-            view = self._view(self.body, checked=True)
-            rewrites = rewrite_history(view, producers, target.continuity)
+            view = self._view(self.body, checked=self._read)
+            self._read = True
+            rewrites = rewrite_history(view, producers, rules)
             body = view.body()
         except Exception as exc:  # noqa: BLE001 — bad input never fails a call
             return self._pass_unread(exc)
@@ -138,7 +147,9 @@ class Continuity:
             return self._producers
         self._producers = {}
         try:
-            prints = _wanted_fingerprints(self._view(self.body))
+            view = self._view(self.body)
+            self._read = True
+            prints = _wanted_fingerprints(view)
         except Exception as exc:  # noqa: BLE001 — bad input never fails a call
             self._pass_unread(exc)
             return self._producers
@@ -177,10 +188,14 @@ def _wanted_fingerprints(view: HistoryView) -> dict[int, str]:
     return {turn: fp for turn in wanted if (fp := view.fingerprint(turn))}
 
 
-def _has_assistant_turn(body: dict[str, Any]) -> bool:
+def _has_assistant_turn(body: dict[str, Any], view: View) -> bool:
+    """Whether the history may hold an assistant turn, at a glance (no shape checks: an
+    odd value says yes, and the view decides — and counts — what it is)."""
+    if view is ResponsesHistory:
+        return has_output_items(body)
     messages = body.get("messages")
     if type(messages) is not list:
-        return True  # let the view decide (and count) what this is
+        return True
     return any(type(m) is not dict or m.get("role") == "assistant" for m in messages)
 
 
