@@ -362,6 +362,39 @@ def test_sessionless_calls_are_remembered_by_the_history_itself(h: Harness) -> N
     assert headers["x-switchyard-rewrites"] == "strip-reasoning:1,model-changed-notice"
 
 
+@pytest.mark.parametrize("other", ["group", "key"])
+def test_a_sessionless_switch_costs_nothing_to_other_groups_and_keys(
+    h: Harness, other: str
+) -> None:
+    """Calls without a session keep provenance per group and client key: a switch in
+    group ``auto`` does not make another group's (or another key's) sessionless calls
+    fingerprint and look up their history ("costs nothing when not switched")."""
+    serve_first_turn(h, Reply(content="answer-a", reasoning="think-a"), session=None)
+    turn = {"role": "assistant", "content": "answer-a", "reasoning_content": "think-a"}
+    h.upstream.script("a", GONE)
+    h.upstream.script("b", Reply(content="answer-b"))
+    before = STATS.looked_up
+    headers, _ = ask(h, [Q1, turn, Q2], session=None)  # auto's sessionless scope switched
+    assert headers["x-switchyard-rewrites"] == "strip-reasoning:1,model-changed-notice"
+    assert STATS.looked_up == before + 1
+    reset(h, "p1/a")
+    group = "auto"
+    if other == "key":
+        _, h.key = generate_key(name="another client")
+    else:
+        group = "keep"  # the same two targets, in another group
+    h.upstream.script("a", Reply(content="answer-a2"))
+    other_turn = {"role": "assistant", "content": "other answer", "reasoning_content": "r"}
+    before = STATS.looked_up
+    headers, completion = ask(h, [Q1, other_turn, Q2], group=group, session=None)
+    assert completion.choices[0].message.content == "answer-a2"
+    assert STATS.looked_up == before  # its history was neither fingerprinted nor looked up
+    assert "x-switchyard-rewrites" not in headers
+    body, raw = sent_to(h, "a")
+    assert body["messages"] == [Q1, other_turn, Q2]
+    assert_untouched(other_turn, raw)
+
+
 # --- row: break_tool_loop on the target ---------------------------------------------
 
 

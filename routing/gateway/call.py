@@ -34,7 +34,7 @@ from routing.engine.plan import Action, ContextLimit, Decision, decide
 from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
 from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
-from routing.gateway.continuity import UNREWRITABLE, Continuity
+from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.replies import (
     SSE_DONE,
     ErrorReply,
@@ -125,11 +125,13 @@ class Call:
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
         # Continuity reads the canonical (chat) view, whatever the door.
-        self.continuity = Continuity(runtime.store, self.prepared.canonical, session)
+        # (a call without a session keeps its provenance per group and key)
+        scope = Scope(session, group.name, key.id if key is not None else None)
+        self.continuity = Continuity(runtime.store, self.prepared.canonical, scope)
         # A Messages or Responses pass-through rewrites the door's own shape, losslessly.
         view = DOOR_VIEWS.get(door)
         self.door_continuity = (
-            Continuity(runtime.store, body, session, view=view) if view is not None else None
+            Continuity(runtime.store, body, scope, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
         runtime.calls_open += 1  # until _finish: what a drain (shutdown, a test's end) waits for

@@ -1,17 +1,20 @@
 """Conversation continuity on the call path: provenance in, rewritten attempts out.
 
 One :class:`Continuity` per call. It reads what the state store knows about the call's
-scope (its session key, or ``""`` for calls without one) at most once, and derives each
-attempt's outbound body from the *original* request for the target that attempt goes to
-(SPEC §13: a call that fails over inside itself decides per attempt).
+:class:`Scope` (its session key; without one, its group and client key) at most once, and
+derives each attempt's outbound body from the *original* request for the target that
+attempt goes to (SPEC §13: a call that fails over inside itself decides per attempt).
 
-Cost on the common path: one small read (``provenance_targets``). When every remembered
-turn of the scope was produced by the target now chosen — a session that never switched —
-the history is not looked at at all. Only a scope with turns from other targets has its
-assistant turns fingerprinted and looked up (one more read), then rewritten.
+Cost on the common path: one small read (``provenance_targets``), none on a first turn.
+When every remembered turn of the scope was produced by the target now chosen — a session
+that never switched — the history is not looked at at all, unless the target sets
+``break_tool_loop`` (that rule is about the request alone, so such a target always reads
+it). Only a scope with turns from other targets has its assistant turns fingerprinted and
+looked up (one more read), then rewritten.
 
-A history the view cannot rewrite safely passes through untouched, is counted in
-:data:`STATS`, and says so in the rewrites; it never fails the call.
+A history that cannot be read safely (an unknown shape, or anything a view trips on)
+passes through untouched, is counted in :data:`STATS`, and says so in the rewrites; it
+never fails the call.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from routing.continuity.chat import (
     REASONING_CHANNELS,
@@ -62,13 +65,33 @@ EFFORT_RULES: dict[View, EffortRule] = {
 
 @dataclass(slots=True)
 class Stats:
-    """Process-wide counters for ``/metrics``."""
+    """Process-wide counters for ``/metrics`` (and for tests to see what a call paid)."""
 
     rewritten: int = 0  # attempts whose history was rewritten
     unrewritable: int = 0  # histories passed through because they could not be read
+    looked_up: int = 0  # calls whose history was fingerprinted and looked up
 
 
 STATS = Stats()
+
+
+class Scope(NamedTuple):
+    """Whose provenance a call reads and writes: its session; without one, its group and
+    client key. Calls without a session share a scope, and one switch in it makes every
+    later multi-turn call of the scope look its history up; keeping those scopes apart by
+    group and key leaves the calls of a group that never switched paying nothing."""
+
+    session: str | None
+    group: str = ""
+    key_id: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The store's scope key. The leading NUL keeps a sessionless scope apart from any
+        session key a client could send."""
+        if self.session:
+            return self.session
+        return f"\x00{self.group}\x00{'' if self.key_id is None else self.key_id}"
 
 
 class Continuity:
@@ -76,7 +99,7 @@ class Continuity:
         self,
         store: HealthStore,
         body: dict[str, Any],
-        session: str | None,
+        scope: Scope,
         *,
         view: View = ChatHistory,
     ) -> None:
@@ -87,7 +110,8 @@ class Continuity:
         self._view = view
         # (a view's subclass speaks its protocol: the first rule up its MRO)
         self._effort = next(EFFORT_RULES[c] for c in view.__mro__ if c in EFFORT_RULES)
-        self.scope = session or ""
+        self.scope = scope.name
+        self._shared = not scope.session  # calls without a session share the scope
         self._targets: frozenset[str] | None = None  # read once, on the first attempt
         self._has_turns = False  # the history holds an assistant turn
         self._producers: dict[int, Producer] | None = None
@@ -154,6 +178,7 @@ class Continuity:
             self._pass_unread(exc)
             return self._producers
         if prints:
+            STATS.looked_up += 1
             known = await self.store.provenance_lookup(self.scope, list(set(prints.values())))
             producers = {key: Producer.from_key(key) for key in set(known.values())}
             self._producers = {
@@ -174,7 +199,7 @@ class Continuity:
             target.key,
             response_id=turn.response_id,
             ttl_s=PROVENANCE_TTL_S,
-            limit=SESSION_TURNS_LIMIT if self.scope else SHARED_TURNS_LIMIT,
+            limit=SHARED_TURNS_LIMIT if self._shared else SESSION_TURNS_LIMIT,
         )
 
 

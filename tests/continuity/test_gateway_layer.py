@@ -15,11 +15,11 @@ import pytest
 from routing.continuity import provenance
 from routing.continuity.chat import ChatHistory
 from routing.continuity.messages import MessagesHistory
-from routing.continuity.provenance import fingerprint_of
+from routing.continuity.provenance import SESSION_TURNS_LIMIT, fingerprint_of
 from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import Candidate
 from routing.gateway import continuity as gateway
-from routing.gateway.continuity import STATS, UNREWRITABLE, Continuity, ServedTurn
+from routing.gateway.continuity import STATS, UNREWRITABLE, Continuity, Scope, ServedTurn
 from routing.state.memory import MemoryStore
 from routing.table import ProviderSpec, TargetSpec
 from routing.upstream.openai import Timeouts
@@ -173,13 +173,14 @@ def test_any_failure_to_read_a_history_passes_it_through_counted_once() -> None:
     }
 
     async def run() -> list[tuple[dict[str, Any], list[str]]]:
+        scope = Scope("s1")
         await store.provenance_record(
-            "s1", "fp-of-another-turn", a.key, response_id=None, ttl_s=60, limit=8
+            scope.name, "fp-of-another-turn", a.key, response_id=None, ttl_s=60, limit=8
         )
         await store.provenance_record(
-            "s1", "fp-of-a-third-turn", b.key, response_id=None, ttl_s=60, limit=8
+            scope.name, "fp-of-a-third-turn", b.key, response_id=None, ttl_s=60, limit=8
         )
-        continuity = Continuity(store, body, "s1", view=TrippingHistory)
+        continuity = Continuity(store, body, scope, view=TrippingHistory)
         return [await continuity.outbound(b), await continuity.outbound(a)]
 
     before = STATS.unrewritable
@@ -188,3 +189,25 @@ def test_any_failure_to_read_a_history_passes_it_through_counted_once() -> None:
         assert outbound["messages"] is body["messages"]  # untouched: the very same list
         assert rewrites == [UNREWRITABLE]
     assert STATS.unrewritable == before + 1  # one call, counted once across its attempts
+
+
+def test_calls_without_a_session_are_scoped_by_group_and_key() -> None:
+    assert Scope("s1", "auto", 7).name == "s1"  # a session spans groups and keys
+    names = {Scope(None, g, k).name for g in ("auto", "keep") for k in (7, 8, None)}
+    assert len(names) == 6
+    assert Scope(None, "auto", 7).name != Scope("auto", "", None).name
+
+
+def test_a_sessionless_scope_keeps_the_shared_turn_limit() -> None:
+    store, a = MemoryStore(), target("p1", "a")
+    scope = Scope(None, "auto", 7)
+
+    async def run() -> dict[str, str]:
+        continuity = Continuity(store, {"messages": []}, scope)
+        for i in range(SESSION_TURNS_LIMIT + 1):
+            turn = ServedTurn()
+            turn.feed(chunk(content=f"answer {i}"))
+            await continuity.remember(a, turn)
+        return await store.provenance_lookup(scope.name, [fingerprint_of("answer 0", [])])
+
+    assert asyncio.run(run()), "the first turn was forgotten at the per-session limit"
