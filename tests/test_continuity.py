@@ -322,6 +322,30 @@ def test_notice_text_labels_and_once_per_switch(h: Harness) -> None:
     )
 
 
+def test_once_per_switch_a_later_turn_by_the_same_target_gets_no_second_notice(
+    h: Harness,
+) -> None:
+    # Q1 → a answers; Q2 → a fails and b answers (the switch, noticed once); Q3 → b again.
+    serve_first_turn(h, Reply(content="answer-a", reasoning="think-a"))
+    turn_a = {"role": "assistant", "content": "answer-a", "reasoning_content": "think-a"}
+    h.upstream.script("a", GONE)
+    h.upstream.script("b", Reply(content="answer-b", reasoning="think-b"))
+    headers, _ = ask(h, [Q1, turn_a, Q2])
+    assert headers["x-switchyard-rewrites"] == "strip-reasoning:1,model-changed-notice"
+    turn_b = {"role": "assistant", "content": "answer-b", "reasoning_content": "think-b"}
+    q3 = {"role": "user", "content": "third question"}
+    h.upstream.script("b", Reply(content="answer-b2"))
+    headers, completion = ask(h, [Q1, turn_a, Q2, turn_b, q3])  # affinity: b first
+    assert completion.choices[0].message.content == "answer-b2"
+    body, raw = sent_to(h, "b")
+    # a's turn still loses its reasoning; b's own turn is byte for byte; the switch was
+    # noticed on the call that made it, so this one ends with the client's Q3, no notice
+    assert body["messages"] == [Q1, {"role": "assistant", "content": "answer-a"}, Q2, turn_b, q3]
+    assert_untouched(turn_b, raw)
+    assert b"[model changed:" not in raw
+    assert headers["x-switchyard-rewrites"] == "strip-reasoning:1"
+
+
 def test_notice_labels_are_models_when_the_provider_is_the_same(h: Harness) -> None:
     serve_first_turn(h, Reply(content="answer-a"), group="same")
     h.upstream.script("a", GONE)
