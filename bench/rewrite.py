@@ -1,37 +1,46 @@
-"""Micro-benchmark: the CPU cost of rewriting a history across a switch (SPEC §13).
+"""Micro-benchmark: the CPU cost of continuity on the call path (SPEC §13, issue 13).
 
-``python -m bench.rewrite`` (also run at the end of ``make bench``). For a 50-turn
-conversation (100 messages, every assistant turn with reasoning, a tool call every fifth
-turn), it times in-process, with ``time.process_time``:
+``python -m bench.rewrite [N]`` (also run at the end of ``make bench``). It calls the
+gateway's own :meth:`Continuity.outbound <routing.gateway.continuity.Continuity.outbound>`
+— a new ``Continuity`` per call, as the gateway makes one per call — on an in-process
+``MemoryStore`` filled the way serving fills it (``Continuity.remember`` of each assistant
+turn), for a 50-turn conversation (100 messages, every assistant turn with reasoning, a
+tool call every fifth turn), and times it in CPU (``time.process_time``):
 
-- ``unswitched``: what a call whose session never switched does for continuity — the
-  targets summary says "only this target", so the history is not looked at;
-- ``switched``: a session that moved: fingerprint every assistant turn, map them to their
-  producer, strip the cross-target reasoning, append the notice, build the body;
+- ``unswitched``: the session's every turn was served by the target now chosen: one
+  store read, the history is not looked at;
+- ``switched``: every turn was served by another target: fingerprint the turns, look them
+  up, strip the cross-target reasoning, append the notice, build the body;
+- ``tool-loop``: unswitched, to a target with ``break_tool_loop`` (which reads the
+  history whatever the provenance; the conversation does not end with a tool result);
 - ``serialize``: ``orjson.dumps`` of the same body, which every call pays anyway — the
   ratio column is against it (the ratio holds better than the absolute time on a loaded
   machine).
 
-Each case reports the best of seven batches (CPU time of this process).
+The in-process store answers without suspending, so each coroutine is driven by hand (no
+event loop in the measurement). Each case reports the best of seven batches.
 
-The budget is 0.2 ms CPU for the switched case (issue 13); nothing here is asserted.
+The budget is 0.2 ms CPU for the switched case; nothing here is asserted.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import orjson
 
-from routing.continuity.chat import ChatHistory
-from routing.continuity.provenance import Producer
-from routing.continuity.rewrite import TargetContinuity, rewrite_history
+from routing.engine.algorithms import Candidate
+from routing.gateway.continuity import Continuity, Scope, ServedTurn
+from routing.state.memory import MemoryStore
+from routing.table import ProviderSpec, TargetSpec
+from routing.upstream.openai import Timeouts
 
 TURNS = 50
 BUDGET_MS = 0.2
+T = TypeVar("T")
 
 
 def conversation(turns: int = TURNS) -> dict[str, Any]:
@@ -52,20 +61,34 @@ def conversation(turns: int = TURNS) -> dict[str, Any]:
                 }
             ]
         messages.append(turn)
+    messages.append({"role": "user", "content": "go on"})
     return {"model": "auto", "stream": True, "messages": messages}
 
 
-def _switched(body: dict[str, Any], known: dict[str, str], target: TargetContinuity) -> None:
-    # what routing.gateway.continuity does once the store answered (store I/O excluded)
-    view = ChatHistory(body)
-    turns = view.assistant_turns()
-    wanted = [t for t in turns if view.has_reasoning(t)]  # as Continuity picks them
-    prints = {t: fp for t in wanted if (fp := view.fingerprint(t))}
-    by_key = {key: Producer.from_key(key) for key in set(known.values())}
-    producers = {t: by_key[known[fp]] for t, fp in prints.items() if fp in known}
-    view = ChatHistory(body, checked=True)
-    rewrite_history(view, producers, target)
-    view.body()
+def target(provider: str, model: str, **options: Any) -> TargetSpec:
+    spec = ProviderSpec(provider, "openai", "http://127.0.0.1:9/v1", "k", {}, Timeouts(), 1)
+    return TargetSpec(
+        Candidate(f"{provider}/{model}", provider, model, 0), spec, model, None, **options
+    )
+
+
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine that never suspends (the in-process store's) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the store suspended: bench.rewrite needs an in-process store")
+
+
+def served_by(store: MemoryStore, scope: Scope, body: dict[str, Any], who: TargetSpec) -> None:
+    """Fill ``store`` as serving would have: ``who`` produced every assistant turn."""
+    remember = Continuity(store, body, scope).remember
+    for message in body["messages"]:
+        if message["role"] == "assistant":
+            turn = ServedTurn.from_completion({"choices": [{"message": message}]})
+            run_now(remember(who, turn))
 
 
 def _cpu_ms(fn: Callable[[], object], n: int, repeats: int = 7) -> float:
@@ -84,13 +107,21 @@ def _cpu_ms(fn: Callable[[], object], n: int, repeats: int = 7) -> float:
 
 def measure(n: int = 2000) -> dict[str, float]:
     body = conversation()
-    view = ChatHistory(body)
-    known = {fp: "p1/a" for t in view.assistant_turns() if (fp := view.fingerprint(t))}
-    target = TargetContinuity(Producer("p2", "b"))
-    seen = frozenset({"p1/a"})
+    a, b = target("p1", "a"), target("p2", "b")
+    looping = target("p1", "a", break_tool_loop=True)
+    store, scope = MemoryStore(), Scope("bench-session")
+    served_by(store, scope, body, a)
+
+    def outbound(to: TargetSpec) -> tuple[dict[str, Any], list[str]]:
+        return run_now(Continuity(store, body, scope).outbound(to))
+
+    # what is timed is what it should be: a rewrite across the switch, nothing without it
+    assert outbound(b)[1] == [f"strip-reasoning:{TURNS}", "model-changed-notice"]
+    assert outbound(a)[1] == [] and outbound(looping)[1] == []
     return {
-        "unswitched": _cpu_ms(lambda: seen <= {"p1/a"}, n * 50),
-        "switched": _cpu_ms(lambda: _switched(body, known, target), n),
+        "unswitched": _cpu_ms(lambda: outbound(a), n * 10),
+        "switched": _cpu_ms(lambda: outbound(b), n),
+        "tool-loop": _cpu_ms(lambda: outbound(looping), n),
         "serialize": _cpu_ms(lambda: orjson.dumps(body), n),
     }
 
@@ -98,10 +129,11 @@ def measure(n: int = 2000) -> dict[str, float]:
 def report(n: int = 2000) -> str:
     ms = measure(n)
     lines = [
-        f"history rewriting, {TURNS}-turn conversation (CPU per call, in process):",
+        f"history rewriting, {TURNS}-turn conversation "
+        "(Continuity.outbound, CPU per call, in process):",
         f"  {'case':<12} {'ms':>8} {'x serialize':>12}",
     ]
-    for case in ("unswitched", "switched", "serialize"):
+    for case in ("unswitched", "switched", "tool-loop", "serialize"):
         lines.append(f"  {case:<12} {ms[case]:>8.4f} {ms[case] / ms['serialize']:>12.2f}")
     verdict = "within" if ms["switched"] <= BUDGET_MS else "OVER"
     lines.append(f"  switched: {verdict} the {BUDGET_MS} ms budget")

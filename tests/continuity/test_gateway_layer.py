@@ -211,3 +211,11 @@ def test_a_sessionless_scope_keeps_the_shared_turn_limit() -> None:
         return await store.provenance_lookup(scope.name, [fingerprint_of("answer 0", [])])
 
     assert asyncio.run(run()), "the first turn was forgotten at the per-session limit"
+
+
+def test_the_rewrite_benchmark_times_the_gateways_own_path() -> None:
+    """``bench.rewrite`` (make bench) calls Continuity.outbound and checks, before timing,
+    that the switched case rewrites and the others do not: run it, briefly."""
+    from bench import rewrite
+
+    assert set(rewrite.measure(7)) == {"unswitched", "switched", "tool-loop", "serialize"}
