@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PROVENANCE_TTL_S = 24 * 3600.0
 SESSION_TURNS_LIMIT = 512  # turns remembered per session (the oldest are forgotten)
@@ -29,7 +29,7 @@ def _encode(text: str) -> bytes:
 
 
 def _digest(crc: int, adler: int, length: int) -> str:
-    return f"{crc:08x}{adler:08x}{length:x}"
+    return "%08x%08x%x" % (crc, adler, length)  # noqa: UP031 — half the cost of an f-string
 
 
 def fingerprint_of(text: str, tool_call_ids: Sequence[str], reasoning: str = "") -> str | None:
@@ -41,11 +41,12 @@ def fingerprint_of(text: str, tool_call_ids: Sequence[str], reasoning: str = "")
         if not reasoning:
             return None
         text = REASONING_MARK + reasoning
-    data = _encode(text)
+    data = text.encode("utf-8", "surrogatepass")
     # Two cheap checksums and the length (~60 bits): plenty to tell apart the turns of one
     # scope (a collision costs at most one turn rewritten as if another target wrote it),
-    # and several times cheaper than a cryptographic hash on the rewrite path.
-    return _digest(zlib.crc32(data), zlib.adler32(data), len(data))
+    # and several times cheaper than a cryptographic hash on the rewrite path. (Inlined:
+    # this runs for every assistant turn of a switched history.)
+    return "%08x%08x%x" % (zlib.crc32(data), zlib.adler32(data), len(data))  # noqa: UP031
 
 
 class _Running:
@@ -106,10 +107,10 @@ class RunningFingerprint:
         return _digest(reasoning.crc, reasoning.adler, reasoning.length)
 
 
-@dataclass(frozen=True, slots=True)
-class Producer:
+class Producer(NamedTuple):
     """A target as provenance knows it. ``provider`` None: only the model is known (an
-    envelope without a provider), and then turns compare, and labels read, by model."""
+    envelope without a provider), and then turns compare, and labels read, by model.
+    (A named tuple: rewriting hashes one per turn, and a tuple hashes in C.)"""
 
     provider: str | None
     model: str

@@ -151,7 +151,7 @@ class Continuity:
             self._read = True
             rewrites = rewrite_history(view, producers, rules)
             body = view.body()
-        except Exception as exc:  # noqa: BLE001 — bad input never fails a call
+        except Exception as exc:  # bad input never fails a call
             return self._pass_unread(exc)
         if rewrites:
             STATS.rewritten += 1
@@ -174,7 +174,7 @@ class Continuity:
             view = self._view(self.body)
             self._read = True
             prints = _wanted_fingerprints(view)
-        except Exception as exc:  # noqa: BLE001 — bad input never fails a call
+        except Exception as exc:  # bad input never fails a call
             self._pass_unread(exc)
             return self._producers
         if prints:
