@@ -21,7 +21,7 @@ export SWITCHYARD_HOST SWITCHYARD_PORT
 help:
 	@echo "make run    - install, migrate, and serve the gateway with a demo config on http://$(SWITCHYARD_HOST):$(SWITCHYARD_PORT)"
 	@echo "make test   - install dev dependencies and run the whole suite"
-	@echo "make bench  - measure the gateway against the direct path"
+	@echo "make bench  - measure the gateway against the direct path (BENCH_ARGS=--streams: long streams)"
 
 $(VENV)/bin/python:
 	@test -n "$(PYTHON)" || { echo "Switchyard needs Python >= 3.11 on PATH"; exit 1; }
@@ -63,8 +63,10 @@ test: install-dev browser
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess"
 
+# Options go through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--streams g --stream-count 300"`.
+BENCH_ARGS ?=
 bench: install-dev
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check router_project routing dashboard tests bench
