@@ -1,0 +1,137 @@
+"""Micro-benchmark: the gateway's own CPU per relayed chunk after the commit point.
+
+``python -m bench.relay [CHUNKS] [--per-read N] [--profile]``
+
+Drives the real ``EventReader`` of a chat stream, committed, over an in-memory aiohttp
+``StreamReader`` (no socket, no server): each step feeds one network read of ``N``
+upstream events (one by default: a gateway that keeps up sees one chunk per read), reads
+it with ``next_batch`` and frames it as the chat relay does. What it measures is the
+relay's per-chunk work in isolation (SSE split, parsing, usage / finish-reason / error
+checks, continuity's ``ServedTurn.feed``, framing): what the server (daphne/Twisted) and
+aiohttp's socket path add on top is measured from outside by ``bench.run --streams``.
+
+Reports the best of seven batches of CPU time (``time.process_time``) per chunk; as with
+``bench.rewrite``, the ratio between two runs on one machine holds better than the
+absolute figure. Nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import httpx
+import orjson
+from aiohttp.base_protocol import BaseProtocol
+from httpx_aiohttp.transport import AiohttpResponseStream
+
+from routing.gateway.attempt import EventReader
+from routing.gateway.replies import sse
+from routing.upstream.openai import Timeouts
+
+
+def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    """One upstream event as the bench upstream sends it (``bench/upstream.py``)."""
+    chunk = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": "fast",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+class _Native:
+    """What ``httpx-aiohttp`` wraps: an aiohttp response, of which the reader uses
+    ``content`` (the body's ``StreamReader``)."""
+
+    def __init__(self, content: aiohttp.StreamReader) -> None:
+        self.content = content
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def committed_reader(loop: asyncio.AbstractEventLoop) -> tuple[EventReader, aiohttp.StreamReader]:
+    content = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
+    stream = AiohttpResponseStream(_Native(content))  # type: ignore[arg-type]
+    response = httpx.Response(200, stream=stream)
+    now = loop.time()
+    reader = EventReader(response, Timeouts(), started=now, deadline=now + 3600)
+    return reader, content
+
+
+def chat_frames(batch: list[Any], usage_sent: bool) -> tuple[bytes, bool]:
+    """The chat relay's framing of one batch (``Call._relay``)."""
+    out: list[bytes] = []
+    for payload, chunk, _ in batch:
+        if chunk.get("usage") and not chunk.get("choices"):
+            if usage_sent:
+                continue
+            usage_sent = True
+        out.append(sse(payload))
+    return b"".join(out), usage_sent
+
+
+async def relay(chunks: int, per_read: int) -> Callable[[], object]:
+    """A committed reader and a step that relays one read of ``per_read`` events."""
+    loop = asyncio.get_running_loop()
+    reader, content = committed_reader(loop)
+    content.feed_data(event({"role": "assistant", "content": ""}) + event({"content": "tok "}))
+    while not reader.got_content:  # the commit point: what run_attempt reads before it
+        await reader.next()
+    reads = [
+        b"".join(event({"content": f"tok{i + j} "}) for j in range(per_read))
+        for i in range(0, chunks, per_read)
+    ]
+    state = {"usage_sent": False}
+
+    async def step() -> None:
+        for data in reads:
+            content.feed_data(data)
+            batch = await reader.next_batch()
+            assert batch is not None
+            _, state["usage_sent"] = chat_frames(batch, state["usage_sent"])
+
+    return step
+
+
+def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7) -> float:
+    """µs of CPU per relayed chunk: the best of ``repeats`` fresh readers."""
+
+    async def run() -> float:
+        best = float("inf")
+        for _ in range(repeats + 1):  # the first one warms caches and imports
+            step = await relay(chunks, per_read)
+            start = time.process_time()
+            await step()  # type: ignore[misc]
+            best = min(best, (time.process_time() - start) * 1e6 / chunks)
+        return best
+
+    return asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__)
+    parser.add_argument("chunks", type=int, nargs="?", default=2000)
+    parser.add_argument("--per-read", type=int, default=1, help="upstream events per read")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(measure, args.chunks, args.per_read, 1)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(18)
+        return
+    us = measure(args.chunks, args.per_read)
+    print(f"relay after the commit point: {us:.2f} µs CPU per chunk ({args.per_read}/read)")
+
+
+if __name__ == "__main__":
+    main()
