@@ -34,3 +34,39 @@ def test_a_final_event_without_its_blank_line_is_kept_at_close() -> None:
 def test_data_without_a_space_and_comments_only() -> None:
     parser = SSEParser()
     assert parser.feed(b"data:x\n\n:comment\n\n\n") == [b"x"]
+
+
+@pytest.mark.parametrize(
+    ("read", "verbatim"),
+    [
+        (b'data: {"a":1}\n\ndata: {"b":2}\n\n', True),
+        (b"data: [DONE]\n\n", True),
+        (b"data: \n\n", True),
+        (b'data: {"a":1}\n\ndata: {"b"', False),  # ends inside an event
+        (b"data: {}\r\n\r\n", False),
+        (b"data:{}\n\n", False),
+        (b": keep-alive\n\ndata: {}\n\n", False),
+        (b"event: x\ndata: {}\n\n", False),
+        (b"data: a\ndata: b\n\n", False),
+        (b"data: a\n\n\ndata: b\n\n", False),
+    ],
+)
+def test_a_read_of_whole_data_events_is_verbatim_and_parses_the_same(
+    read: bytes, verbatim: bool
+) -> None:
+    reference = SSEParser()
+    expected = [e for b in read for e in reference.feed(bytes([b]))]  # byte by byte: slow path
+    parser = SSEParser()
+    assert parser.feed(read) == expected
+    assert parser.verbatim is verbatim
+    if verbatim:
+        assert read == b"".join(b"data: " + e + b"\n\n" for e in expected)
+
+
+def test_a_read_after_a_partial_one_is_not_verbatim() -> None:
+    parser = SSEParser()
+    assert parser.feed(b"data: 1\n") == []
+    assert parser.feed(b"\ndata: 2\n\n") == [b"1", b"2"]
+    assert not parser.verbatim
+    assert parser.feed(b"data: 3\n\n") == [b"3"]
+    assert parser.verbatim
