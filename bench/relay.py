@@ -1,16 +1,20 @@
 """Micro-benchmark: the gateway's own CPU per relayed chunk after the commit point.
 
-``python -m bench.relay [CHUNKS] [--per-read N] [--profile]``
+``python -m bench.relay [CHUNKS] [--per-read N] [--items] [--profile]``
 
 Drives the real ``EventReader`` of a chat stream, committed, over an in-memory aiohttp
 ``StreamReader`` (no socket, no server): each step feeds one network read of ``N``
-upstream events (one by default: a gateway that keeps up sees one chunk per read), reads
-it with ``next_batch`` and frames it as the chat relay does. What it measures is the
+upstream events (one by default: a gateway that keeps up sees one chunk per read) and
+reads what the chat relay writes for it (``next_sse``; ``--items``: ``next_batch`` and
+the framing the chat relay did with it before, which the other doors' relays still
+read items from). What it measures is the
 relay's per-chunk work in isolation (SSE split, parsing, usage / finish-reason / error
 checks, continuity's ``ServedTurn.feed``, framing): what the server (daphne/Twisted) and
 aiohttp's socket path add on top is measured from outside by ``bench.run --streams``.
 
-Reports the best of seven batches of CPU time (``time.process_time``) per chunk; as with
+Reports the best of seven batches of CPU time (``time.process_time``) per chunk, and the
+floor under it: the same reads fed to aiohttp and read back with nothing done to them
+(what a relay that forwards bytes blindly would still pay in this process). As with
 ``bench.rewrite``, the ratio between two runs on one machine holds better than the
 absolute figure. Nothing here is asserted.
 """
@@ -69,7 +73,8 @@ def committed_reader(loop: asyncio.AbstractEventLoop) -> tuple[EventReader, aioh
 
 
 def chat_frames(batch: list[Any], usage_sent: bool) -> tuple[bytes, bool]:
-    """The chat relay's framing of one batch (``Call._relay``)."""
+    """The chat relay's framing of one batch of items (``Call._relay`` before
+    ``next_sse``)."""
     out: list[bytes] = []
     for payload, chunk, _ in batch:
         if chunk.get("usage") and not chunk.get("choices"):
@@ -80,7 +85,7 @@ def chat_frames(batch: list[Any], usage_sent: bool) -> tuple[bytes, bool]:
     return b"".join(out), usage_sent
 
 
-async def relay(chunks: int, per_read: int) -> Callable[[], object]:
+async def relay(chunks: int, per_read: int, how: str) -> Callable[[], object]:
     """A committed reader and a step that relays one read of ``per_read`` events."""
     loop = asyncio.get_running_loop()
     reader, content = committed_reader(loop)
@@ -93,23 +98,33 @@ async def relay(chunks: int, per_read: int) -> Callable[[], object]:
     ]
     state = {"usage_sent": False}
 
-    async def step() -> None:
+    async def step_items() -> None:
         for data in reads:
             content.feed_data(data)
             batch = await reader.next_batch()
             assert batch is not None
             _, state["usage_sent"] = chat_frames(batch, state["usage_sent"])
 
-    return step
+    async def step() -> None:
+        for data in reads:
+            content.feed_data(data)
+            assert await reader.next_sse()
+
+    async def step_floor() -> None:
+        for data in reads:
+            content.feed_data(data)
+            assert await content.readany()
+
+    return {"items": step_items, "sse": step, "floor": step_floor}[how]
 
 
-def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7) -> float:
+def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7, how: str = "sse") -> float:
     """µs of CPU per relayed chunk: the best of ``repeats`` fresh readers."""
 
     async def run() -> float:
         best = float("inf")
         for _ in range(repeats + 1):  # the first one warms caches and imports
-            step = await relay(chunks, per_read)
+            step = await relay(chunks, per_read, how)
             start = time.process_time()
             await step()  # type: ignore[misc]
             best = min(best, (time.process_time() - start) * 1e6 / chunks)
@@ -122,15 +137,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__)
     parser.add_argument("chunks", type=int, nargs="?", default=2000)
     parser.add_argument("--per-read", type=int, default=1, help="upstream events per read")
+    parser.add_argument("--items", action="store_true", help="next_batch and frame the items")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
     args = parser.parse_args(argv)
+    how = "items" if args.items else "sse"
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(measure, args.chunks, args.per_read, 1)
+        profile.runcall(measure, args.chunks, args.per_read, 1, how)
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
         return
-    us = measure(args.chunks, args.per_read)
-    print(f"relay after the commit point: {us:.2f} µs CPU per chunk ({args.per_read}/read)")
+    us = measure(args.chunks, args.per_read, how=how)
+    floor = measure(args.chunks, args.per_read, how="floor")
+    what = "next_batch + framing" if args.items else "next_sse"
+    print(
+        f"relay after the commit point ({what}, {args.per_read} chunk(s) per read): "
+        f"{us:.2f} µs CPU per chunk; aiohttp alone {floor:.2f}, the relay's own {us - floor:.2f}"
+    )
 
 
 if __name__ == "__main__":

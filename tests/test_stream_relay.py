@@ -1,4 +1,5 @@
-"""The relay's per-read deadline: one timer per stream, same outcomes as a timeout per read.
+"""The relay's per-read deadline: one timer per stream, same outcomes as a timeout per read;
+and what the chat relay writes per network read after the commit point (``next_sse``).
 
 End to end (openai SDK → gateway → simulator, real sockets): a stream that stalls after
 its commit point ends with an SSE error naming the idle timeout. Unit level: the
@@ -9,14 +10,18 @@ read outlives its deadline, and leaves a cancellation from elsewhere a cancellat
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import openai
+import orjson
 import pytest
 
 from routing.events import CallRecord
-from routing.gateway.attempt import ReadDeadline
+from routing.gateway.attempt import EventReader, ReadDeadline
 from routing.simulator.script import StallAfter
+from routing.upstream.openai import Timeouts, UpstreamFailure
 from tests.conftest import Harness
 from tests.test_gateway_core import FAST_TIMEOUTS, MESSAGES
 
@@ -112,3 +117,89 @@ def test_a_cancellation_from_elsewhere_stays_a_cancellation() -> None:
 
     (outcome, _), _ = run_on_counting_loop(reads)
     assert outcome == "cancelled"
+
+
+# ---- next_sse: what the chat relay writes per network read after the commit point ----
+class Reads(httpx.AsyncByteStream):
+    """An upstream body arriving in the given network reads."""
+
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = reads
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for read in self.reads:
+            yield read
+
+
+def event(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> bytes:
+    chunk: dict[str, Any] = {"id": "c1", "object": "chat.completion.chunk", **extra}
+    if delta is not None:
+        chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+ROLE = event({"role": "assistant", "content": ""})
+A, B, C = (event({"content": text}) for text in "abc")
+USAGE = event(choices=[], usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})
+STOP = event({}, "stop")
+LAST = STOP + b"data: [DONE]\n\n"
+
+
+async def relayed(reads: list[bytes]) -> tuple[list[bytes], EventReader, str | None]:
+    """Read to the commit point as run_attempt does (until a read brought content), then
+    with next_sse: the writes, the reader, and the failure it ended with (None for a clean
+    end). What the committing read brought after the item that committed comes first."""
+    now = asyncio.get_running_loop().time()
+    reader = EventReader(
+        httpx.Response(200, stream=Reads(reads)), Timeouts(), started=now, deadline=now + 60
+    )
+    while not reader.got_content:
+        assert await reader.next() is not None
+    writes: list[bytes] = []
+    try:
+        while (out := await reader.next_sse()) is not None:
+            writes.append(out)
+    except UpstreamFailure as exc:
+        return writes, reader, exc.failure.message
+    return writes, reader, None
+
+
+async def test_reads_of_whole_data_events_go_out_as_they_came() -> None:
+    middle = B + C
+    writes, reader, failure = await relayed([ROLE, A, middle, LAST])
+    assert failure is None
+    assert writes[0] is middle  # the read itself, not a re-framed copy
+    assert writes[1:] == [STOP]  # [DONE] is the relay's own to send
+    assert reader.turn.fingerprint() is not None  # continuity saw the deltas
+
+
+async def test_the_rest_of_the_committing_read_comes_first() -> None:
+    writes, _, failure = await relayed([ROLE + A + B, LAST])
+    assert failure is None
+    assert writes == [A + B, STOP]  # ROLE committed: content came in the same read
+
+
+async def test_usage_goes_out_once_whichever_read_repeats_it() -> None:
+    writes, reader, failure = await relayed([ROLE, A + USAGE, B + USAGE, USAGE, LAST])
+    assert failure is None
+    assert writes == [USAGE, B, STOP]
+    assert reader.usage == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+
+
+async def test_the_events_before_an_error_event_go_out_then_it_fails() -> None:
+    error = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+    writes, _, failure = await relayed([ROLE, A, B + error + C])
+    assert writes == [B]
+    assert failure == "overloaded"
+
+
+async def test_an_end_without_a_finish_reason_is_a_cut_after_the_commit_point() -> None:
+    writes, _, failure = await relayed([ROLE, A, B])
+    assert writes == [B]
+    assert failure == "stream ended before a finish reason"
+
+
+async def test_a_malformed_line_is_dropped_not_passed_on() -> None:
+    writes, _, failure = await relayed([ROLE, A, b"data: {not json\n\n" + B, LAST])
+    assert failure is None
+    assert writes == [B, STOP]

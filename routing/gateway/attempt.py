@@ -24,6 +24,7 @@ import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.gateway.continuity import ServedTurn
+from routing.gateway.replies import sse
 from routing.protocols import Protocol
 from routing.protocols.legs import (
     Decoder,
@@ -54,6 +55,11 @@ CONTENT_FIELDS = (
 )
 
 
+def _usage_only(chunk: Mapping[str, Any]) -> bool:
+    """A chunk that carries usage and no choice: the client gets one (the first)."""
+    return bool(chunk.get("usage")) and not chunk.get("choices")
+
+
 def has_content(chunk: Mapping[str, Any]) -> bool:
     """True for a chunk (or completion) carrying content, reasoning or a tool call."""
     for choice in chunk.get("choices") or ():
@@ -73,7 +79,13 @@ class EventReader:
     An item is ``(payload, event, canonical chunks)``. A chat upstream's chunk is its own
     canonical chunk; the other kinds' events go through their ``Decoder``, whose terminal
     event (``message_stop``, ``response.completed``) must arrive: a body that ends before
-    it is a cut (``TRANSPORT``), never a clean end."""
+    it is a cut (``TRANSPORT``), never a clean end.
+
+    After the commit point the chat relay (chat upstream, chat door) reads with
+    ``next_sse`` instead: the bytes to write for one network read, with no item built per
+    chunk. Each chunk is still parsed once: continuity fingerprints every content delta
+    (``ServedTurn.feed``), and the error, usage and finish-reason checks read the same
+    dict; a parse costs less than the item, framing and join it replaces."""
 
     def __init__(
         self,
@@ -86,6 +98,7 @@ class EventReader:
         scrub: Callable[[Failure], Failure] = lambda failure: failure,
     ) -> None:
         self._scrub = scrub  # an in-stream error event is upstream text
+        self._loop = asyncio.get_running_loop()
         self._response = response
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
@@ -93,6 +106,10 @@ class EventReader:
         self._watch = ReadDeadline()
         self._parser = SSEParser()
         self._ready: deque[Item] = deque()
+        self._framing = False  # next_sse reads: payloads go to _frames, not _ready
+        self._frames: list[bytes] = []  # the payloads of the latest read to pass on
+        self._verbatim: bytes | None = None  # that read itself, when it is exactly them
+        self._usage_chunk: dict[str, Any] | None = None  # the usage-only chunk relayed
         self._finished = False
         self._failure: Failure | None = None  # raised once the chunks before it are handed out
         self._total_deadline = min(started + timeouts.total_s, deadline)
@@ -134,10 +151,37 @@ class EventReader:
         self._ready.clear()
         return batch
 
+    async def next_sse(self) -> bytes | None:
+        """The chat relay's next write after the commit point: every event one network
+        read completed as SSE, or None at the end. A read made only of whole ``data:``
+        events, all passed on, is sent as it came (no re-framing); a usage-only chunk after
+        the first is dropped, so the client gets usage once. Raises ``UpstreamFailure`` as
+        ``next_batch`` does, after the events that came before the failure."""
+        if self._ready:  # the rest of the read that reached the commit point
+            first, items = self._usage_chunk, list(self._ready)
+            self._ready.clear()
+            return b"".join(
+                sse(payload)
+                for payload, chunk, _ in items
+                if chunk is first or not _usage_only(chunk)
+            )
+        self._framing = True
+        frames = self._frames
+        while not frames:
+            if self._failure is not None:
+                raise UpstreamFailure(self._failure)
+            if self._finished:
+                return None
+            await self._read()
+        out = self._verbatim or b"".join([sse(payload) for payload in frames])
+        frames.clear()
+        self._verbatim = None
+        return out
+
     async def _read(self) -> None:
         """One network read, parsed. Raises ``UpstreamFailure`` on timeout, cut or an
         in-stream error event (after queueing the chunks that came before it)."""
-        loop_now = asyncio.get_running_loop().time()
+        loop_now = self._loop.time()
         deadline = min(self._total_deadline, loop_now + self._idle_s)
         phase = "idle"
         if not self.got_content and self._first_token_deadline < deadline:
@@ -161,7 +205,7 @@ class EventReader:
             self._accept(self._parser.close())
             self._end_of_body()
             return
-        self._accept(self._parser.feed(data))
+        self._accept(self._parser.feed(data), data)
 
     def _answer_complete(self) -> bool:
         """Every choice that appeared carried a finish_reason, and the last line parsed;
@@ -180,10 +224,13 @@ class EventReader:
             what = "a finish reason" if self._decoder is None else "its final event"
             self._failure = Failure(FailureCode.TRANSPORT, f"stream ended before {what}")
 
-    def _accept(self, payloads: list[bytes]) -> None:
+    def _accept(self, payloads: list[bytes], read: bytes | None = None) -> None:
+        """Queue the chunks of one read (``read``: its bytes, kept for ``next_sse`` when
+        they are exactly the chunks passed on)."""
         if self._decoder is not None:
             self._accept_decoded(payloads, self._decoder)
             return
+        passed, framing, seen, done = 0, self._framing, self._seen, self._done
         for payload in payloads:
             if payload == DONE:
                 self._finished = True
@@ -205,20 +252,32 @@ class EventReader:
                 self._finished = True
                 self._failure = self._scrub(classify_error_object(error, None))
                 break
-            if chunk.get("usage"):
-                self.usage = chunk["usage"]
-            for choice in chunk.get("choices") or ():
+            usage = chunk.get("usage")
+            if usage:
+                self.usage = usage
+            choices = chunk.get("choices")
+            for choice in choices or ():
                 if isinstance(choice, dict):
                     index = choice.get("index", 0)
                     index = index if isinstance(index, int) else 0
-                    self._seen.add(index)
+                    seen.add(index)
                     if choice.get("finish_reason"):
-                        self._done.add(index)
+                        done.add(index)
             if not self.got_content and has_content(chunk):
                 self.got_content = True
-                self.first_content_at = asyncio.get_running_loop().time()
+                self.first_content_at = self._loop.time()
             self.turn.feed(chunk)
-            self._ready.append((payload, chunk, (chunk,)))
+            if usage and not choices:  # usage-only: the client gets the first one
+                if self._usage_chunk is not None and framing:
+                    continue
+                self._usage_chunk = self._usage_chunk or chunk
+            if framing:
+                self._frames.append(payload)
+                passed += 1
+            else:
+                self._ready.append((payload, chunk, (chunk,)))
+        if read is not None and passed == len(payloads) and self._parser.verbatim:
+            self._verbatim = read
 
     def _accept_decoded(self, payloads: list[bytes], decoder: Decoder) -> None:
         for payload in payloads:
@@ -243,7 +302,7 @@ class EventReader:
                 self.turn.feed(canonical)
             if not self.got_content and any(has_content(c) for c in chunks):
                 self.got_content = True
-                self.first_content_at = asyncio.get_running_loop().time()
+                self.first_content_at = self._loop.time()
             self._ready.append((payload, event, chunks))
             if decoder.finished:
                 self.usage = decoder.usage
@@ -277,7 +336,6 @@ class ReadDeadline:
         self._expired = False
 
     async def run(self, read: Awaitable[bytes], deadline: float) -> bytes:
-        loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
         self._deadline = deadline
@@ -285,7 +343,7 @@ class ReadDeadline:
         if timer is None or timer.when() > deadline:
             if timer is not None:
                 timer.cancel()
-            self._timer = loop.call_at(deadline, self._fire)
+            self._timer = asyncio.get_running_loop().call_at(deadline, self._fire)
         self._task, self._cancelling, self._expired = task, task.cancelling(), False
         try:
             return await read

@@ -501,7 +501,7 @@ class Call:
             if reader is not None:
                 while True:
                     try:
-                        batch = await reader.next_batch()
+                        frames = await reader.next_sse()
                     except UpstreamFailure as exc:
                         failure = exc.failure
                         outcome, error_code = "failed", failure.code.value
@@ -518,17 +518,10 @@ class Call:
                         # Too late to switch, but a target that cuts streams still pays.
                         await self._charge(target, failure, probe=False)
                         return
-                    if batch is None:
+                    if frames is None:
                         break
-                    out: list[bytes] = []
-                    for payload, chunk, _ in batch:
-                        if chunk.get("usage") and not chunk.get("choices"):
-                            if usage_sent:
-                                continue
-                            usage_sent = True
-                        out.append(sse(payload))
-                    if out:  # everything one network read brought, in one write
-                        yield b"".join(out)
+                    if frames:  # everything one network read brought, in one write
+                        yield frames
                 # Before [DONE]: a client's next request must find this turn remembered.
                 await self.continuity.remember(target, answer.turn)
             yield SSE_DONE
