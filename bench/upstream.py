@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -479,13 +480,31 @@ class UpstreamProtocol(asyncio.Protocol):
         first, rest = pieces[:2], pieces[2:]
         loop.call_later(delay, self._write_paced, b"".join(first), rest, gap)
 
-    def _write_paced(self, data: bytes, rest: list[bytes], gap: float) -> None:
+    def _write_paced(
+        self, data: bytes, rest: list[bytes], gap: float, due: float | None = None
+    ) -> None:
+        """Pieces on a fixed schedule, one per ``gap`` from the first: a late wake-up (a
+        busy machine) sends every piece already due in one write, so a stream lasts
+        chunks x gap however loaded the upstream is, and the lateness is counted in the
+        stats (``paced writes``, ``paced late ms``, ``paced late>100ms``)."""
+        now = asyncio.get_running_loop().time()
+        if due is None:
+            due = now
+        else:
+            late_ms = int((now - due) * 1000)
+            self.settings.stats["paced writes"] += 1
+            self.settings.stats["paced late ms"] += late_ms
+            self.settings.stats["paced late>100ms"] += late_ms > 100
+        while rest and due + gap <= now:
+            data, rest, due = data + rest[0], rest[1:], due + gap
         if not rest:
             self._finish(data)
             return
         if self.transport is not None:
             self.transport.write(data)
-            asyncio.get_running_loop().call_later(gap, self._write_paced, rest[0], rest[1:], gap)
+            asyncio.get_running_loop().call_at(
+                due + gap, self._write_paced, rest[0], rest[1:], gap, due + gap
+            )
 
     def _finish(self, data: bytes) -> None:
         resume, self.busy = self.busy, False  # only a delayed answer resumes parsing here
@@ -496,6 +515,21 @@ class UpstreamProtocol(asyncio.Protocol):
             self.transport.close()
         elif resume and self.buf:
             self._drain()
+
+
+def _raise_open_file_limit() -> None:
+    """One file per connection: thousands of streams need more than a default soft
+    limit of 1024. Up to the hard limit; stderr says when that stops short."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1 << 16 if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            pass
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < 12_000:
+        print(f"bench upstream: open-file limit {soft}", file=sys.stderr, flush=True)
 
 
 async def serve(host: str, port: int, settings: Settings) -> None:
@@ -524,6 +558,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings(
         chunks=args.chunks, delay_ms=args.delay_ms, gap_ms=args.gap_ms, api_key=args.api_key
     )
+    _raise_open_file_limit()
     try:
         import uvloop
     except ImportError:  # still correct on plain asyncio, just slower
