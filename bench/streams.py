@@ -23,7 +23,17 @@ exactly those moments, and a final ``"done"`` line with the results:
   window, and their errors. The probe is the cheapest thing a server can answer, so its
   latency is the event-loop lag a new request meets;
 - ``chunks_in_window``: content events received during the steady window (the gateway
-  relays one per upstream event: CPU per relayed chunk = CPU in the window / this).
+  relays one per upstream event: CPU per relayed chunk = CPU in the window / this);
+- ``errors_by_side``: every error above, streams and calls beside them, put down to the
+  ``client`` (this process ran out of files or ports, or its own loop fell so far behind
+  that a call outlived its wait), the ``server`` (whatever answered: the gateway in
+  THROUGH, the upstream mock in DIRECT: a bad status, an error event, a cut, a wrong
+  count, a refused or reset connection) or ``late`` (still open at the deadline with the
+  client keeping up: the server was too slow);
+- ``client``: this process's own health: its CPU (seconds, and its share of a core in
+  the window) and its event loop's lag (how late a 20 ms sleep wakes, p50/p99/max in the
+  window and overall). A client whose loop lags cannot measure the server's latency, and
+  its ``late`` errors are its own.
 
 The long streams use a bare ``asyncio.Protocol`` that only counts byte patterns: at 5 000
 streams x 10 chunks/s the client must stay far cheaper than the gateway it measures.
@@ -33,7 +43,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import math
+import resource
 import sys
 import time
 from collections import Counter
@@ -49,6 +61,37 @@ DONE = b"[DONE]"
 END = b"0\r\n\r\n"  # last chunk of a chunked body
 ERROR = b'"error"'
 TAIL = max(len(CONTENT), len(END), len(ERROR)) - 1  # a pattern never fits whole in the tail
+LAG_EVERY_S = 0.02  # the loop-lag sampler's sleep
+LAGGING_MS = 100.0  # a client whose loop lags more than this (p99) cannot measure the server
+# connect() failures that are this machine's or this process's limits, not the server's
+CLIENT_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.EADDRNOTAVAIL, errno.ENOBUFS, errno.ENOMEM}
+
+
+def side(kind: str, client_lagging: bool) -> str:
+    """Who an error kind points at (see the module docstring)."""
+    if kind.startswith("client-"):
+        return "client"
+    if kind in ("still-open", "TimeoutError"):
+        return "client" if client_lagging else "late"
+    return "server"
+
+
+def connect_error(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    return f"client-{name}" if exc.errno in CLIENT_ERRNOS else f"connect-{name}"
+
+
+def raise_open_file_limit(wanted: int) -> tuple[int, int]:
+    """Lift this process's soft open-file limit towards ``wanted`` (the hard limit caps
+    it): one file per stream and per call beside them. Returns (soft, hard)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < ceiling:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -152,6 +195,8 @@ class Run:
         self.failed_early = 0  # streams that ended in an error before their first content
         self.errors: Counter[str] = Counter()
         self.window: tuple[float, float] | None = None
+        self.window_cpu: list[float] = []  # process CPU at the window's open and close
+        self.lags: list[tuple[float, float]] = []  # (when, ms late) of the lag sampler
         self.window_open_at: float | None = None
         self.window_chunks = 0
         self.all_ended = asyncio.Event()
@@ -172,6 +217,7 @@ class Run:
             and self.with_content + self.failed_early == self.args.streams
         ):
             self.window_open_at = time.perf_counter()
+            self.window_cpu.append(time.process_time())
             self.window_chunks = self.chunks
             self.window_reads = self.reads
             emit({"phase": "open", "open": self.with_content, "chunks": self.chunks})
@@ -185,6 +231,7 @@ class Run:
                 self._maybe_open()
         elif self.window_open_at is not None and self.window is None:
             self.window = (self.window_open_at, time.perf_counter())
+            self.window_cpu.append(time.process_time())
             self.window_chunks = self.chunks - self.window_chunks
             self.window_reads = self.reads - self.window_reads
             emit({"phase": "steady_end", "chunks": self.window_chunks})
@@ -213,7 +260,7 @@ class Run:
                 lambda: StreamCounter(self, self.stream_request), self.host, self.port
             )
         except OSError as exc:
-            self.stream_ended(f"connect-{type(exc).__name__}", had_content=False)
+            self.stream_ended(connect_error(exc), had_content=False)
 
     # ---- short calls and probes beside them -------------------------------------------
     async def beside(
@@ -242,7 +289,11 @@ class Run:
                 answer = await asyncio.wait_for(conn.call(request, scheduled), self.args.drain)
             finally:
                 conn.close()
-        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+        except OSError as exc:
+            self.extra_errors[connect_error(exc)] += 1
+            out.append((scheduled, None))
+            return
+        except (asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
             self.extra_errors[type(exc).__name__] += 1
             out.append((scheduled, None))
             return
@@ -251,6 +302,38 @@ class Run:
             out.append((scheduled, None))
             return
         out.append((scheduled, (time.perf_counter() - scheduled) * 1000))
+
+    # ---- the client's own health ------------------------------------------------------
+    async def sample_lag(self, stop: asyncio.Event) -> None:
+        """How late a short sleep wakes up: this process's event-loop lag."""
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            before = loop.time()
+            await asyncio.sleep(LAG_EVERY_S)
+            late = (loop.time() - before - LAG_EVERY_S) * 1000
+            self.lags.append((time.perf_counter(), max(0.0, late)))
+
+    def client_health(self, cpu_s: float) -> dict[str, Any]:
+        def stats(values: list[float]) -> dict[str, float | None]:
+            return {
+                "p50_ms": percentile(values, 50),
+                "p99_ms": percentile(values, 99),
+                "max_ms": max(values) if values else None,
+            }
+
+        window: list[float] = []
+        share = None
+        if self.window is not None:
+            lo, hi = self.window
+            window = [lag for at, lag in self.lags if lo <= at <= hi]
+            if len(self.window_cpu) == 2 and hi > lo:
+                share = (self.window_cpu[1] - self.window_cpu[0]) / (hi - lo)
+        return {
+            "cpu_s": cpu_s,
+            "window_cpu_share": share,
+            "lag_window": stats(window),
+            "lag_all": stats([lag for _, lag in self.lags]),
+        }
 
     def _in_window(self, calls: list[tuple[float, float | None]]) -> dict[str, Any]:
         if self.window is None:
@@ -269,6 +352,7 @@ class Run:
     async def main(self) -> dict[str, Any]:
         args = self.args
         stop = asyncio.Event()
+        lag = asyncio.create_task(self.sample_lag(stop))
         besides = [
             asyncio.create_task(
                 self.beside(self.short_request, 1 / args.short_rate, self.short, stop)
@@ -290,7 +374,16 @@ class Run:
             self.errors["still-open"] += still_open
         stop.set()
         await asyncio.gather(*besides)
+        await lag
         window_s = self.window[1] - self.window[0] if self.window else None
+        client = self.client_health(time.process_time())
+        lag99 = client["lag_window"]["p99_ms"] or client["lag_all"]["p99_ms"] or 0.0
+        lagging = lag99 > LAGGING_MS
+        by_side: Counter[str] = Counter()
+        short, probe = self._in_window(self.short), self._in_window(self.probe)
+        for kinds in (self.errors, self.extra_errors):
+            for kind, n in kinds.items():
+                by_side[side(kind, lagging)] += n
         return {
             "phase": "done",
             "streams": args.streams,
@@ -302,9 +395,12 @@ class Run:
             "chunks_per_read": self.window_chunks / self.window_reads
             if self.window and self.window_reads
             else None,
-            "short": self._in_window(self.short),
-            "probe": self._in_window(self.probe),
+            "short": short,
+            "probe": probe,
             "beside_errors": dict(self.extra_errors),
+            "errors_by_side": dict(by_side),
+            "client": client | {"lagging": lagging},
+            "open_file_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
             "elapsed_s": time.perf_counter() - started,
         }
 
@@ -335,6 +431,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    # a file per stream, per call beside them (a few hundred at most in flight), and spare
+    soft, _ = raise_open_file_limit(args.streams + 1024)
+    if soft < args.streams + 64:
+        print(
+            f"bench.streams: open-file limit {soft} is below the {args.streams} streams asked "
+            "for (raise the hard limit: ulimit -Hn)",
+            file=sys.stderr,
+        )
     try:
         import uvloop
     except ImportError:
