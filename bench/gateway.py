@@ -29,6 +29,7 @@ from bench import procs
 
 SWITCHYARD_APP = "router_project.asgi:application"
 STUB_APP = "bench.stub_gateway:application"
+LAGGED_APP = "bench.lagged:application"  # the same app with a loop-lag sampler beside it
 UPSTREAM_KEY = "bench-upstream-key"
 
 CONFIG = """\
@@ -172,6 +173,7 @@ class Gateway:
     redis_url: str | None = None
     cpus: set[int] | None = None
     quiet: bool = False
+    lag_file: Path | None = None  # serve through bench.lagged, which samples loop lag here
     port: int = 0
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
 
@@ -185,6 +187,8 @@ class Gateway:
 
     def _command(self, *, port: int | None, fd: int | None) -> list[str]:
         repo, app = self.prepared.repo, self.prepared.app
+        if self.lag_file is not None:
+            app = LAGGED_APP
         fd_args = ["--fd", str(fd)] if fd is not None else None
         if self.server == "uvicorn":
             where = fd_args or ["--host", "127.0.0.1", "--port", str(port)]
@@ -206,6 +210,13 @@ class Gateway:
         env = dict(self.prepared.env)
         if self.redis_url:
             env["REDIS_URL"] = self.redis_url
+        if self.lag_file is not None:
+            path = [str(self.prepared.repo), *filter(None, [env.get("PYTHONPATH")])]
+            env.update(
+                BENCH_LAG_FILE=str(self.lag_file),
+                BENCH_LAGGED_APP=self.prepared.app,
+                PYTHONPATH=os.pathsep.join(path),
+            )
         sockets: list[socket.socket] = []
         commands: list[tuple[list[str], tuple[int, ...]]]
         if self.count == 1:

@@ -213,9 +213,10 @@ class Runner:
                 self.redis = None
 
     def start_paths(
-        self, scenario: Scenario, *, scale_out: bool
+        self, scenario: Scenario, *, scale_out: bool, lag_file: Path | None = None
     ) -> list[tuple[BenchPath | None, str, str | None]]:
-        """The THROUGH paths for one scenario: (path or None, label, why unavailable)."""
+        """The THROUGH paths for one scenario: (path or None, label, why unavailable).
+        ``lag_file``: serve the gateway through ``bench.lagged`` (its loop lag, sampled)."""
         wanted: list[tuple[str, int, str | None]] = [("through", 1, None)]
         if scale_out:
             if self.redis is None:
@@ -235,6 +236,7 @@ class Runner:
                 redis_url,
                 self.gateway_cpus,
                 self.args.quiet_server,
+                lag_file,
             )
             self.started.append(gateway)  # close() stops whatever is still running
             try:

@@ -10,9 +10,17 @@ fresh gateway, warmed with a second of short streams, then:
   are read again; at ``steady_end`` (the first stream ends) CPU once more;
 - CPU per relayed chunk = gateway CPU over that steady window / content events the client
   received in it (short calls and probes run in the window too, at a low rate);
-- RSS per open stream = (RSS with N open - idle RSS) / N; files per stream likewise.
+- RSS per open stream = (RSS with N open - idle RSS) / N; files per stream likewise; RSS
+  and open files again at ``steady_end``, after the window's thousands of chunks;
+- event-loop lag: the gateway is served through ``bench.lagged``, which samples its own
+  loop (how late a 20 ms sleep wakes) into a file; p50/p99/max over the window.
 
-Added latency columns are THROUGH minus DIRECT of the same run.
+Added latency columns are THROUGH minus DIRECT of the same run. Errors are split by side
+(``bench.streams``): ``client`` errors are the harness's own (out of files or ports, or a
+client whose loop lagged too far to wait for the server), the rest the server's — the
+gateway in THROUGH, the upstream mock in DIRECT. Every round also reports the client's
+and the upstream's health (their CPU share in the window, the client's loop lag, how late
+the upstream's paced writes were), so a round where the harness was the limit says so.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +78,43 @@ def open_files(pid: int) -> int:
         return 0
 
 
+def read_lags(path: Path, since: float = 0.0, until: float = float("inf")) -> list[float]:
+    """The ms-late samples ``bench.lagged`` wrote between ``since`` and ``until``."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    lags = []
+    for line in text.splitlines():
+        at, _, late = line.partition(" ")
+        try:
+            if since <= float(at) <= until:
+                lags.append(float(late))
+        except ValueError:
+            continue
+    return lags
+
+
+def lag_stats(lags: list[float]) -> dict[str, float | None]:
+    ordered = sorted(lags)
+
+    def q(p: float) -> float | None:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))] if ordered else None
+
+    return {"p50_ms": q(0.50), "p99_ms": q(0.99), "max_ms": ordered[-1] if ordered else None}
+
+
+def listen_limits() -> str:
+    """The kernel's caps on a listen backlog (both servers ask for 4096)."""
+    values = []
+    for name in ("net/core/somaxconn", "net/ipv4/tcp_max_syn_backlog"):
+        try:
+            values.append(f"{name.rsplit('/', 1)[1]} {Path('/proc/sys', name).read_text().strip()}")
+        except OSError:
+            continue
+    return ", ".join(values)
+
+
 def open_file_limit(pid: int) -> int | None:
     for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
         if line.startswith("Max open files"):
@@ -112,22 +158,25 @@ def _client(path: BenchPath, scenario: StreamScenario, log: Path) -> subprocess.
 def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict[str, Any]:
     gateway = path.gateway
     pid = gateway.pids[0] if gateway else None
+    upstream_pid = runner.upstream.proc.pid
     marks: dict[str, dict[str, float]] = {}
 
     def mark(name: str) -> None:
         busy, ticks = procs.core_jiffies(runner.gateway_cpus)
-        if pid is None or gateway is None or not gateway.alive():
-            marks[name] = {"t": time.monotonic(), "core_busy": busy, "core_ticks": ticks}
-            return
         marks[name] = {
             "t": time.monotonic(),
             "core_busy": busy,
             "core_ticks": ticks,
-            "cpu": gateway.cpu_seconds(),
-            "rss_mb": gateway.memory_mb()["rss"],
-            "fds": open_files(pid),
+            "upstream_cpu": procs.cpu_seconds(upstream_pid),
         }
+        if pid is not None and gateway is not None and gateway.alive():
+            marks[name] |= {
+                "cpu": gateway.cpu_seconds(),
+                "rss_mb": gateway.memory_mb()["rss"],
+                "fds": open_files(pid),
+            }
 
+    paced = runner.upstream.stats()
     mark("idle")
     proc = _client(path, scenario, runner.work / f"streams-{scenario.key}-{path.label}.log")
     budget = scenario.streams / scenario.ramp + scenario.chunks * scenario.gap_ms / 1000 + 90
@@ -149,6 +198,7 @@ def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict
     finally:
         procs.stop(proc)
     mark("after")
+    result_upstream = {k: v - paced.get(k, 0) for k, v in runner.upstream.stats().items()}
     if not result:
         raise RuntimeError(
             f"stream client gave no result:\n{procs.tail(proc_log(runner, scenario, path))}"
@@ -156,7 +206,32 @@ def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict
     if gateway is not None and gateway.alive():
         result["peak_rss_mb"] = gateway.memory_mb()["peak"]
     result["marks"] = marks
+    result["upstream"] = upstream_health(result_upstream, marks)
+    if gateway is not None and gateway.lag_file is not None:
+        opened, ended = marks.get("open", {}), marks.get("steady_end", {})
+        result["loop_lag"] = lag_stats(
+            read_lags(gateway.lag_file, opened.get("t", marks["idle"]["t"]), ended.get("t", 1e18))
+        )
+        result["loop_lag_round"] = lag_stats(
+            read_lags(gateway.lag_file, marks["idle"]["t"], marks["after"]["t"])
+        )
     return result
+
+
+def upstream_health(stats: Mapping[str, int], marks: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """How the upstream mock kept up: its CPU share in the window, and how late its paced
+    writes were (``bench/upstream.py`` counts them) over the round."""
+    out: dict[str, Any] = {}
+    opened, ended = marks.get("open"), marks.get("steady_end")
+    if opened and ended and ended["t"] > opened["t"]:
+        out["window_cpu_share"] = (ended["upstream_cpu"] - opened["upstream_cpu"]) / (
+            ended["t"] - opened["t"]
+        )
+    writes = stats.get("paced writes", 0)
+    out["paced_writes"] = writes
+    out["late_mean_ms"] = stats.get("paced late ms", 0) / writes if writes else None
+    out["late_over_100ms"] = stats.get("paced late>100ms", 0)
+    return out
 
 
 def proc_log(runner: Runner, scenario: StreamScenario, path: BenchPath) -> Path:
@@ -184,6 +259,9 @@ def derived(result: dict[str, Any], streams: int) -> dict[str, Any]:
     if "fds" in opened and "fds" in idle:
         out["fds_open"] = opened["fds"]
         out["fds_per_stream"] = (opened["fds"] - idle["fds"]) / streams
+    if "rss_mb" in end:  # after the window's chunks: growth here is per-chunk garbage kept
+        out["rss_steady_end_mb"] = end["rss_mb"]
+        out["fds_steady_end"] = end.get("fds")
     return out
 
 
@@ -202,6 +280,7 @@ def soak(
             {
                 "t": time.monotonic() - t0,
                 "open_mb": marks.get("open", {}).get("rss_mb"),
+                "end_mb": marks.get("steady_end", {}).get("rss_mb"),
                 "after_mb": marks.get("after", {}).get("rss_mb"),
                 "errors": result.get("stream_errors", 0),
             }
@@ -212,7 +291,11 @@ def soak(
 def run_scenario(runner: Runner, scenario: StreamScenario, soak_s: float = 0.0) -> list[StreamRow]:
     runner.upstream.configure(chunks=20, delay_ms=0.0, gap_ms=0.0)
     rows = [StreamRow(scenario.key, "direct")]
-    path, _, why = runner.start_paths(runner.stream_probe_scenario(), scale_out=False)[0]
+    path, _, why = runner.start_paths(
+        runner.stream_probe_scenario(),
+        scale_out=False,
+        lag_file=runner.work / f"loop-lag-{scenario.key}.txt",
+    )[0]
     through = StreamRow(scenario.key, "through")
     rows.append(through)
     if path is None or path.gateway is None:
@@ -257,10 +340,21 @@ def _added(row: StreamRow, base: StreamRow, kind: str, q: str) -> str:
     return "-" if a is None or b is None else f"{a - b:+.1f}"
 
 
+def errors(result: dict[str, Any]) -> tuple[int, int]:
+    """(all errors of the round, those put down to the client)."""
+    sides = result.get("errors_by_side")
+    if sides is None:  # a client without sides: count what it reported
+        short, probe = result.get("short", {}), result.get("probe", {})
+        total = result.get("stream_errors", 0) + short.get("errors", 0) + probe.get("errors", 0)
+        return total, 0
+    return sum(sides.values()), sides.get("client", 0)
+
+
 def table(rows: list[StreamRow]) -> list[str]:
     header = (
-        "scen  path     streams errors  CPU us/chunk  RSS KB/stream  fds/stream  "
-        "short p50/p99 ms  +short p50/p99  probe p50/p99 ms  +probe p99  peak RSS MB"
+        "scen  path     streams errors/client  CPU us/chunk  RSS KB/stream  fds/stream  "
+        "short p50/p99 ms  +short p50/p99  probe p50/p99 ms  +probe p99  lag p99 ms  "
+        "peak RSS MB"
     )
     out = [header]
     base = {r.scenario: r for r in rows if r.path == "direct"}
@@ -274,9 +368,10 @@ def table(rows: list[StreamRow]) -> list[str]:
         cpu = r.get("cpu_us_per_chunk")
         rss = r.get("rss_kb_per_stream")
         fds = r.get("fds_per_stream")
+        total, client = errors(r)
         out.append(
             f"{row.scenario:<5} {row.path:<8} {r.get('streams', 0):>7} "
-            f"{r.get('stream_errors', 0) + short.get('errors', 0) + probe.get('errors', 0):>6}  "
+            f"{f'{total}/{client}':>13}  "
             f"{'-' if cpu is None else f'{cpu:.1f}':>12}  "
             f"{'-' if rss is None else f'{rss:.1f}':>13}  "
             f"{'-' if fds is None else f'{fds:.2f}':>10}  "
@@ -285,13 +380,40 @@ def table(rows: list[StreamRow]) -> list[str]:
             f"{_added(row, b, 'short', 'p99_ms') if row is not b else '':<7} "
             f"{_ms(probe.get('p50_ms')):>7}/{_ms(probe.get('p99_ms')):<8} "
             f"{_added(row, b, 'probe', 'p99_ms') if row is not b else '':>10}  "
-            f"{_ms(r.get('peak_rss_mb')):>10}"
+            f"{_ms(r.get('loop_lag', {}).get('p99_ms')):>10}  "
+            f"{_ms(r.get('peak_rss_mb')):>11}"
         )
     return out
 
 
+def harness_note(row: StreamRow) -> str:
+    """Whether the client and the upstream mock kept up, and whose the errors were."""
+    r = row.result
+    client, upstream = r.get("client") or {}, r.get("upstream") or {}
+    lag = client.get("lag_window", {}).get("p99_ms") or client.get("lag_all", {}).get("p99_ms")
+    share, up_share = client.get("window_cpu_share"), upstream.get("window_cpu_share")
+    late = upstream.get("late_mean_ms")
+    line = (
+        f"{row.scenario} {row.path} harness: client {'-' if share is None else f'{share:.0%}'}"
+        f" of a core in the window, its loop lag p99 {_ms(lag)} ms; upstream "
+        f"{'-' if up_share is None else f'{up_share:.0%}'} of a core, paced writes "
+        f"{upstream.get('paced_writes', 0)} late by {_ms(late)} ms on average, "
+        f"{upstream.get('late_over_100ms', 0)} by over 100 ms"
+    )
+    if client.get("lagging"):
+        line += " (CLIENT LAGGING: its late errors count as the client's)"
+    if upstream.get("late_over_100ms"):
+        line += " (UPSTREAM BEHIND: the mock, not the path under test, slowed these streams)"
+    total, own = errors(r)
+    if total:
+        line += f"; errors by side {r.get('errors_by_side')}"
+    elif r.get("errors_by_side") is not None:
+        line += "; no errors"
+    return line + (f"; client open-file limit {r['open_file_limit']}" if own else "")
+
+
 def notes(rows: list[StreamRow]) -> list[str]:
-    out = []
+    out = [f"kernel listen caps: {listen_limits()} (servers ask for a backlog of 4096)"]
     for row in rows:
         if row.unavailable:
             if "\n" in row.unavailable:
@@ -324,20 +446,37 @@ def notes(rows: list[StreamRow]) -> list[str]:
                     if crowded
                     else ""
                 )
+            if r.get("rss_steady_end_mb") is not None and r.get("rss_open_mb") is not None:
+                line += (
+                    f"; at the window's end RSS {r['rss_steady_end_mb']:.1f} MB "
+                    f"({r['rss_steady_end_mb'] - r['rss_open_mb']:+.1f} over the window), "
+                    f"open files {r.get('fds_steady_end')}"
+                )
+            lag, whole = r.get("loop_lag") or {}, r.get("loop_lag_round") or {}
+            if lag.get("p50_ms") is not None:
+                line += (
+                    f"; event-loop lag in the window (sampled in the gateway process) "
+                    f"p50 {_ms(lag['p50_ms'])} / p99 {_ms(lag['p99_ms'])} / max "
+                    f"{_ms(lag['max_ms'])} ms, over the round p99 {_ms(whole.get('p99_ms'))} / "
+                    f"max {_ms(whole.get('max_ms'))} ms"
+                )
         if kinds or beside:
             line += f"; errors {kinds} {beside}"
         out.append(line)
+        out.append(harness_note(row))
         soaked = r.get("soak")
         if soaked and soaked["rounds"]:
             rounds = soaked["rounds"]
             series = ", ".join(
-                f"{x['t']:.0f}s {x['open_mb'] or 0:.0f}/{x['after_mb'] or 0:.0f}" for x in rounds
+                f"{x['t']:.0f}s {x['open_mb'] or 0:.0f}/{x.get('end_mb') or 0:.0f}/"
+                f"{x['after_mb'] or 0:.0f}"
+                for x in rounds
             )
             first, last = rounds[0]["after_mb"] or 0, rounds[-1]["after_mb"] or 0
             out.append(
                 f"{row.scenario} {row.path} soak: {len(rounds)} more rounds over "
                 f"{soaked['seconds']:.0f} s, RSS MB after each round {first:.1f} -> {last:.1f} "
                 f"({last - first:+.1f}); errors {sum(x['errors'] for x in rounds)}; "
-                f"open/after MB: {series}"
+                f"RSS MB with all open / at the window's end / after: {series}"
             )
     return out

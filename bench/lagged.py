@@ -1,0 +1,69 @@
+"""The gateway under test with an event-loop lag sampler in its own process.
+
+``daphne … bench.lagged:application`` serves the ASGI app named by ``BENCH_LAGGED_APP``
+(Switchyard's by default) unchanged, and on its first call starts one task on the
+server's event loop that sleeps ``LAG_EVERY_S`` again and again and records how late each
+wake-up was: the lag every callback on that loop meets, a relayed chunk or a new request
+alike. Once a second it appends the samples to ``BENCH_LAG_FILE``, one
+``<time.monotonic()> <ms late>`` line each (the clock the driver's marks use), so the
+driver reads the lag of any window after the round without asking the busy server.
+
+The stream scenarios serve the gateway through this (``bench/streamrun.py``); production
+code carries no sampler. Its own cost is 50 wake-ups a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+LAG_EVERY_S = 0.02
+FLUSH_S = 1.0
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def _load(path: str) -> App:
+    module, _, name = path.partition(":")
+    app: App = getattr(importlib.import_module(module), name or "application")
+    return app
+
+
+class _Sampler:
+    task: asyncio.Task[None] | None = None
+
+
+async def sample(out: Path) -> None:
+    loop = asyncio.get_running_loop()
+    lines: list[str] = []
+    flushed = loop.time()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(LAG_EVERY_S)
+        now = loop.time()
+        late_ms = max(0.0, (now - before - LAG_EVERY_S) * 1000)
+        lines.append(f"{time.monotonic():.4f} {late_ms:.2f}\n")
+        if now - flushed >= FLUSH_S:
+            with out.open("a") as file:
+                file.writelines(lines)
+            lines.clear()
+            flushed = now
+
+
+inner = _load(os.environ.get("BENCH_LAGGED_APP", "router_project.asgi:application"))
+lag_file = Path(os.environ.get("BENCH_LAG_FILE", f"lag-{os.getpid()}.txt"))
+
+
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    if _Sampler.task is None:
+        _Sampler.task = asyncio.get_running_loop().create_task(sample(lag_file))
+    await inner(scope, receive, send)
+
