@@ -76,9 +76,9 @@ def side(kind: str, client_lagging: bool) -> str:
     return "server"
 
 
-def connect_error(exc: OSError) -> str:
+def os_error(exc: OSError, during: str) -> str:
     name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-    return f"client-{name}" if exc.errno in CLIENT_ERRNOS else f"connect-{name}"
+    return f"client-{name}" if exc.errno in CLIENT_ERRNOS else f"{during}-{name}"
 
 
 def raise_open_file_limit(wanted: int) -> tuple[int, int]:
@@ -260,7 +260,7 @@ class Run:
                 lambda: StreamCounter(self, self.stream_request), self.host, self.port
             )
         except OSError as exc:
-            self.stream_ended(connect_error(exc), had_content=False)
+            self.stream_ended(os_error(exc, "connect"), had_content=False)
 
     # ---- short calls and probes beside them -------------------------------------------
     async def beside(
@@ -289,12 +289,13 @@ class Run:
                 answer = await asyncio.wait_for(conn.call(request, scheduled), self.args.drain)
             finally:
                 conn.close()
-        except OSError as exc:
-            self.extra_errors[connect_error(exc)] += 1
+        except (asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
+            # before OSError: TimeoutError is one, and here it is our own wait running out
+            self.extra_errors[type(exc).__name__] += 1
             out.append((scheduled, None))
             return
-        except (asyncio.IncompleteReadError, TimeoutError, ValueError) as exc:
-            self.extra_errors[type(exc).__name__] += 1
+        except OSError as exc:
+            self.extra_errors[os_error(exc, "socket")] += 1
             out.append((scheduled, None))
             return
         if answer.status != 200:
