@@ -66,4 +66,3 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if _Sampler.task is None:
         _Sampler.task = asyncio.get_running_loop().create_task(sample(lag_file))
     await inner(scope, receive, send)
-

@@ -133,6 +133,17 @@ def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7, how: str = 
     return asyncio.run(run())
 
 
+def report(chunks: int = 2000, per_read: int = 1, items: bool = False) -> str:
+    how = "items" if items else "sse"
+    us = measure(chunks, per_read, how=how)
+    floor = measure(chunks, per_read, how="floor")
+    what = "next_batch + framing" if items else "next_sse"
+    return (
+        f"relay after the commit point, in process ({what}, {per_read} chunk(s) per read): "
+        f"{us:.2f} µs CPU per chunk; aiohttp alone {floor:.2f}, the relay's own {us - floor:.2f}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__)
     parser.add_argument("chunks", type=int, nargs="?", default=2000)
@@ -146,13 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         profile.runcall(measure, args.chunks, args.per_read, 1, how)
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
         return
-    us = measure(args.chunks, args.per_read, how=how)
-    floor = measure(args.chunks, args.per_read, how="floor")
-    what = "next_batch + framing" if args.items else "next_sse"
-    print(
-        f"relay after the commit point ({what}, {args.per_read} chunk(s) per read): "
-        f"{us:.2f} µs CPU per chunk; aiohttp alone {floor:.2f}, the relay's own {us - floor:.2f}"
-    )
+    print(report(args.chunks, args.per_read, args.items))
 
 
 if __name__ == "__main__":

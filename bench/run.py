@@ -663,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(streamrun.table(stream_rows)))
         print("\n".join(stream_titles))
         print("stream notes:\n" + "\n".join(f"  - {n}" for n in streamrun.notes(stream_rows)))
+        from bench import relay
+
+        print(relay.report())  # the relay's own share of the CPU per chunk above
     from bench import rewrite
 
     print(rewrite.report())  # history rewriting across a switch: CPU per call (issue 13)

@@ -402,8 +402,8 @@ def harness_note(row: StreamRow) -> str:
     )
     if client.get("lagging"):
         line += " (CLIENT LAGGING: its late errors count as the client's)"
-    if upstream.get("late_over_100ms"):
-        line += " (UPSTREAM BEHIND: the mock, not the path under test, slowed these streams)"
+    if upstream.get("late_over_100ms", 0) > 0.01 * (upstream.get("paced_writes") or 0):
+        line += " (UPSTREAM BEHIND: over 1% of its writes late by 100 ms; the mock slowed streams)"
     total, own = errors(r)
     if total:
         line += f"; errors by side {r.get('errors_by_side')}"
