@@ -34,8 +34,8 @@ import orjson
 
 from routing.engine.algorithms import Candidate
 from routing.gateway.continuity import Continuity, Scope, ServedTurn
+from routing.gateway.table import ProviderSpec, TargetSpec
 from routing.state.memory import MemoryStore
-from routing.table import ProviderSpec, TargetSpec
 from routing.upstream.openai import Timeouts
 
 TURNS = 50

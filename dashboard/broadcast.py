@@ -47,7 +47,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.template.loader import render_to_string
 
 if TYPE_CHECKING:
-    from routing.events import EventHub
+    from routing.gateway.events import EventHub
 
 from dashboard import channel_names as names
 from dashboard.call_rows import row_from_record
@@ -55,7 +55,7 @@ from dashboard.chain import call_from_record
 from dashboard.health import badges_read, provider_of
 from routing.audit.call_query import call_facts
 from routing.engine.health import HealthEvent
-from routing.events import CallRecord, EventHub
+from routing.gateway.events import CallRecord, EventHub
 
 log = logging.getLogger("switchyard.dashboard")
 
@@ -74,7 +74,7 @@ _layer_down_until: float | None = None  # a shared layer failed: skip sends unti
 # ---------------------------------------------------------------------- wiring
 def follow_hub() -> None:
     """Subscribe :func:`on_event` to the current runtime hub (idempotent, cheap)."""
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     attach(get_runtime().hub)
 
@@ -150,7 +150,7 @@ async def _push_event(event: HealthEvent | CallRecord) -> None:
 
 
 async def _health_message(event: HealthEvent) -> dict[str, Any] | None:
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     runtime = get_runtime()
     if event.target:
@@ -176,7 +176,7 @@ async def _health_message(event: HealthEvent) -> dict[str, Any] | None:
 
 
 async def _call_message(record: CallRecord) -> dict[str, Any]:
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     view = call_from_record(record)
     html = render_to_string("dashboard/groups.html#call", {"call": view})
@@ -195,9 +195,9 @@ async def _call_message(record: CallRecord) -> dict[str, Any]:
 # ---------------------------------------------------------------------- config changes
 def notify(message: dict[str, Any]) -> None:
     """Send ``message`` to every open page from any thread or loop; never raises."""
-    from routing import runtime
+    from routing.gateway import runtime
 
-    built = runtime._runtime  # never build a runtime just to timestamp a notice
+    built = runtime.installed_runtime()  # never build a runtime just to timestamp a notice
     message = {**message, "now": built.clock() if built is not None else time.time()}
     layer = get_channel_layer()
     if layer is None:
@@ -225,9 +225,9 @@ def notify(message: dict[str, Any]) -> None:
 
 
 def _store_degraded() -> bool:
-    from routing import runtime
+    from routing.gateway import runtime
 
-    built = runtime._runtime
+    built = runtime.installed_runtime()
     return built is not None and bool(getattr(built.store, "degraded", False))
 
 

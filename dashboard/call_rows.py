@@ -1,5 +1,5 @@
 """One row of the calls page, built alike from an audit ``Call`` row (first render) and a
-live ``routing.events.CallRecord`` (appended over the websocket as the call finishes)."""
+live ``routing.gateway.events.CallRecord`` (appended over the websocket as the call finishes)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def row_from_call(call: object) -> CallRow:
 
 
 def row_from_record(record: object) -> CallRow:
-    """From a live ``routing.events.CallRecord``."""
+    """From a live ``routing.gateway.events.CallRecord``."""
     usage = record.usage or {}  # type: ignore[attr-defined]
     total = usage.get("total_tokens") if isinstance(usage, dict) else None
     return CallRow(

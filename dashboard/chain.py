@@ -8,7 +8,7 @@ it::
     2. p2/b ✓ 840 ms
 
 Consecutive attempts on the same target fold into one step whose outcome is its last
-attempt's. The same view is built from a live ``routing.events.CallRecord`` (pushed over
+attempt's. The same view is built from a live ``routing.gateway.events.CallRecord`` (pushed over
 the websocket as the call finishes) and from an audit ``Call`` row with its attempts
 (the page's first render), so both look alike.
 """
@@ -22,7 +22,7 @@ from typing import Protocol
 
 
 class AttemptLike(Protocol):
-    """What both ``routing.events.AttemptRecord`` and ``routing.audit.models.Attempt`` have."""
+    """What both ``routing.gateway.events.AttemptRecord`` and ``routing.audit.models.Attempt`` have."""
 
     target: str
     ok: bool
@@ -111,7 +111,7 @@ def _kind(attempt: object) -> str:
 
 
 def call_from_record(record: object) -> CallView:
-    """From a live ``routing.events.CallRecord``."""
+    """From a live ``routing.gateway.events.CallRecord``."""
     return CallView(
         call_id=record.call_id,  # type: ignore[attr-defined]
         group=record.group,  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from routing.engine.health import Availability
-from routing.runtime import Runtime
+from routing.gateway.runtime import Runtime
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from dashboard.health import Badge, badges_read
 from routing import selectors
 from routing.audit.retention import retention_from_settings
 from routing.audit.selectors import calls_count, calls_recent
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 
 log = logging.getLogger("switchyard.dashboard")
 

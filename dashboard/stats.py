@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from routing.engine import select
-from routing.events import CallRecord
+from routing.gateway.events import CallRecord
 
 BUCKET_S = 60
 SPAN_BUCKETS = 60

@@ -17,8 +17,8 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "router_project.settings")
 django_asgi_app = get_asgi_application()
 
-from routing.limits import raise_open_file_limit  # noqa: E402
-from routing.sync import start_listener, start_watcher  # noqa: E402
+from routing.gateway.limits import raise_open_file_limit  # noqa: E402
+from routing.gateway.sync import start_listener, start_watcher  # noqa: E402
 
 raise_open_file_limit()  # two files per open stream: as many as the system allows
 start_watcher()  # any process's config change reaches this one within CONFIG_CHECK_S
@@ -31,7 +31,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 import dashboard.routing  # noqa: E402
 from routing.api.asgi import split_gateway_traffic  # noqa: E402
-from routing.runtime import close_on_twisted_shutdown, lifespan  # noqa: E402
+from routing.gateway.runtime import close_on_twisted_shutdown, lifespan  # noqa: E402
 
 close_on_twisted_shutdown()  # daphne: pooled upstream clients are closed at shutdown
 

@@ -15,7 +15,7 @@ refused by the API/page/admin. ``file_version`` on Provider and Group is the ``v
 config file last left the row at (null: never written by the file); ``version !=
 file_version`` means the page, API or admin changed it since, which a file load must not
 undo silently (``routing.config.loader``). ``ConfigVersion`` counts every committed
-configuration write, so gateway processes without Redis notice changes (``routing.sync``).
+configuration write, so gateway processes without Redis notice changes (``routing.gateway.sync``).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ class ApiKey(models.Model):
 class ConfigVersion(models.Model):
     """Singleton (pk=1): bumped inside every transaction that writes configuration.
 
-    Gateway processes poll it off the request path (``routing.sync.VersionWatcher``) and
+    Gateway processes poll it off the request path (``routing.gateway.sync.VersionWatcher``) and
     recompile when it moves: the database itself is the notice, with or without Redis.
     """
 

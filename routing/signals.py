@@ -2,7 +2,7 @@
 
 Any committed write to the configuration models marks the table stale; the next call
 compiles a fresh one. The same write bumps ``ConfigVersion`` inside its transaction, so
-every other gateway process notices it on its next version check (``routing.sync``,
+every other gateway process notices it on its next version check (``routing.gateway.sync``,
 at most ``CONFIG_CHECK_S`` later) whatever process wrote it; with ``REDIS_URL`` set the
 change is also broadcast at once over pub/sub.
 """
@@ -41,10 +41,11 @@ def bump_config_version() -> None:
 
 
 def _invalidate_everywhere() -> None:
-    from routing import runtime, sync
+    from routing.gateway import runtime, sync
 
-    if runtime._runtime is not None:
-        runtime._runtime.invalidate()
+    current = runtime.installed_runtime()
+    if current is not None:
+        current.invalidate()
     sync.broadcast_change()
 
 

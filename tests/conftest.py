@@ -92,11 +92,11 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
         threading.Event().wait(0.05)
     assert server.started, "the gateway did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
-    from routing.runtime import get_runtime as _runtime
+    from routing.gateway.runtime import get_runtime as _runtime
 
     _runtime().background_checks = False  # see the harness fixture
     yield LiveGateway(url=f"http://127.0.0.1:{port}", server=server, thread=thread, loop=loop)
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         settle_calls(get_runtime())  # before pytest-django drops the test database
@@ -199,9 +199,9 @@ def fresh_store():  # type: ignore[no-untyped-def]
 def harness(
     live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path
 ) -> Iterator[Harness]:
-    from routing.events import EventHub
-    from routing.keys import generate_key
-    from routing.runtime import get_runtime
+    from routing.gateway.events import EventHub
+    from routing.gateway.runtime import get_runtime
+    from routing.services.api_keys import generate_key
 
     runtime = get_runtime()
     # No background health checker: its pings would show up in other tests' upstream

@@ -26,7 +26,7 @@ def test_the_default_settings_pass(settings: Any) -> None:
         ({"ALGORITHMS": {"cheap": "nope.Cheap"}}, ["routing.E003"]),
         ({"ALGORITHMS": {"cheap": "routing.models.Provider"}}, ["routing.E003"]),
         ({"EVENT_SUBSCRIBERS": ["nope.attach"]}, ["routing.E004"]),
-        ({"EVENT_SUBSCRIBERS": ["routing.sync.CHANNEL"]}, ["routing.E004"]),
+        ({"EVENT_SUBSCRIBERS": ["routing.gateway.sync.CHANNEL"]}, ["routing.E004"]),
         ({"SECRET_KEY": "   "}, ["routing.E005"]),
         ({"CONFIG_CHECK_S": 5}, ["routing.E006"]),
         ({"CONFIG_CHECK_S": 0}, ["routing.E006"]),

@@ -8,9 +8,9 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.test import override_settings
 
-from routing import sync
 from routing.audit.retention import retention_from_settings
 from routing.conf import SwitchyardSettings, settings_problems, switchyard_settings, validate
+from routing.gateway import sync
 
 
 def test_the_project_settings_read_as_written() -> None:

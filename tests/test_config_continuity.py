@@ -16,7 +16,7 @@ from routing.config.errors import ConfigError
 from routing.config.schema import RENAMED_KEYS, parse_config, parse_target, target_options
 from routing.continuity.effort import EffortPolicy
 from routing.engine.health import CircuitPolicy
-from routing.table import compile_table
+from routing.gateway.table import compile_table
 
 
 @pytest.fixture(autouse=True)

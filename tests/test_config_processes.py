@@ -47,8 +47,8 @@ import pytest
 import redis
 import yaml
 
+from routing.gateway.sync import CHANNEL
 from routing.simulator.server import FakeUpstream
-from routing.sync import CHANNEL
 from tests.state.servers import RedisServer
 
 # Each test starts several Django processes; on a loaded shared machine that alone can take
@@ -367,7 +367,7 @@ def installation(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ins
 
 
 def test_the_version_check_interval_is_within_a_second() -> None:
-    from routing.sync import MAX_CHECK_S, check_interval
+    from routing.gateway.sync import MAX_CHECK_S, check_interval
 
     assert check_interval() <= MAX_CHECK_S == 1.0
 

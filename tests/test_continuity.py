@@ -18,9 +18,9 @@ import orjson
 import pytest
 
 from routing.continuity.rewrite import TOOL_LOOP_NOTICE
-from routing.events import CallRecord
 from routing.gateway.continuity import STATS
-from routing.keys import generate_key
+from routing.gateway.events import CallRecord
+from routing.services.api_keys import generate_key
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from routing.events import CallRecord
+from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply, Silent
 from tests.conftest import TWO_ROUTES, Harness, off_loop
 
@@ -266,7 +266,7 @@ def test_a_direct_address_names_only_a_model_its_provider_lists(harness: Harness
 
 
 def test_admin_keys_are_refused_on_v1(harness: Harness) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     harness.configure(TWO_ROUTES)
     _, admin = generate_key(name="ops", kind="admin")
@@ -328,7 +328,7 @@ def test_an_unsendable_value_is_a_field_error_on_every_write_path(
     from routing.admin import ProviderAdminForm
     from routing.config.errors import ConfigError
     from routing.config.schema import parse_provider
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     raw = {"name": "bad", "base_url": harness.upstream.base_url, field: value}
     # the shared schema (file loader and services)
@@ -376,7 +376,7 @@ def test_an_unsendable_value_is_a_field_error_on_every_write_path(
     ],
 )
 def test_a_wrong_path_parameter_answers_json(harness: Harness, method: str, path: str) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     _, admin = generate_key(name="ops", kind="admin")
     response = httpx.request(

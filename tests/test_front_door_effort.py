@@ -15,7 +15,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from routing.events import CallRecord
+from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 

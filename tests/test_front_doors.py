@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from routing.events import CallRecord
+from routing.gateway.events import CallRecord
 from routing.simulator.script import DropAfter, Fail, Reply
 from tests.conftest import Harness
 

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from routing.events import CallRecord, FallbackEvent
+from routing.gateway.events import CallRecord, FallbackEvent
 from routing.simulator.script import (
     ContentFilter,
     ContextLength,

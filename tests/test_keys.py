@@ -11,8 +11,14 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from routing.config.signals import keys_changed
-from routing.keys import ApiKeyError, active_key_index, generate_key, hash_secret, revoke_key
 from routing.models import ApiKey, Group
+from routing.services.api_keys import (
+    ApiKeyError,
+    active_key_index,
+    generate_key,
+    hash_secret,
+    revoke_key,
+)
 
 SECRET_FORMAT = re.compile(r"^sk-sy-[A-Za-z0-9_-]{40}$")
 

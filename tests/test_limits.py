@@ -44,7 +44,7 @@ def test_start_raises_the_soft_limit_to_what_is_wanted(tmp_path: Path) -> None:
         PRELUDE
         + """
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
-from routing.limits import raise_open_file_limit, upstream_connections
+from routing.gateway.limits import raise_open_file_limit, upstream_connections
 got = raise_open_file_limit(wanted=2048)
 print(json.dumps({"after": got.after, "before": got.before, "now":
     resource.getrlimit(resource.RLIMIT_NOFILE)[0], "pool": upstream_connections()}))
@@ -62,7 +62,7 @@ def test_a_hard_limit_below_the_wish_is_used_in_full_and_reported(tmp_path: Path
         PRELUDE
         + """
 resource.setrlimit(resource.RLIMIT_NOFILE, (300, 1500))
-from routing.limits import raise_open_file_limit, upstream_connections
+from routing.gateway.limits import raise_open_file_limit, upstream_connections
 got = raise_open_file_limit(wanted=65536)
 print(json.dumps({"after": got.after, "streams": got.streams, "pool": upstream_connections(),
     "now": resource.getrlimit(resource.RLIMIT_NOFILE)[0]}))
@@ -95,7 +95,7 @@ print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 
 
 def test_upstream_pool_follows_the_setting_then_the_open_file_limit() -> None:
-    from routing.limits import upstream_connections
+    from routing.gateway.limits import upstream_connections
 
     assert upstream_connections(3000) == 3000
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
@@ -105,9 +105,9 @@ def test_upstream_pool_follows_the_setting_then_the_open_file_limit() -> None:
 def test_a_providers_client_gets_a_pool_for_every_stream_the_process_can_hold(
     settings: object,
 ) -> None:
-    from routing.runtime import Runtime
+    from routing.gateway.runtime import Runtime
+    from routing.gateway.table import ProviderSpec
     from routing.state.memory import MemoryStore
-    from routing.table import ProviderSpec
     from routing.upstream.openai import Timeouts
 
     settings.SWITCHYARD = {**settings.SWITCHYARD, "UPSTREAM_MAX_CONNECTIONS": 4321}  # type: ignore[attr-defined]

@@ -429,7 +429,7 @@ def test_admin_global_settings_policy_is_validated(admin_client: Client) -> None
 
 @pytest.mark.django_db
 def test_admin_api_keys_show_prefix_and_revoke(admin_client: Client) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     key, secret = generate_key(name="ci")
     html = admin_client.get("/admin/routing/apikey/").content.decode()

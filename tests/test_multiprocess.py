@@ -1,7 +1,7 @@
 """Two real gateway processes (daphne) sharing one PostgreSQL database and one Redis.
 
 SPEC §10: several processes behind a load balancer share cooldowns (RedisStore) and see a
-configuration change on their next call (``routing.sync`` pub/sub), and nothing on the
+configuration change on their next call (``routing.gateway.sync`` pub/sub), and nothing on the
 call path needs the database beyond the compiled table. The gateway's core behaviour is
 smoke-tested once more here, over PostgreSQL instead of SQLite.
 
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.multiprocess
 ROOT = Path(__file__).resolve().parent.parent
 REDIS_URL = "redis://127.0.0.1:6379/5"
 PG = "127.0.0.1:5432"
-CHANNEL = "switchyard:config"  # routing.sync.CHANNEL (not imported: see the helper below)
+CHANNEL = "switchyard:config"  # routing.gateway.sync.CHANNEL (not imported: see the helper below)
 START_TIMEOUT_S = 60.0
 
 CONFIG = """
@@ -59,10 +59,10 @@ REORDERED = list(reversed(FIRST))
 
 
 # --- the lead's hook, until it is in router_project/asgi.py -------------------------------
-# Each gateway process must run ``routing.sync.start_listener()`` once Django is set up,
+# Each gateway process must run ``routing.gateway.sync.start_listener()`` once Django is set up,
 # i.e. router_project/asgi.py needs, after ``django_asgi_app = get_asgi_application()``:
 #
-#     from routing.sync import start_listener  # noqa: E402
+#     from routing.gateway.sync import start_listener  # noqa: E402
 #     start_listener()
 #
 # Until that line is there, the daphne processes of this test serve
@@ -72,7 +72,7 @@ def __getattr__(name: str) -> Any:
     if name != "application_with_listener":
         raise AttributeError(name)
     from router_project.asgi import application
-    from routing.sync import start_listener
+    from routing.gateway.sync import start_listener
 
     start_listener()
     return application

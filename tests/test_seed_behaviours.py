@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from routing.events import CallRecord
-from routing.keys import generate_key
+from routing.gateway.events import CallRecord
+from routing.services.api_keys import generate_key
 from routing.simulator.script import DropAfter, Fail, Reply
 from tests.conftest import TWO_ROUTES, Harness
 

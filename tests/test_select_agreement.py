@@ -19,11 +19,11 @@ from routing.config.policy import BUILTIN_DEFAULTS
 from routing.engine.algorithms import Candidate
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import Availability, CircuitPolicy
-from routing.explain import route_explain
 from routing.gateway.call import Call
-from routing.runtime import Runtime
+from routing.gateway.explain import route_explain
+from routing.gateway.runtime import Runtime
+from routing.gateway.table import ProviderSpec, RoutingTable, TargetSpec, _build_group
 from routing.state.memory import MemoryStore
-from routing.table import ProviderSpec, RoutingTable, TargetSpec, _build_group
 from routing.upstream.openai import Timeouts
 
 TARGETS = [("p1", "a"), ("p1", "b"), ("p2", "c"), ("p3", "d")]

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from routing import runtime as runtime_module
-from routing.runtime import Runtime, install_runtime, lifespan
+from routing.gateway import runtime as runtime_module
+from routing.gateway.runtime import Runtime, install_runtime, lifespan
+from routing.gateway.table import ProviderSpec
 from routing.state.memory import MemoryStore
-from routing.table import ProviderSpec
 from routing.upstream.openai import Timeouts
 
 
 async def test_lifespan_shutdown_closes_every_pooled_client() -> None:
-    previous = runtime_module._runtime
+    previous = runtime_module.installed_runtime()
     built = Runtime(store=MemoryStore())
     install_runtime(built)
     try:

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from routing.events import CallRecord
+from routing.gateway.events import CallRecord
 from routing.simulator.script import EndBeforeFinish, Malformed, NoDone, Reply
 from tests.conftest import TWO_ROUTES, Harness
 

@@ -18,8 +18,8 @@ import openai
 import orjson
 import pytest
 
-from routing.events import CallRecord
 from routing.gateway.attempt import EventReader, ReadDeadline
+from routing.gateway.events import CallRecord
 from routing.simulator.script import StallAfter
 from routing.upstream.openai import Timeouts, UpstreamFailure
 from tests.conftest import Harness

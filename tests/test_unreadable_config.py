@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 from django.db import OperationalError
 
-from routing.events import CallRecord
-from routing.runtime import Runtime, install_runtime
+from routing.gateway.events import CallRecord
+from routing.gateway.runtime import Runtime, install_runtime
+from routing.gateway.table import RoutingTable
 from routing.state.memory import MemoryStore
-from routing.table import RoutingTable
 from tests.conftest import TWO_ROUTES, Harness, off_loop
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -13,7 +13,7 @@ register = template.Library()
 @register.simple_tag
 def server_now() -> str:
     """The gateway clock (epoch seconds): the browser corrects its countdowns by it."""
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     return f"{get_runtime().clock():.3f}"
 

@@ -28,7 +28,7 @@ from dashboard import stats as live_stats
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
 from routing.config.errors import ConfigError
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 
 CARD = "dashboard/groups.html#group_card"
 

@@ -26,7 +26,7 @@ from routing import selectors, services
 from routing.config.errors import ConfigError
 from routing.config.fields import declared_fields
 from routing.config.schema import TimeoutsIn
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 
 PAGE = "dashboard/providers.html"
 # (key, label) from the declared timeouts (routing.config.schema.TimeoutsIn).

@@ -27,8 +27,8 @@ from routing.api.openai import (
 )
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply
+from routing.gateway.runtime import get_runtime
 from routing.protocols import Protocol
-from routing.runtime import get_runtime
 
 EMBEDDING_KINDS = frozenset({Protocol.CHAT.value, Protocol.RESPONSES.value})
 # What a Messages client says about the protocol itself: an anthropic target gets it as

@@ -19,7 +19,7 @@ from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer, SessionAuthIsStaff
 
 from routing.api.openai_docs import v1_openapi
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 
 
 class AdminKeyAuth(HttpBearer):

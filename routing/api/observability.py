@@ -23,8 +23,8 @@ from routing.api.config_api.schemas import AUTH, FILTERED
 from routing.audit.call_query import CallFilters, FilterError, calls_page
 from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
 from routing.audit.selectors import EventKindName, EventRow, events_recent
-from routing.audit.status import Status, status_read
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
+from routing.observability.status import Status, status_read
 
 router = Router(tags=["observability"])
 

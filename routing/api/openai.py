@@ -18,10 +18,10 @@ from ninja import NinjaAPI
 from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
+from routing.gateway.runtime import TableUnavailable, get_runtime
+from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
-from routing.runtime import TableUnavailable, get_runtime
-from routing.table import GroupSpec, KeySpec, RoutingTable
 
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
 

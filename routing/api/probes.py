@@ -20,7 +20,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 
 log = logging.getLogger("switchyard.probes")
 

@@ -99,7 +99,7 @@ def _seq(value: object) -> Sequence[object]:
 
 
 def call_facts(record: object) -> dict[str, object]:
-    """What :meth:`CallFilters.matches` reads, from a live ``routing.events.CallRecord``."""
+    """What :meth:`CallFilters.matches` reads, from a live ``routing.gateway.events.CallRecord``."""
     attempts = record.attempts  # type: ignore[attr-defined]
     codes = {a.code for a in attempts if a.code}
     if record.error_code:  # type: ignore[attr-defined]

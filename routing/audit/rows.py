@@ -24,7 +24,7 @@ from routing.audit.models import (
 )
 from routing.engine.failures import scrub
 from routing.engine.health import HealthEvent
-from routing.events import CallRecord, FallbackEvent
+from routing.gateway.events import CallRecord, FallbackEvent
 
 
 @dataclass(frozen=True, slots=True)

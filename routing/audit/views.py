@@ -14,9 +14,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from routing.audit.metrics import exposition
 from routing.conf import switchyard_settings
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
+from routing.observability.metrics import exposition
 
 
 async def _allowed(request: HttpRequest) -> bool:

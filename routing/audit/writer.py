@@ -36,9 +36,9 @@ from typing import Any
 
 from django.db import close_old_connections, connection
 
-from routing.audit import metrics
 from routing.audit.rows import rows_from, rows_write
-from routing.events import Event, EventHub
+from routing.gateway.events import Event, EventHub
+from routing.observability import metrics
 
 log = logging.getLogger("switchyard.audit")
 
@@ -60,7 +60,7 @@ class WriterStats:
 
 def _configured_secrets() -> list[str]:
     """Every credential of the current routing table, for a second scrub of messages."""
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     table = get_runtime().table
     return [] if table is None else [p.api_key for p in table.providers.values() if p.api_key]
@@ -278,7 +278,7 @@ def start() -> AuditWriter:
 
     The runtime calls :func:`attach` itself for every hub it installs (it is listed in
     ``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``); this is for callers without a runtime yet."""
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     attach(get_runtime().hub)
     return get_writer()

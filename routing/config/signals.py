@@ -6,7 +6,7 @@ targets or global policy changed. ``sender`` names the write path: ``"file"``,
 The routing table rebuild hooks onto it.
 
 ``keys_changed.send(sender="keys", source=<detail>)`` — an API key was created or
-revoked; the in-memory key index is rebuilt from ``routing.keys.active_key_index()``.
+revoked; the in-memory key index is rebuilt from ``routing.services.api_keys.active_key_index()``.
 
 Both are process-local Django signals: other gateway processes learn of the change
 through whatever fan-out the receiver performs.

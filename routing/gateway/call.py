@@ -32,9 +32,9 @@ from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, decide
 from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
-from routing.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
+from routing.gateway.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
 from routing.gateway.replies import (
     SSE_DONE,
     ErrorReply,
@@ -44,10 +44,10 @@ from routing.gateway.replies import (
     sse,
     sse_error,
 )
+from routing.gateway.runtime import Runtime
+from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
 from routing.protocols.legs import Prepared, Relay, relay_for, translate_body
-from routing.runtime import Runtime
-from routing.table import GroupSpec, KeySpec, TargetSpec
 from routing.upstream.openai import UpstreamFailure
 
 AFFINITY_TTL_S = 3600.0

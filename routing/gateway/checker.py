@@ -37,8 +37,8 @@ from routing.protocols import Protocol
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
-    from routing.runtime import Runtime
-    from routing.table import TargetSpec
+    from routing.gateway.runtime import Runtime
+    from routing.gateway.table import TargetSpec
 
 log = logging.getLogger("switchyard.health")
 

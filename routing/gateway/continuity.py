@@ -46,8 +46,8 @@ from routing.continuity.provenance import (
 )
 from routing.continuity.responses import ResponsesHistory, has_output_items
 from routing.continuity.rewrite import rewrite_history
+from routing.gateway.table import TargetSpec
 from routing.state.base import HealthStore
-from routing.table import TargetSpec
 
 log = logging.getLogger("switchyard.gateway")
 UNREWRITABLE = "history-unrewritable"

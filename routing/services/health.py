@@ -15,14 +15,14 @@ from routing.services.base import NotFound
 
 
 async def _enable(provider: str, by: str) -> None:
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     runtime = get_runtime()
     runtime.hub.publish_all(await runtime.store.enable_provider(provider, runtime.clock(), by=by))
 
 
 async def _reset(key: str, by: str) -> None:
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     runtime = get_runtime()
     runtime.hub.publish_all(await runtime.store.reset_target(key, runtime.clock(), by=by))

@@ -22,10 +22,10 @@ from django.utils import timezone
 
 from routing.crypto import CredentialDecryptError
 from routing.engine.failures import Redactor
+from routing.gateway.table import unsendable
 from routing.models import Provider
 from routing.services.base import NotFound, ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
-from routing.table import unsendable
 from routing.upstream import client_class
 
 CALL_CAP_S = 30.0

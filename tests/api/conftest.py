@@ -92,8 +92,8 @@ class Api:
 def runtime_state() -> Iterator[Any]:
     """A fresh health store (the configured kind: Redis on the production leg) and hub on
     the process runtime, and a stale table."""
-    from routing.events import EventHub
-    from routing.runtime import get_runtime
+    from routing.gateway.events import EventHub
+    from routing.gateway.runtime import get_runtime
     from tests.conftest import fresh_store
 
     runtime = get_runtime()
@@ -108,7 +108,7 @@ def runtime_state() -> Iterator[Any]:
 @pytest.fixture
 def api(transactional_db: None, runtime_state: Any) -> Iterator[Api]:
     from routing.audit import writer
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     _, secret = generate_key(name="ops", kind="admin")
     yield Api(client=Client(), key=secret)

@@ -54,7 +54,7 @@ def _database_dump() -> str:
 def test_the_credential_is_never_shown_anywhere(
     live: Harness, echoing: FakeUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     caplog.set_level(logging.DEBUG)
     writer.attach(live.runtime.hub)  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from routing.keys import generate_key
+from routing.services.api_keys import generate_key
 from tests.api.conftest import Api
 
 METHODS = ("get", "post", "put", "patch", "delete")

@@ -50,7 +50,7 @@ def leaked(text: str) -> set[str]:
 def test_no_fragment_of_any_secret_survives_a_masked_echo(
     live: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     caplog.set_level(logging.DEBUG)
     writer.attach(live.runtime.hub)  # type: ignore[attr-defined]

@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from routing.keys import hash_secret
 from routing.models import ApiKey
+from routing.services.api_keys import hash_secret
 from tests.api.conftest import API, Api
 from tests.conftest import Harness
 
@@ -89,7 +89,7 @@ def test_a_revoked_admin_key_is_refused_on_the_next_request(api: Api) -> None:
 
 @pytest.fixture
 def keyed(live: Harness) -> Iterator[tuple[Harness, httpx.Client]]:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     live.configure(TWO_GROUPS)
     _, admin = generate_key(name="ops", kind="admin")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from routing.keys import generate_key
+from routing.services.api_keys import generate_key
 from tests.conftest import TWO_ROUTES, Harness
 
 

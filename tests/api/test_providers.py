@@ -210,7 +210,7 @@ def test_a_new_credential_also_lifts_a_disabled_provider(api: Api, runtime_state
 
 def test_the_health_check_interval_is_set_per_provider(api: Api, settings: Any) -> None:
     from routing.admin import ProviderAdminForm
-    from routing.runtime import get_runtime
+    from routing.gateway.runtime import get_runtime
 
     assert api.provider("p1", health_check_s=30)["health_check_s"] == 30.0
     assert api.provider("p2")["health_check_s"] is None  # the gateway's interval

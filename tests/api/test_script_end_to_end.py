@@ -19,7 +19,7 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture
 def script(live: Harness) -> Iterator[httpx.Client]:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     _, admin = generate_key(name="deploy-script", kind="admin")
     with httpx.Client(

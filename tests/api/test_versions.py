@@ -197,7 +197,7 @@ def test_a_target_write_and_a_policy_write_racing_on_one_version_never_both_win(
 
 
 def test_two_http_writers_racing_on_one_group_one_gets_412(live: Harness) -> None:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     live.configure("""
 providers:

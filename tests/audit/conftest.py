@@ -60,7 +60,7 @@ class Audit:
 @pytest.fixture
 def audit(harness: Harness) -> Iterator[Audit]:
     from routing.audit import writer
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     writer.flush(10)  # records of earlier tests must not land in this one
     clear_audit_tables()

@@ -10,7 +10,7 @@ import openai
 import pytest
 from django.test import Client
 
-from routing.keys import generate_key
+from routing.services.api_keys import generate_key
 from routing.simulator.script import Fail
 from tests.audit.conftest import MESSAGES, RETRY_TWICE, Audit
 

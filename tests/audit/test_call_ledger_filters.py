@@ -10,9 +10,9 @@ import pytest
 
 from routing.audit.call_query import CallFilters, FilterError, call_facts
 from routing.audit.models import Call
-from routing.events import AttemptRecord, CallRecord
-from routing.keys import generate_key
+from routing.gateway.events import AttemptRecord, CallRecord
 from routing.models import ApiKey
+from routing.services.api_keys import generate_key
 from routing.simulator.script import Fail
 from tests.audit.conftest import MESSAGES, RETRY_TWICE, Audit
 

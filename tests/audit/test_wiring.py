@@ -10,7 +10,7 @@ import pytest
 
 from routing.audit import writer
 from routing.audit.models import Call
-from routing.events import EventHub
+from routing.gateway.events import EventHub
 from tests.audit.conftest import MESSAGES, RETRY_TWICE, clear_audit_tables
 from tests.conftest import Harness
 

@@ -13,7 +13,7 @@ import pytest
 from routing.audit.models import Attempt, Call, Fallback, HealthTransition
 from routing.audit.writer import AuditWriter
 from routing.engine.health import EventKind, HealthEvent
-from routing.events import AttemptRecord, CallRecord, EventHub, FallbackEvent, RetryEvent
+from routing.gateway.events import AttemptRecord, CallRecord, EventHub, FallbackEvent, RetryEvent
 from tests.audit.conftest import clear_audit_tables
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,8 +20,8 @@ from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import Candidate
 from routing.gateway import continuity as gateway
 from routing.gateway.continuity import STATS, UNREWRITABLE, Continuity, Scope, ServedTurn
+from routing.gateway.table import ProviderSpec, TargetSpec
 from routing.state.memory import MemoryStore
-from routing.table import ProviderSpec, TargetSpec
 from routing.upstream.openai import Timeouts
 
 TEXT = "Sunny in Paris — 21 °C, 晴れ 🌤️ and a surrogate half \ud83c."

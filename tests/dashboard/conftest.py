@@ -40,8 +40,8 @@ PASSWORD = "correct horse battery staple"
 @pytest.fixture
 def fresh_runtime() -> Iterator[object]:
     """The process runtime with an empty health store and hub (restored afterwards)."""
-    from routing.events import EventHub
-    from routing.runtime import get_runtime
+    from routing.gateway.events import EventHub
+    from routing.gateway.runtime import get_runtime
     from routing.state.memory import MemoryStore
 
     runtime = get_runtime()

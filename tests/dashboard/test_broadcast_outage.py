@@ -12,7 +12,7 @@ import pytest
 from channels.layers import BaseChannelLayer, channel_layers
 
 from dashboard import broadcast
-from routing.runtime import get_runtime
+from routing.gateway.runtime import get_runtime
 from routing.state.memory import MemoryStore
 
 

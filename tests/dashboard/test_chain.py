@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dashboard.chain import call_from_record, fold_attempts
-from routing.events import AttemptRecord, CallRecord
+from routing.gateway.events import AttemptRecord, CallRecord
 
 
 def attempt(

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from django.test import Client
 
-from routing.events import AttemptRecord, CallRecord
+from routing.gateway.events import AttemptRecord, CallRecord
 from routing.models import Group
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

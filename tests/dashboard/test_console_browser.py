@@ -157,7 +157,7 @@ def test_live_statistics_show_a_flaky_target_degraded_and_test_this_target(
 
 
 def _key(name: str) -> tuple[ApiKey, str]:
-    from routing.keys import generate_key
+    from routing.services.api_keys import generate_key
 
     return generate_key(name=name, kind="client")
 

@@ -12,7 +12,7 @@ from channels.testing import WebsocketCommunicator
 
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import CircuitPolicy, EventKind, HealthEvent
-from routing.events import AttemptRecord, CallRecord
+from routing.gateway.events import AttemptRecord, CallRecord
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 
@@ -145,7 +145,7 @@ async def test_finished_calls_are_pushed_as_chain_rows(
 async def test_a_replaced_hub_is_followed_on_the_next_connect(
     live: WebsocketCommunicator, fresh_runtime: Any
 ) -> None:
-    from routing.events import EventHub
+    from routing.gateway.events import EventHub
 
     old = fresh_runtime.hub
     fresh_runtime.hub = EventHub()

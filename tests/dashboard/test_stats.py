@@ -6,7 +6,7 @@ import pytest
 
 from dashboard.sparkline import sparkline
 from dashboard.stats import LiveStats, percentile
-from routing.events import AttemptRecord, CallRecord, FallbackEvent
+from routing.gateway.events import AttemptRecord, CallRecord, FallbackEvent
 
 T0 = 1_800_000_000.0  # a minute boundary's neighbourhood; the exact value does not matter
 

@@ -7,7 +7,7 @@ import time
 
 import httpx
 
-from routing.keys import generate_key
+from routing.services.api_keys import generate_key
 from routing.state.redis import RedisStore
 from tests.conftest import TWO_ROUTES, Harness
 from tests.state.servers import RedisServer, free_port, unique_prefix

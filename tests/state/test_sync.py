@@ -1,4 +1,4 @@
-"""Cross-process config invalidation over Redis pub/sub (``routing.sync``).
+"""Cross-process config invalidation over Redis pub/sub (``routing.gateway.sync``).
 
 Each listener test uses its own channel so parallel runs on the shared Redis never see
 each other's notices. Waiting here is for message delivery and reconnects, bounded by
@@ -18,9 +18,9 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from routing import runtime as runtime_module
-from routing import sync
-from routing.runtime import Runtime, install_runtime
+from routing.gateway import runtime as runtime_module
+from routing.gateway import sync
+from routing.gateway.runtime import Runtime, install_runtime
 from routing.state.memory import MemoryStore
 from tests.state.servers import REDIS_URL, RedisServer, free_port
 
@@ -134,7 +134,7 @@ def test_broadcast_to_an_unreachable_redis_only_logs(caplog: pytest.LogCaptureFi
 
 
 def test_start_listener_invalidates_the_process_runtime(publisher: redis.Redis) -> None:
-    previous = runtime_module._runtime
+    previous = runtime_module.installed_runtime()
     runtime = Runtime(store=MemoryStore())
     install_runtime(runtime)
     stale = object()

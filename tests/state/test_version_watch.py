@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from routing import runtime as runtime_module
-from routing import sync
+from routing.gateway import runtime as runtime_module
+from routing.gateway import sync
+from routing.gateway.runtime import Runtime, install_runtime
+from routing.gateway.table import RoutingTable
 from routing.models import ConfigVersion, Group
-from routing.runtime import Runtime, install_runtime
 from routing.state.memory import MemoryStore
-from routing.table import RoutingTable
 
 
 def test_the_watcher_hands_every_read_on_and_survives_failing_reads(
@@ -39,7 +39,7 @@ def test_the_watcher_hands_every_read_on_and_survives_failing_reads(
 
 
 def test_a_table_is_invalidated_only_when_compiled_before_the_version() -> None:
-    previous = runtime_module._runtime
+    previous = runtime_module.installed_runtime()
     runtime = Runtime(store=MemoryStore())
     install_runtime(runtime)
     try:

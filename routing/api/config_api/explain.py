@@ -1,4 +1,4 @@
-"""``POST /route/explain``: a dry run of the next call's routing (see ``routing.explain``)."""
+"""``POST /route/explain``: a dry run of the next call's routing (see ``routing.gateway.explain``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from ninja.errors import HttpError
 
 from routing.api.config_api.http import body_doc, inline_schema, json_body, parse
 from routing.api.config_api.schemas import AUTH, ErrorOut, ExplainIn, ExplainOut, InvalidOut
-from routing.explain import route_explain
-from routing.runtime import get_runtime
+from routing.gateway.explain import route_explain
+from routing.gateway.runtime import get_runtime
 
 router = Router(tags=["routing"])
 

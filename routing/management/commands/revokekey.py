@@ -12,9 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from routing.config.loader import default_actor
-from routing.keys import DISPLAY_PREFIX_LENGTH, hash_secret
 from routing.models import ApiKey
 from routing.services import NotFound, key_revoke
+from routing.services.api_keys import DISPLAY_PREFIX_LENGTH, hash_secret
 
 
 class Command(BaseCommand):

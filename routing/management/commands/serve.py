@@ -203,9 +203,9 @@ class Command(BaseCommand):
         """The demo client key: the one kept in ``var/demo-key`` while it is active, else a
         new one written there (0600). Never revokes anything."""
         from routing.config.loader import default_actor
-        from routing.keys import hash_secret
         from routing.models import ApiKey
         from routing.services import key_create
+        from routing.services.api_keys import hash_secret
 
         path = settings.VAR_DIR / "demo-key"
         try:

@@ -23,8 +23,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from routing.engine.health import HealthEvent, HealthState
-from routing.events import CallRecord, Event, FallbackEvent, RetryEvent
-from routing.runtime import Runtime
+from routing.gateway.events import CallRecord, Event, FallbackEvent, RetryEvent
+from routing.gateway.runtime import Runtime
 
 LABEL_VALUES_MAX = 1000
 OVERFLOW_LABEL = "other"
@@ -190,7 +190,7 @@ def _writer_families() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
 
 async def exposition(runtime: Runtime) -> bytes:
     """The whole ``/metrics`` text: the process counters, then the scrape-time values."""
-    from routing.audit.status import status_read
+    from routing.observability.status import status_read
 
     status = await status_read(runtime)
     health = {

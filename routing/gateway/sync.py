@@ -144,9 +144,9 @@ def follow_version(version: int) -> bool:
 
     Comparing with the table's own version (not the last one seen) means a write made by
     this process, already followed through ``routing.signals``, costs no second compile."""
-    from routing import runtime
+    from routing.gateway import runtime
 
-    current = runtime._runtime
+    current = runtime.installed_runtime()
     table = current.table if current is not None else None
     if table is None or getattr(table, "config_version", None) == version:
         return False
@@ -222,9 +222,9 @@ class VersionWatcher:
 
 
 def _invalidate_runtime() -> None:
-    from routing import runtime
+    from routing.gateway import runtime
 
-    current = runtime._runtime
+    current = runtime.installed_runtime()
     if current is not None:
         current.invalidate()
 

@@ -3,7 +3,7 @@
 Calls never touch the database. ``compile_table()`` reads providers, groups, targets,
 global settings and client keys once, resolves every group's effective policy through the
 configuration layers, and returns a frozen ``RoutingTable``. The runtime swaps in a new
-table whenever configuration changes (``routing.runtime``), in every process.
+table whenever configuration changes (``routing.gateway.runtime``), in every process.
 
 Groups compile independently: a group whose algorithm no longer imports (its module
 vanished after the write that checked it) lands in ``RoutingTable.broken`` with the reason,
@@ -164,7 +164,9 @@ class RoutingTable:
     providers: Mapping[str, ProviderSpec]
     keys: Mapping[str, KeySpec]  # sha256 hex of the secret -> key facts
     broken: Mapping[str, str] = field(default_factory=dict)  # group name -> why it cannot serve
-    config_version: int = 0  # ConfigVersion read before compiling (routing.sync compares it)
+    config_version: int = (
+        0  # ConfigVersion read before compiling (routing.gateway.sync compares it)
+    )
     base_policy: Mapping[str, object] = field(
         default_factory=dict
     )  # defaults + file + global layers

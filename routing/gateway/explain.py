@@ -25,8 +25,8 @@ from asgiref.sync import sync_to_async
 
 from routing.engine.algorithms import SelectionView
 from routing.engine.select import Use, Verdict, choose, sticky_first
-from routing.runtime import Runtime
-from routing.table import GroupSpec, TargetSpec
+from routing.gateway.runtime import Runtime
+from routing.gateway.table import GroupSpec, TargetSpec
 
 
 @dataclass(frozen=True, slots=True)

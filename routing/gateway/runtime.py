@@ -19,10 +19,10 @@ from asgiref.sync import sync_to_async
 
 from routing.conf import switchyard_settings
 from routing.engine.failures import Redactor
-from routing.events import EventHub
-from routing.limits import upstream_connections
+from routing.gateway.events import EventHub
+from routing.gateway.limits import upstream_connections
+from routing.gateway.table import ProviderSpec, RoutingTable, compile_table, group_summary
 from routing.state import HealthStore, build_store
-from routing.table import ProviderSpec, RoutingTable, compile_table, group_summary
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
 
@@ -187,6 +187,12 @@ def _close_later(client: OpenAIClient) -> None:
 _background: set[asyncio.Task[None]] = set()
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+
+
+def installed_runtime() -> Runtime | None:
+    """The process runtime if one was built, without building one (for code that only
+    follows a running gateway: invalidations, notices, degraded checks)."""
+    return _runtime
 
 
 def get_runtime() -> Runtime:

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from routing.runtime import Runtime
-from routing.table import GroupSpec
+from routing.gateway.runtime import Runtime
+from routing.gateway.table import GroupSpec
 
 
 @dataclass(frozen=True, slots=True)
