@@ -44,7 +44,7 @@ async def test_lifespan_shutdown_closes_every_pooled_client() -> None:
             "lifespan.startup.complete",
             "lifespan.shutdown.complete",
         ]
-        assert client._client.is_closed
+        assert client.closed
         assert built._clients == {}
     finally:
         install_runtime(previous)

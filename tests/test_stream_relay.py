@@ -21,7 +21,7 @@ import pytest
 from routing.gateway.attempt import EventReader, ReadDeadline
 from routing.gateway.events import CallRecord
 from routing.simulator.script import StallAfter
-from routing.upstream.openai import Timeouts, UpstreamFailure
+from routing.upstream.openai import Timeouts, UpstreamFailure, UpstreamResponse
 from tests.conftest import Harness
 from tests.test_gateway_core import FAST_TIMEOUTS, MESSAGES
 
@@ -151,7 +151,10 @@ async def relayed(reads: list[bytes]) -> tuple[list[bytes], EventReader, str | N
     end). What the committing read brought after the item that committed comes first."""
     now = asyncio.get_running_loop().time()
     reader = EventReader(
-        httpx.Response(200, stream=Reads(reads)), Timeouts(), started=now, deadline=now + 60
+        UpstreamResponse(httpx.Response(200, stream=Reads(reads))),
+        Timeouts(),
+        started=now,
+        deadline=now + 60,
     )
     while not reader.got_content:
         assert await reader.next() is not None

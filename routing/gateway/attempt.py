@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
@@ -34,13 +33,7 @@ from routing.protocols.legs import (
     decoder_for,
     stream_error,
 )
-from routing.upstream.openai import (
-    BodyReader,
-    OpenAIClient,
-    Timeouts,
-    UpstreamFailure,
-    translate_exception,
-)
+from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
 from routing.upstream.sse import DONE, SSEParser
 
 log = logging.getLogger("switchyard.gateway")
@@ -89,7 +82,7 @@ class EventReader:
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: UpstreamResponse,
         timeouts: Timeouts,
         *,
         started: float,
@@ -102,7 +95,7 @@ class EventReader:
         self._response = response
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
-        self._body = BodyReader(response)
+        self._body = response.reader()
         self._watch = ReadDeadline()
         self._parser = SSEParser()
         self._ready: deque[Item] = deque()
@@ -192,10 +185,9 @@ class EventReader:
             data = await self._watch.run(self._body.read(), deadline)
         except TimeoutError as exc:
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
-        except (httpx.HTTPError, OSError) as exc:
-            failure = translate_exception(exc, phase="stream")
-            if failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
-                raise UpstreamFailure(failure) from exc
+        except UpstreamFailure as exc:
+            if exc.failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
+                raise
             # A reset ends the body as a clean close does (SPEC §3.5): the answer decides,
             # not the connection: complete is a clean end, anything else the same cut.
             self._accept(self._parser.close())
@@ -490,7 +482,7 @@ async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
 
 
 async def _read_completion(
-    response: httpx.Response,
+    response: UpstreamResponse,
     timeouts: Timeouts,
     *,
     started: float,
@@ -503,11 +495,9 @@ async def _read_completion(
 ) -> Answer:
     try:
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
-            raw = await response.aread()
+            raw = await response.read()
     except TimeoutError as exc:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "total timeout")) from exc
-    except (httpx.HTTPError, OSError) as exc:
-        raise UpstreamFailure(translate_exception(exc, phase="body")) from exc
     finally:
         await response.aclose()
     try:

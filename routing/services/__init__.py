@@ -7,7 +7,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     routing/services/
     ├── base.py           errors, compare-and-set on versions, change records
     ├── providers.py      provider_create / _update / _delete
-    ├── upstream.py       provider_refresh_models, provider_test (sync httpx)
+    ├── upstream.py       provider_refresh_models, provider_test (the kind's own client)
     ├── health.py         provider_enable, target_reset (the async health store)
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder

@@ -1,9 +1,10 @@
 """Calls to a provider made for the operator: refresh its model list, test it.
 
-These run in a worker thread (sync views, the page's ``sync_to_async``), so they use a
-short-lived ``httpx.Client`` rather than the runtime's pooled async client, and cap every
-timeout so an operator never waits long. The credential is sent as ``Bearer`` and scrubbed
-from every message that comes back (upstreams like to echo a rejected key).
+They go through the same client as a call (``routing.upstream``: the kind's endpoint,
+credential header, exception translation and error classification), a short-lived one
+per action with every timeout capped, so an operator never waits long. Upstream text is
+scrubbed of every provider's secret, and of any 6+ character fragment of one (SPEC §9),
+before it is shown.
 
 A stored credential or header value no HTTP request can carry (written before validation
 refused it) is a configuration failure here as on the call path: a ``ProviderCallError``
@@ -12,11 +13,14 @@ saying ``MISSING_CREDENTIAL`` and what to fix, never a ``UnicodeEncodeError``.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import httpx
+import orjson
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,10 +31,12 @@ from routing.models import Provider
 from routing.services.base import NotFound, ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
 from routing.upstream import client_class
+from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
 
 CALL_CAP_S = 30.0
 MESSAGE_MAX = 300
 MODEL_ID_MAX = 200
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +47,22 @@ class ProviderTestResult:
     message: str
 
 
-def _client(provider: Provider) -> tuple[httpx.Client, str]:
+def _redactor(secret: str) -> Redactor:
+    """Every provider's secret, this one's included (it may not be stored yet)."""
+    secrets = [secret]
+    for row in Provider.objects.exclude(api_key_encrypted=""):
+        try:
+            secrets.append(row.get_api_key())
+        except CredentialDecryptError:
+            continue
+    return Redactor(secrets)
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
+
+
+def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
     try:
         secret = provider.get_api_key()
     except CredentialDecryptError as exc:
@@ -49,43 +70,35 @@ def _client(provider: Provider) -> tuple[httpx.Client, str]:
     problem = unsendable(secret, provider.headers or {})
     if problem:  # the call path's verdict on the same row (Call._unsendable)
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
-    kind = client_class(provider.kind)
-    headers = {**kind.kind_headers(), **(provider.headers or {})}
-    if secret:
-        headers.update(kind.credential_headers(secret))
-    timeout = httpx.Timeout(
-        min(provider.total_timeout_s, CALL_CAP_S),
-        connect=min(provider.connect_timeout_s, CALL_CAP_S),
+    redact = _redactor(secret)
+    cap = min(provider.total_timeout_s, CALL_CAP_S)
+    client = client_class(provider.kind)(
+        base_url=provider.base_url,
+        api_key=secret,
+        headers=provider.headers or {},
+        timeouts=Timeouts(
+            connect_s=min(provider.connect_timeout_s, CALL_CAP_S),
+            first_token_s=cap,
+            idle_s=cap,
+            total_s=cap,
+        ),
+        max_connections=1,
+        redact=redact,
     )
-    return httpx.Client(headers=headers, timeout=timeout, follow_redirects=False), secret
+    return client, redact
 
 
-def _upstream_message(response: httpx.Response) -> str:
-    """The OpenAI-shaped ``error.message`` when there is one, else the body text."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        if isinstance(error, str):
-            return error
-    return response.text
+def _run(client: OpenAIClient, action: Callable[[], Awaitable[T]]) -> T:
+    """Carry out ``action`` on the client, bounded by its total timeout, then close it."""
 
-
-def _clean(text: str, secret: str) -> str:
-    """Upstream text with every provider's secret and any 6+ character fragment of one
-    removed (SPEC §9), then bounded."""
-    secrets = [secret]
-    for row in Provider.objects.exclude(api_key_encrypted=""):
+    async def bounded() -> T:
         try:
-            secrets.append(row.get_api_key())
-        except CredentialDecryptError:
-            continue
-    text = Redactor(secrets)(text)
-    return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
+            async with asyncio.timeout(client.timeouts.total_s):
+                return await action()
+        finally:
+            await client.aclose()
+
+    return async_to_sync(bounded)()
 
 
 def _model_ids(body: Any) -> list[str]:
@@ -104,21 +117,19 @@ def _model_ids(body: Any) -> list[str]:
 
 
 def _fetch_models(provider: Provider) -> list[str]:
-    client, secret = _client(provider)
-    url = client_class(provider.kind).models_url(provider.base_url.rstrip("/"))
+    client, redact = _client(provider)
+    url = client.models_url(client.base_url)
     try:
-        with client:
-            response = client.get(url)
-    except httpx.HTTPError as exc:
-        message = f"could not reach {url}: {type(exc).__name__} {exc}"
-        raise ProviderCallError(_clean(message, secret)) from None
-    if not response.is_success:
-        message = f"HTTP {response.status_code} from {url}: {_upstream_message(response)}"
-        raise ProviderCallError(_clean(message, secret))
-    try:
-        body = response.json()
-    except ValueError:
-        raise ProviderCallError(f"the answer from {url} is not JSON") from None
+        body = _run(client, client.model_list)
+    except TimeoutError:
+        raise ProviderCallError(f"could not reach {url}: timed out") from None
+    except UpstreamFailure as exc:
+        failure = exc.failure
+        if failure.status is None:
+            message = f"could not reach {url}: {failure.message}"
+        else:
+            message = f"HTTP {failure.status} from {url}: {failure.message}"
+        raise ProviderCallError(_bounded(redact(message))) from None
     return _model_ids(body)
 
 
@@ -151,30 +162,38 @@ def provider_refresh_models(*, name: str, actor: str, path: str = "api") -> list
 
 
 def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
-    """One cheap non-streaming completion (``max_tokens: 1``) to ``model`` (a target's
+    """One cheap non-streaming request (the kind's test body) to ``model`` (a target's
     "test this target"), else the provider's first model. Changes nothing: no health is
     charged and nothing is recorded."""
     provider = get_provider(name)
     if model is None and not provider.models:
         return ProviderTestResult(False, 0.0, None, "no models known: refresh models first")
     try:
-        client, secret = _client(provider)
+        client, redact = _client(provider)
     except ProviderCallError as exc:
         return ProviderTestResult(False, 0.0, None, exc.message)
     model = model if model is not None else provider.models[0]
-    kind = client_class(provider.kind)
-    url = kind.endpoint_url(provider.base_url.rstrip("/"))
-    body = kind.test_body(model)
+    body = orjson.dumps(client.test_body(model))
+
+    async def ping() -> int:
+        response = await client.send(body)
+        try:
+            await response.read()
+        finally:
+            await response.aclose()
+        return response.status_code
+
     started = time.perf_counter()
     try:
-        with client:
-            response = client.post(url, json=body)
-    except httpx.HTTPError as exc:
+        status = _run(client, ping)
+    except TimeoutError:
         elapsed_ms = (time.perf_counter() - started) * 1000
-        message = _clean(f"{type(exc).__name__} {exc}", secret)
-        return ProviderTestResult(False, elapsed_ms, None, message)
+        return ProviderTestResult(False, elapsed_ms, None, "timed out")
+    except UpstreamFailure as exc:
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        failure = exc.failure
+        return ProviderTestResult(
+            False, elapsed_ms, failure.status, _bounded(redact(failure.message))
+        )
     elapsed_ms = (time.perf_counter() - started) * 1000
-    if response.is_success:
-        return ProviderTestResult(True, elapsed_ms, response.status_code, f"{model} answered")
-    message = _clean(_upstream_message(response), secret)
-    return ProviderTestResult(False, elapsed_ms, response.status_code, message)
+    return ProviderTestResult(True, elapsed_ms, status, f"{model} answered")

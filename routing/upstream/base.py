@@ -1,0 +1,32 @@
+"""What every upstream kind's client shares with its callers: the timeouts it keeps and
+the one exception it raises.
+
+Exception tree::
+
+    UpstreamFailure(Exception)        carries .failure: routing.engine.failures.Failure
+
+Nothing above ``routing.upstream`` catches a foreign exception: httpx's and aiohttp's are
+translated once, in ``routing.upstream.transport``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from routing.engine.failures import Failure
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 5.0
+    first_token_s: float = 60.0
+    idle_s: float = 60.0
+    total_s: float = 600.0
+
+
+class UpstreamFailure(Exception):
+    """An upstream outcome that is not a usable answer, already classified."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure

@@ -1,0 +1,228 @@
+"""The only module that knows the HTTP libraries' insides (STYLE: one adapter module).
+
+The gateway speaks to upstreams through httpx's API (the user's choice) on the
+``httpx-aiohttp`` transport: httpx's default transport walks its whole pool on every
+request and costs several ms of CPU per call under concurrency on a small machine.
+Everything above this module sees :class:`UpstreamResponse` and ``UpstreamFailure``.
+
+Two things here reach past public APIs, and this module owns them:
+
+- :class:`BodyReader` reads the aiohttp stream under httpx's wrapper
+  (``response.stream._stream._aiohttp_response.content``) and, when aiohttp raises a
+  connection error, hands out ``content._buffer`` first: aiohttp raises *before* giving
+  out bytes that arrived just ahead of a cut, so a stream dropped after two chunks would
+  reach the client with one;
+- :func:`translate_exception` looks at the aiohttp cause of httpx-aiohttp's
+  ``ConnectTimeout``, which that transport raises for every dropped connection.
+
+They were written for the versions in :data:`WRITTEN_FOR` (pinned in pyproject.toml);
+``tests/upstream/test_transport_contract.py`` fails loudly when an upgrade changes
+either, instead of letting a cut stream lose its tail in silence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from importlib.metadata import version
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from routing.engine.failures import Failure, FailureCode
+from routing.upstream.base import Timeouts, UpstreamFailure
+
+WRITTEN_FOR = {"httpx": "0.28.1", "httpx-aiohttp": "0.2.0", "aiohttp": "3.14.5"}
+
+
+def installed_versions() -> dict[str, str]:
+    return {name: version(name) for name in WRITTEN_FOR}
+
+
+def translate_exception(exc: BaseException, *, phase: str) -> Failure:
+    """Map an httpx/aiohttp/asyncio exception to a failure code, most specific first."""
+    cause = exc.__cause__
+    # httpx-aiohttp maps every aiohttp connection error, a dropped connection included,
+    # to ConnectTimeout; the aiohttp cause tells a refused connection, a real timeout and
+    # a cut apart.
+    if isinstance(cause, aiohttp.ClientConnectorError):
+        return Failure(FailureCode.TRANSPORT, f"connection failed: {cause.strerror or cause}")
+    if isinstance(
+        cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError
+    ):
+        return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return Failure(FailureCode.TIMEOUT, f"{phase} timeout")
+    if isinstance(exc, httpx.ConnectError):
+        return Failure(
+            FailureCode.TRANSPORT, f"connection failed: {exc}" if str(exc) else "connection failed"
+        )
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
+    if isinstance(exc, httpx.TransportError):
+        return Failure(
+            FailureCode.TRANSPORT, f"transport error during {phase}: {type(exc).__name__}"
+        )
+    if isinstance(exc, OSError):
+        return Failure(
+            FailureCode.TRANSPORT, f"network error during {phase}: {exc.strerror or exc}"
+        )
+    return Failure(FailureCode.UNKNOWN, f"{type(exc).__name__} during {phase}")
+
+
+# What a send or a read may raise that is the network's doing, not a bug of ours.
+NETWORK_ERRORS = (httpx.HTTPError, OSError)
+
+
+class Pool:
+    """One provider's pooled connections, reused by every call."""
+
+    def __init__(
+        self, *, headers: Mapping[str, str], timeouts: Timeouts, max_connections: int
+    ) -> None:
+        limits = httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
+        self._client = httpx.AsyncClient(
+            transport=AiohttpTransport(limits=limits),
+            timeout=httpx.Timeout(
+                connect=timeouts.connect_s,
+                read=None,
+                write=timeouts.connect_s,
+                pool=timeouts.connect_s * 2,
+            ),
+            headers=dict(headers),
+        )
+        self._timeouts = timeouts
+        self._urls: dict[str, httpx.URL] = {}
+
+    def _url(self, url: str) -> httpx.URL:
+        """Parsed once: httpx re-parses a str URL per request."""
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) < 64:
+                parsed = self._urls[url] = httpx.URL(url)
+            else:
+                parsed = httpx.URL(url)
+        return parsed
+
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> UpstreamResponse:
+        """POST and return once the response headers arrived (the body unread)."""
+        request = self._client.build_request("POST", self._url(url), content=body, headers=headers)
+        try:
+            response = await self._client.send(request, stream=True)
+        except NETWORK_ERRORS as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="connect")) from exc
+        return UpstreamResponse(response)
+
+    async def get(self, url: str) -> UpstreamResponse:
+        """A plain GET (a model list), bounded by the provider's total timeout."""
+        timeouts = self._timeouts
+        request = self._client.build_request(
+            "GET",
+            self._url(url),
+            timeout=httpx.Timeout(timeouts.total_s, connect=timeouts.connect_s),
+        )
+        try:
+            response = await self._client.send(request, stream=True)
+        except NETWORK_ERRORS as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="request")) from exc
+        return UpstreamResponse(response)
+
+    @property
+    def closed(self) -> bool:
+        return self._client.is_closed
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+class UpstreamResponse:
+    """An upstream's answer whose headers arrived. Every read raises only
+    ``UpstreamFailure``; the owner closes it (:meth:`aclose`)."""
+
+    __slots__ = ("_response", "status_code", "headers")
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self.status_code = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        try:
+            return await self._response.aread()
+        except NETWORK_ERRORS as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="body")) from exc
+
+    async def read_limited(self, limit: int) -> bytes:
+        """At most ``limit`` bytes of the body (error bodies can be huge HTML pages); a
+        body cut short by the network is what arrived of it."""
+        parts: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in self._response.aiter_raw():
+                parts.append(chunk)
+                size += len(chunk)
+                if size >= limit:
+                    break
+        except NETWORK_ERRORS:
+            pass
+        return b"".join(parts)[:limit]
+
+    def reader(self) -> BodyReader:
+        """The body network read by network read (streams)."""
+        return BodyReader(self._response)
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class BodyReader:
+    """The raw body bytes as they arrive, one network read per ``read()``, losing nothing
+    before a cut; ``b""`` at the end. A cut raises ``UpstreamFailure`` (TRANSPORT) once
+    every byte that came before it was handed out.
+
+    It reads the aiohttp stream directly (see the module docstring): that hands out the
+    tail aiohttp holds back, and skips httpx's per-read iterator layers (this runs once
+    per relayed chunk)."""
+
+    __slots__ = ("_content", "_fallback", "_failed")
+
+    def __init__(self, response: httpx.Response) -> None:
+        stream = getattr(response.stream, "_stream", response.stream)  # BoundAsyncStream
+        native = getattr(stream, "_aiohttp_response", None)
+        self._content: aiohttp.StreamReader | None = native.content if native else None
+        # another transport (httpx.MockTransport): httpx's own iterator
+        self._fallback: AsyncIterator[bytes] | None = (
+            response.aiter_raw() if native is None else None
+        )
+        self._failed: BaseException | None = None
+
+    async def read(self) -> bytes:
+        content = self._content
+        if content is None:
+            assert self._fallback is not None
+            try:
+                return await anext(self._fallback, b"")
+            except NETWORK_ERRORS as exc:
+                raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc
+        if self._failed is not None:
+            raise UpstreamFailure(
+                Failure(FailureCode.TRANSPORT, "connection lost during stream")
+            ) from self._failed
+        try:
+            return await content.readany()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            tail = b"".join(getattr(content, "_buffer", ()))
+            if tail:
+                content._buffer.clear()
+                self._failed = exc
+                return tail
+            raise UpstreamFailure(
+                Failure(FailureCode.TRANSPORT, "connection lost during stream")
+            ) from exc
+        except NETWORK_ERRORS as exc:
+            raise UpstreamFailure(translate_exception(exc, phase="stream")) from exc

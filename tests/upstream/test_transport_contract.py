@@ -1,0 +1,154 @@
+"""The transport adapter's contract with the libraries it reaches into, and its
+exception table (like httpx's ``map_httpcore_exceptions`` tests).
+
+If an upgrade of httpx, httpx-aiohttp or aiohttp changes what ``BodyReader`` or
+``translate_exception`` rely on, these fail loudly: a cut stream would otherwise lose its
+last bytes, or a refused connection read as a timeout, in silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import httpx
+import orjson
+import pytest
+
+from routing.engine.failures import FailureCode
+from routing.simulator.script import Reply
+from routing.simulator.server import FakeUpstream
+from routing.upstream.base import UpstreamFailure
+from routing.upstream.openai import OpenAIClient
+from routing.upstream.transport import WRITTEN_FOR, installed_versions, translate_exception
+
+
+def test_the_installed_libraries_are_the_ones_the_adapter_was_written_for() -> None:
+    assert installed_versions() == WRITTEN_FOR, (
+        "routing/upstream/transport.py reaches into these libraries' private parts; "
+        "check BodyReader and translate_exception against the new versions, then update "
+        "WRITTEN_FOR and the pins in pyproject.toml"
+    )
+
+
+def caused(exc: BaseException, cause: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "message"),
+    [
+        # httpx-aiohttp reports a dropped connection as a ConnectTimeout: the cause decides
+        (
+            caused(httpx.ConnectTimeout("x"), aiohttp.ServerDisconnectedError()),
+            FailureCode.TRANSPORT,
+            "connection lost during stream",
+        ),
+        (
+            caused(httpx.ConnectTimeout("x"), aiohttp.ClientPayloadError("cut")),
+            FailureCode.TRANSPORT,
+            "connection lost during stream",
+        ),
+        (httpx.ConnectTimeout("slow"), FailureCode.TIMEOUT, "stream timeout"),
+        (httpx.ReadTimeout("slow"), FailureCode.TIMEOUT, "stream timeout"),
+        (TimeoutError(), FailureCode.TIMEOUT, "stream timeout"),
+        (httpx.ConnectError("refused"), FailureCode.TRANSPORT, "connection failed: refused"),
+        (httpx.ConnectError(""), FailureCode.TRANSPORT, "connection failed"),
+        (httpx.RemoteProtocolError("x"), FailureCode.TRANSPORT, "connection lost during stream"),
+        (httpx.ReadError("x"), FailureCode.TRANSPORT, "connection lost during stream"),
+        (httpx.WriteError("x"), FailureCode.TRANSPORT, "connection lost during stream"),
+        (
+            httpx.UnsupportedProtocol("x"),
+            FailureCode.TRANSPORT,
+            "transport error during stream: UnsupportedProtocol",
+        ),
+        (
+            ConnectionResetError(104, "Connection reset by peer"),
+            FailureCode.TRANSPORT,
+            "network error during stream: Connection reset by peer",
+        ),
+        (ValueError("odd"), FailureCode.UNKNOWN, "ValueError during stream"),
+    ],
+)
+def test_exception_table(exc: BaseException, code: FailureCode, message: str) -> None:
+    failure = translate_exception(exc, phase="stream")
+    assert (failure.code, failure.message) == (code, message)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_refused_connection_is_a_connection_failure_not_a_timeout() -> None:
+    client = OpenAIClient(base_url=f"http://127.0.0.1:{closed_port()}/v1", api_key="k")
+    try:
+        with pytest.raises(UpstreamFailure) as caught:
+            await client.send(b"{}")
+    finally:
+        await client.aclose()
+    assert caught.value.failure.code is FailureCode.TRANSPORT
+    assert caught.value.failure.message.startswith("connection failed")
+
+
+def sse_chunk(text: str) -> bytes:
+    event = b"data: " + orjson.dumps({"choices": [{"delta": {"content": text}}]}) + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+async def test_a_cut_stream_hands_out_every_byte_that_came_before_the_cut() -> None:
+    """What ``BodyReader`` exists for: two chunks and the cut arrive together, and
+    aiohttp raises before handing them out."""
+
+    aborted = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        await reader.read(2)  # the body ({})
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        head += b"transfer-encoding: chunked\r\n\r\n"
+        writer.write(head + sse_chunk("one") + sse_chunk("two"))  # no terminating chunk
+        await writer.drain()
+        writer.transport.abort()  # a reset, right behind the data
+        aborted.set()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = OpenAIClient(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    received = b""
+    try:
+        response = await client.send(b"{}")
+        reader = response.reader()
+        await aborted.wait()
+        await asyncio.sleep(0.2)  # the reset reaches aiohttp before anyone reads
+        with pytest.raises(UpstreamFailure) as caught:
+            while chunk := await reader.read():
+                received += chunk
+        await response.aclose()
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    assert caught.value.failure.code is FailureCode.TRANSPORT
+    assert b'"one"' in received and b'"two"' in received  # nothing before the cut was lost
+
+
+async def test_a_whole_body_and_a_bounded_one() -> None:
+    with FakeUpstream() as upstream:
+        upstream.script("m", Reply(content="hello"), Reply(content="hello"))
+        client = OpenAIClient(base_url=upstream.base_url, api_key="k")
+        body = orjson.dumps({"model": "m", "messages": []})
+        try:
+            whole = await client.send(body)
+            raw = await whole.read()
+            await whole.aclose()
+            bounded = await client.send(body)
+            head = await bounded.read_limited(10)
+            await bounded.aclose()
+        finally:
+            await client.aclose()
+    assert orjson.loads(raw)["choices"][0]["message"]["content"] == "hello"
+    assert head == raw[:10]
