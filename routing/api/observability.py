@@ -296,9 +296,19 @@ async def status(request: HttpRequest) -> dict[str, Any]:
     return _status_out(await status_read(get_runtime()))
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    """A naive timestamp is read as UTC, like every ``at`` we return."""
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+def _aware(value: datetime | None, field: str = "since") -> datetime | None:
+    """A naive timestamp is read as UTC, like every ``at`` we return; an aware one is
+    turned into UTC (a database may refuse an offset it cannot store, PostgreSQL's ±16 h)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            [{"loc": ["query", field], "msg": "a time out of range", "type": "value_error"}]
+        ) from None
 
 
 @router.get(
@@ -323,7 +333,7 @@ async def calls(
             session=filters.session,
             front_door=filters.front_door,
             since=_aware(filters.since),
-            until=_aware(filters.until),
+            until=_aware(filters.until, "until"),
             fallback=filters.served_by_fallback,
         )
     except FilterError as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
@@ -59,8 +59,15 @@ class CallFilters:
             )
         for name in ("since", "until"):
             value = getattr(self, name)
-            if value is not None and value.tzinfo is None:
+            if value is None:
+                continue
+            if value.tzinfo is None:
                 raise FilterError(name, "a time needs a time zone")
+            # In UTC: a database may refuse an offset it cannot store (PostgreSQL: ±16 h).
+            try:
+                object.__setattr__(self, name, value.astimezone(UTC))
+            except OverflowError:
+                raise FilterError(name, "a time out of range") from None
         if self.since and self.until and self.since >= self.until:
             raise FilterError("until", "'until' must be after 'since'")
 

@@ -3,7 +3,7 @@ and ``/api/v1/calls`` filters with keyset pagination, over real sockets."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import openai
 import pytest
@@ -113,7 +113,12 @@ def test_time_range_and_bad_filters(audit: Audit) -> None:
     assert [c["call_id"] for c in inside] == [call.call_id]
     assert _calls(audit, since=(started + timedelta(seconds=1)).isoformat()) == []
     assert _calls(audit, outcome="") != []  # an empty filter is no filter
+    # Any offset a client may write is read as its instant (PostgreSQL stores only ±16 h).
+    far_east = (started - timedelta(seconds=1)).astimezone(timezone(timedelta(hours=23, minutes=3)))
+    assert [c["call_id"] for c in _calls(audit, since=far_east.isoformat())] == [call.call_id]
     for params in (
+        {"since": "9999-12-31T23:59:59-23:59"},  # beyond the last representable instant
+        {"until": "0001-01-01T00:00:00+23:59"},
         {"outcome": "maybe"},
         {"front_door": "fax"},
         {"key_id": "x"},
