@@ -102,11 +102,23 @@ def _read_form(post: QueryDict) -> tuple[dict[str, Any], dict[str, list[str]]]:
             timeouts[key] = text
             errors[f"timeouts.{key}"] = ["enter a number of seconds"]
     values["timeouts"] = timeouts
+    text = post.get("health_check_s", "").strip()
+    values["health_check_s"] = None  # blank: the gateway's interval
+    if text:
+        try:
+            number = float(text)
+            if not math.isfinite(number):
+                raise ValueError(text)
+            values["health_check_s"] = number
+        except ValueError:
+            values["health_check_s"] = text
+            errors["health_check_s"] = ["enter a number of seconds (0 turns checks off)"]
     return values, errors
 
 
 def _split(exc: ConfigError) -> tuple[dict[str, list[str]], list[str]]:
-    known = {"name", "base_url", "api_key", "kind"} | {f"timeouts.{k}" for k, _ in TIMEOUT_FIELDS}
+    known = {"name", "base_url", "api_key", "kind", "health_check_s"}
+    known |= {f"timeouts.{k}" for k, _ in TIMEOUT_FIELDS}
     by_field: dict[str, list[str]] = {}
     general: list[str] = []
     for error in exc.errors:
@@ -162,6 +174,8 @@ async def _create(request: HttpRequest) -> HttpResponse:
     values, errors = _read_form(request.POST)
     key = request.POST.get("api_key", "")
     data = {**values, "timeouts": {k: v for k, v in values["timeouts"].items() if v is not None}}
+    if data["health_check_s"] is None:
+        del data["health_check_s"]
     if key.strip():
         data["api_key"] = key
     form = ProviderForm(values=values, errors=errors, key_dropped=bool(key.strip()))
@@ -187,7 +201,11 @@ async def _create(request: HttpRequest) -> HttpResponse:
 
 
 def _edit_form(detail: Mapping[str, Any], **state: Any) -> ProviderForm:
-    values = {"base_url": detail["base_url"], "timeouts": dict(detail["timeouts"])}
+    values = {
+        "base_url": detail["base_url"],
+        "timeouts": dict(detail["timeouts"]),
+        "health_check_s": detail.get("health_check_s"),
+    }
     return ProviderForm(
         name=detail["name"],
         version=detail["version"],
@@ -219,6 +237,7 @@ async def provider_edit(request: HttpRequest, name: str) -> HttpResponse:
         "base_url": values["base_url"],
         "kind": values["kind"],
         "timeouts": values["timeouts"],
+        "health_check_s": values["health_check_s"],
     }
     if request.POST.get("clear_api_key") == "1":
         data["api_key"] = None

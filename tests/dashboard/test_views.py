@@ -372,6 +372,42 @@ def test_the_credential_is_write_only(staff_client: Client, configure: Callable[
     assert provider.base_url == "http://127.0.0.1:9/v2" and provider.get_api_key() == SECRET
 
 
+def test_the_health_check_interval_is_set_per_provider_on_the_page(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    configure()
+    base = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}
+    created = staff_client.post(
+        "/providers/", {"name": "p5", "health_check_s": "30", **base}, **HTMX
+    )
+    assert created.status_code == 200
+    provider = Provider.objects.get(name="p5")
+    assert provider.health_check_s == 30
+    assert (
+        'name="health_check_s" value="30.0"' in staff_client.get("/providers/p5/").content.decode()
+    )
+    for bad in ("-1", "abc", "0.5"):
+        rejected = staff_client.post(
+            "/providers/p5/", {**base, "health_check_s": bad, "based_on": provider.version}, **HTMX
+        )
+        assert rejected.status_code == 422, bad
+        assert b'data-errors-for="health_check_s"' in rejected.content, bad
+        provider.refresh_from_db()
+        assert provider.health_check_s == 30, bad
+    off = staff_client.post(
+        "/providers/p5/", {**base, "health_check_s": "0", "based_on": provider.version}, **HTMX
+    )
+    assert off.status_code == 200
+    provider.refresh_from_db()
+    assert provider.health_check_s == 0
+    default = staff_client.post(
+        "/providers/p5/", {**base, "health_check_s": "", "based_on": provider.version}, **HTMX
+    )
+    assert default.status_code == 200
+    provider.refresh_from_db()
+    assert provider.health_check_s is None  # blank: the gateway's interval
+
+
 def test_a_credential_no_request_can_carry_is_a_field_error_on_the_page(
     staff_client: Client, configure: Callable[..., None]
 ) -> None:
