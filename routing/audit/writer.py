@@ -19,8 +19,10 @@ first request of a serving process triggers (``AuditConfig.ready``); it follows 
 when the runtime or its hub is replaced. :func:`flush` waits until everything queued
 so far is settled (tests; process exit).
 
-``AuditWriter.before_flush`` is the seam for a slow or failing database: called in the
-writer thread with each batch before it is written; it may block or raise.
+The database is a seam: ``AuditWriter(write=...)`` takes the function that stores one
+batch's rows (``rows_write`` by default), so a slow or failing database is a fake passed
+in, and :func:`install` puts such a writer in place of the process's (like
+``install_runtime``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 
 from django.db import close_old_connections, connection
 
-from routing.audit.rows import rows_from, rows_write
+from routing.audit.rows import Rows, rows_from, rows_write
 from routing.gateway.events import Event, EventHub
 from routing.observability import metrics
 
@@ -75,12 +77,13 @@ class AuditWriter:
         interval_s: float = INTERVAL_S,
         prune_every_s: float | None = PRUNE_EVERY_S,
         secrets: Callable[[], Iterable[str]] = _configured_secrets,
+        write: Callable[[Rows], None] = rows_write,
     ) -> None:
         self.capacity = capacity
         self.batch_size = batch_size
         self.interval_s = interval_s
         self.prune_every_s = prune_every_s
-        self.before_flush: Callable[[list[Any]], None] | None = None
+        self._write_rows = write
         self._secrets = secrets
         self._known_secrets: list[str] = []
         self._items: deque[Any] = deque()
@@ -166,11 +169,9 @@ class AuditWriter:
     def _write(self, batch: list[Any]) -> None:
         written = False
         try:
-            if self.before_flush is not None:
-                self.before_flush(batch)
             rows = rows_from(batch, self._secrets_now())
             close_old_connections()
-            rows_write(rows)
+            self._write_rows(rows)
             written = True
         except Exception as exc:  # noqa: BLE001 - any failure loses this batch, never the thread
             log.error(
@@ -271,6 +272,19 @@ def attach(hub: EventHub) -> None:
                 pass
         _unsubscribe[:] = [hub.subscribe(writer.receive), hub.subscribe(metrics.observe)]
         _hub = hub
+
+
+def install(writer: AuditWriter) -> AuditWriter | None:
+    """Put ``writer`` (started) in place of the process's writer, attached to the hub the
+    old one followed; returns the old one (tests: a slow or failing database)."""
+    global _writer, _hub
+    writer.start()
+    with _lock:
+        previous, hub = _writer, _hub
+        _writer, _hub = writer, None
+    if hub is not None:
+        attach(hub)
+    return previous
 
 
 def start() -> AuditWriter:

@@ -71,5 +71,4 @@ def audit(harness: Harness) -> Iterator[Audit]:
         base_url=harness.gateway.url, headers={"authorization": f"Bearer {admin_key}"}, timeout=10
     ) as api:
         yield Audit(h=harness, api=api)
-    writer.get_writer().before_flush = None
     writer.flush(10)

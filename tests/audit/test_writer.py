@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from routing.audit.models import Attempt, Call, Fallback, HealthTransition
+from routing.audit.rows import Rows, rows_write
 from routing.audit.writer import AuditWriter
 from routing.engine.health import EventKind, HealthEvent
 from routing.gateway.events import AttemptRecord, CallRecord, EventHub, FallbackEvent, RetryEvent
@@ -66,7 +67,6 @@ def make_writer() -> Iterator[type[AuditWriter]]:
 
     yield build  # type: ignore[misc]
     for writer in writers:
-        writer.before_flush = None
         writer.stop(10)
 
 
@@ -163,15 +163,15 @@ def test_events_become_rows(make_writer) -> None:  # type: ignore[no-untyped-def
 
 
 def test_batches_hold_at_most_batch_size_records(make_writer) -> None:  # type: ignore[no-untyped-def]
-    writer = make_writer(batch_size=3)
     gate = threading.Event()
     sizes: list[int] = []
 
-    def record_size(batch: list[object]) -> None:
+    def record_size(rows: Rows) -> None:
         gate.wait(10)
-        sizes.append(len(batch))
+        sizes.append(len(rows.calls))
+        rows_write(rows)
 
-    writer.before_flush = record_size
+    writer = make_writer(batch_size=3, write=record_size)
     for n in range(8):
         writer.offer(call(f"c{n}"))
     gate.set()
@@ -181,14 +181,14 @@ def test_batches_hold_at_most_batch_size_records(make_writer) -> None:  # type: 
 
 
 def test_a_full_queue_drops_new_records_and_counts_them(make_writer, caplog) -> None:  # type: ignore[no-untyped-def]
-    writer = make_writer(capacity=5, batch_size=1)
     gate, entered = threading.Event(), threading.Event()
 
-    def stuck(batch: list[object]) -> None:
+    def stuck(rows: Rows) -> None:
         entered.set()
         gate.wait(10)
+        rows_write(rows)
 
-    writer.before_flush = stuck
+    writer = make_writer(capacity=5, batch_size=1, write=stuck)
     writer.offer(call("first"))
     assert entered.wait(5)  # the writer holds "first"; the queue is empty again
     caplog.set_level(logging.WARNING, logger="switchyard.audit")
@@ -204,15 +204,15 @@ def test_a_full_queue_drops_new_records_and_counts_them(make_writer, caplog) -> 
 
 
 def test_a_failed_batch_is_logged_once_counted_and_dropped(make_writer, caplog) -> None:  # type: ignore[no-untyped-def]
-    writer = make_writer()
     failures = iter([RuntimeError("disk I/O error")])
 
-    def fail_once(batch: list[object]) -> None:
+    def fail_once(rows: Rows) -> None:
         error = next(failures, None)
         if error is not None:
             raise error
+        rows_write(rows)
 
-    writer.before_flush = fail_once
+    writer = make_writer(write=fail_once)
     caplog.set_level(logging.ERROR, logger="switchyard.audit")
     writer.offer(call("lost-1"))
     writer.offer(call("lost-2"))
