@@ -241,6 +241,25 @@ groups:
 """
 
 
+def test_a_retry_after_date_is_read_on_the_runtimes_clock(
+    harness: Harness, clock: FakeClock
+) -> None:
+    """An HTTP-date ``Retry-After`` is dated by the runtime's clock, the one every other
+    deadline uses, not by the machine's."""
+    from email.utils import formatdate
+
+    clock.advance(86_400 * 365)  # the runtime's clock is a year ahead of the machine's
+    harness.configure(TWO_ROUTES)
+    when = formatdate(clock.now + 4, usegmt=True)
+    harness.upstream.script("a", Fail(429, headers={"Retry-After": when}), then=Reply())
+    reply = harness.client().chat.completions.with_raw_response.create(
+        model="auto", messages=MESSAGES
+    )
+    assert reply.headers["x-switchyard-target"] == "p1/a"  # waited in place, no switch
+    [delay] = harness.sleeps.delays
+    assert 2 <= delay <= 5  # about four seconds on that clock (the date has 1 s precision)
+
+
 def test_forbidden_disables_that_target_only(harness: Harness) -> None:
     harness.configure(SAME_PROVIDER)
     harness.upstream.script("a", then=Fail(403, "this key may not use a"))

@@ -149,6 +149,7 @@ class Runtime:
             timeouts=provider.timeouts,
             max_connections=upstream_connections(switchyard_settings().UPSTREAM_MAX_CONNECTIONS),
             redact=lambda text: self.redact(text),  # the current table's secrets
+            clock=lambda: self.clock(),  # the runtime's, even when a test replaces it
         )
         self._clients[provider.name] = (fingerprint, client)
         if entry is not None:

@@ -44,8 +44,12 @@ class OpenAIClient:
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         max_connections: int = 512,
         redact: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` is wall time (the runtime's): it dates a ``Retry-After`` given as an
+        HTTP date."""
         self.base_url = base_url.rstrip("/")
+        self._clock = clock
         # Applied where upstream text enters: every provider's secret and any 6+ character
         # fragment of one leaves it before anything keeps it (SPEC §9).
         self._redact = redact
@@ -113,7 +117,7 @@ class OpenAIClient:
                 await response.aclose()
             raise UpstreamFailure(
                 self.upstream_failure(
-                    classify_http(response.status_code, payload, response.headers, now=time.time())
+                    classify_http(response.status_code, payload, response.headers, now=self._clock())
                 )
             )
         return response
@@ -129,7 +133,7 @@ class OpenAIClient:
         if response.status_code >= 400:
             raise UpstreamFailure(
                 self.upstream_failure(
-                    classify_http(response.status_code, raw, response.headers, now=time.time())
+                    classify_http(response.status_code, raw, response.headers, now=self._clock())
                 )
             )
         try:
