@@ -35,13 +35,30 @@ class DegradedStore(MemoryStore):
 
 
 @pytest.fixture
-def layer(monkeypatch: pytest.MonkeyPatch) -> Iterator[SharedLayer]:
+def layer() -> Iterator[SharedLayer]:
     fake = SharedLayer()
     old = channel_layers.set("default", fake)
-    monkeypatch.setattr(broadcast, "LAYER_RETRY_S", 0.0)  # retry at once: count every try
-    monkeypatch.setattr(broadcast, "_layer_down_until", None)
     yield fake
     channel_layers.set("default", old)
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def ticks() -> Ticks:
+    return Ticks()
+
+
+@pytest.fixture
+def pushes(ticks: Ticks) -> broadcast.Broadcaster:
+    """A broadcaster of its own, on a clock the test moves."""
+    return broadcast.Broadcaster(clock=ticks)
 
 
 def lines(caplog: pytest.LogCaptureFixture, text: str) -> int:
@@ -49,33 +66,38 @@ def lines(caplog: pytest.LogCaptureFixture, text: str) -> int:
 
 
 async def test_a_layer_outage_logs_one_line_down_and_one_up(
-    layer: SharedLayer, caplog: pytest.LogCaptureFixture
+    layer: SharedLayer,
+    pushes: broadcast.Broadcaster,
+    ticks: Ticks,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
     layer.down = True
     for i in range(50):
-        await broadcast._send({"type": "call.recorded", "n": i})
+        await pushes.send({"type": "call.recorded", "n": i})
+        assert pushes.paused()  # within the retry window: the next push is skipped
+        ticks.now += broadcast.LAYER_RETRY_S  # past it: every push tries the layer again
     assert lines(caplog, "channel layer unreachable") == 1
     layer.down = False
     for i in range(5):
-        await broadcast._send({"type": "call.recorded", "n": i})
+        await pushes.send({"type": "call.recorded", "n": i})
     assert lines(caplog, "reachable again") == 1
     assert len(layer.sent) == 5
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 async def test_pushes_are_skipped_while_the_store_is_degraded(
-    layer: SharedLayer, caplog: pytest.LogCaptureFixture
+    layer: SharedLayer, pushes: broadcast.Broadcaster, caplog: pytest.LogCaptureFixture
 ) -> None:
     runtime = get_runtime()
     healthy = runtime.store
     runtime.store = DegradedStore()
     try:
-        await broadcast._send({"type": "call.recorded"})
+        await pushes.send({"type": "call.recorded"})
         assert layer.sent == []
-        assert broadcast._shared_layer_paused()
+        assert pushes.paused()
     finally:
         runtime.store = healthy
-    await broadcast._send({"type": "call.recorded"})
+    await pushes.send({"type": "call.recorded"})
     assert len(layer.sent) == 1
     assert lines(caplog, "unreachable") == 0  # skipped quietly: the store already said so

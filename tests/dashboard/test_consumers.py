@@ -162,10 +162,10 @@ async def test_without_an_open_socket_nothing_is_rendered_or_sent(fresh_runtime:
     from dashboard import broadcast
 
     broadcast.follow_hub()
-    assert broadcast._listeners == 0
+    assert broadcast.BROADCASTER.listeners == 0
     record = CallRecord(call_id="c", group="auto", session=None, stream=False, started_at=0.0)
     fresh_runtime.hub.publish(record)
-    assert not broadcast._pending
+    assert broadcast.BROADCASTER.pending == 0
 
 
 async def next_of_kind(socket: WebsocketCommunicator, kind: str) -> dict[str, Any]:
