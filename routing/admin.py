@@ -12,7 +12,7 @@ page shows only "set (…xYz1)".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -37,6 +37,18 @@ from routing.services import key_revoke
 from routing.services.groups import check_listed, group_snapshot, policy_snapshot
 from routing.services.providers import provider_snapshot
 
+if TYPE_CHECKING:
+    # Django's admin and form classes are generic only in django-stubs: at run time they
+    # take no subscript without django_stubs_ext.monkeypatch(), and that package is dev-only.
+    AnyModelAdmin = admin.ModelAdmin[Any]  # the admins below share bases across models
+    AnyModelForm = forms.ModelForm[Any]
+    TargetForm = forms.ModelForm[Target]
+    TargetFormSetBase = BaseInlineFormSet[Target, Group, TargetForm]
+    TargetInlineBase = admin.TabularInline[Target, Group]
+else:
+    AnyModelAdmin, AnyModelForm, TargetForm = admin.ModelAdmin, forms.ModelForm, forms.ModelForm
+    TargetFormSetBase, TargetInlineBase = BaseInlineFormSet, admin.TabularInline
+
 # --- shared pieces -------------------------------------------------------------------
 
 
@@ -44,7 +56,7 @@ def _messages(error: ConfigError) -> list[str]:
     return [str(item) for item in error.errors]
 
 
-class VersionedForm(forms.ModelForm):
+class VersionedForm(AnyModelForm):
     """Refuses to save a row that changed since the form was rendered (SPEC §5)."""
 
     based_on_version = forms.IntegerField(widget=forms.HiddenInput, required=False)
@@ -55,7 +67,8 @@ class VersionedForm(forms.ModelForm):
             self.fields["based_on_version"].initial = self.instance.version
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data  # what ModelForm.clean returns; the stubs allow None
         based_on = cleaned.get("based_on_version")
         if self.instance.pk and based_on is not None and based_on != self.instance.version:
             raise ValidationError(
@@ -72,7 +85,7 @@ def _policy_layers() -> tuple[dict[str, Any], dict[str, Any]]:
     return (row.file_policy, row.policy) if row else ({}, {})
 
 
-class NotifiesConfigChange(admin.ModelAdmin):
+class NotifiesConfigChange(AnyModelAdmin):
     """Records every admin save or delete as a config change (path ``admin``) and sends
     ``config_changed`` after it commits, like the services do for the API and the page."""
 
@@ -260,13 +273,14 @@ class ProviderAdmin(NotifiesConfigChange):
 # --- groups and targets --------------------------------------------------------------
 
 
-class TargetInlineForm(forms.ModelForm):
+class TargetInlineForm(TargetForm):
     class Meta:
         model = Target
         fields = ["provider", "model", "position", "weight", "enabled", "context_window", "options"]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data  # what ModelForm.clean returns; the stubs allow None
         provider = cleaned.get("provider")
         if provider is None or "model" not in cleaned:
             return cleaned
@@ -296,7 +310,7 @@ class TargetInlineForm(forms.ModelForm):
         return cleaned
 
 
-class TargetFormSet(BaseInlineFormSet):
+class TargetFormSet(TargetFormSetBase):
     """A group keeps at least one target, and each (provider, model) once."""
 
     def clean(self) -> None:
@@ -323,7 +337,7 @@ class TargetFormSet(BaseInlineFormSet):
             raise ValidationError("a group needs at least one target")
 
 
-class TargetInline(admin.TabularInline):
+class TargetInline(TargetInlineBase):
     model = Target
     form = TargetInlineForm
     formset = TargetFormSet
@@ -426,7 +440,7 @@ class GlobalSettingsAdmin(NotifiesConfigChange):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(AnyModelAdmin):
     """Keys are created with ``manage.py createkey`` (the secret is shown once there)."""
 
     list_display = ("name", "kind", "prefix", "groups", "created_at", "revoked_at")

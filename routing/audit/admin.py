@@ -5,7 +5,7 @@ retention. Staff need the ``view`` permission of each model (superusers have it)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest
@@ -14,13 +14,20 @@ from django.utils.html import format_html
 from routing.audit.display import duration
 from routing.audit.models import Attempt, Call, ConfigChange, Fallback, HealthTransition
 
+if TYPE_CHECKING:
+    # Generic only in django-stubs: no subscript at run time without django_stubs_ext.
+    AnyModelAdmin = admin.ModelAdmin[Any]  # one read-only base for every audit model
+    AttemptInlineBase = admin.TabularInline[Attempt, Call]
+else:
+    AnyModelAdmin, AttemptInlineBase = admin.ModelAdmin, admin.TabularInline
+
 admin.site.site_header = "Switchyard audit and configuration"
 admin.site.site_title = "Switchyard admin"
 admin.site.index_title = "Records and configuration"
 admin.site.site_url = "/groups/"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(AnyModelAdmin):
     actions = None
     list_per_page = 50
     show_full_result_count = False  # no COUNT(*) over a large audit table per page view
@@ -35,7 +42,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(AttemptInlineBase):
     model = Attempt
     fields = (
         "index",
