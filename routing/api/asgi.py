@@ -18,7 +18,7 @@ Same URLconf, same views, same error rendering, same cancellation on client disc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -66,6 +66,7 @@ class GatewayASGIHandler(ASGIHandler):
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, body_file)
         if request is None:
+            assert error_response is not None  # Django returns a request or an error response
             body_file.close()
             await self.send_response(error_response, send)
             _close(error_response)
@@ -81,10 +82,9 @@ class GatewayASGIHandler(ASGIHandler):
 
         # Watch for a disconnect while the view runs: it cancels the call, and with it the
         # upstream request and any backoff sleep.
-        tasks = [
-            asyncio.create_task(self.listen_for_disconnect(receive)),
-            asyncio.create_task(process_request()),
-        ]
+        listener = asyncio.create_task(self.listen_for_disconnect(receive))
+        served = asyncio.create_task(process_request())
+        tasks = [listener, served]
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             if task.done():
@@ -99,7 +99,7 @@ class GatewayASGIHandler(ASGIHandler):
                 except asyncio.CancelledError:
                     pass
         try:
-            response = tasks[1].result()
+            response = served.result()
         except asyncio.CancelledError:
             pass
         else:
@@ -124,12 +124,14 @@ class GatewayASGIHandler(ASGIHandler):
 
 def _close(response: HttpResponseBase) -> None:
     """``HttpResponse.close`` without its ``request_finished`` signal (nothing to recycle)."""
-    for closer in response._resource_closers:
+    # Django's own list of closers; private, so django-stubs does not declare it.
+    closers: list[Callable[[], object]] = response._resource_closers  # type: ignore[attr-defined]
+    for closer in closers:
         try:
             closer()
         except Exception:  # noqa: BLE001 - as Django does: closing must not fail a response
             pass
-    response._resource_closers.clear()
+    closers.clear()
     response.closed = True
 
 

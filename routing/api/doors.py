@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 
 from routing.api.openai import (
     api,
@@ -77,7 +77,7 @@ def _responses_errors(body: dict[str, Any]) -> ErrorReply | None:
     return None
 
 
-async def _serve(request: HttpRequest, door: Protocol) -> HttpResponse:
+async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
     runtime = get_runtime()
     table = await runtime.current_table()
     key = authenticate(request, table, door)
@@ -118,17 +118,17 @@ def _protocol_headers(request: HttpRequest) -> dict[str, str]:
 
 
 @api.post("/messages", auth=None, include_in_schema=False)
-async def messages(request: HttpRequest) -> HttpResponse:
+async def messages(request: HttpRequest) -> HttpResponseBase:
     return await _serve(request, Protocol.MESSAGES)
 
 
 @api.post("/responses", auth=None, include_in_schema=False)
-async def responses(request: HttpRequest) -> HttpResponse:
+async def responses(request: HttpRequest) -> HttpResponseBase:
     return await _serve(request, Protocol.RESPONSES)
 
 
 @api.post("/embeddings", auth=None, include_in_schema=False)
-async def embeddings(request: HttpRequest) -> HttpResponse:
+async def embeddings(request: HttpRequest) -> HttpResponseBase:
     """Routed through groups like a JSON call; targets of a kind without an embeddings
     endpoint (``anthropic``) are skipped."""
     runtime = get_runtime()
@@ -167,7 +167,7 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
     return render(await call.run())
 
 
-def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponse:
+def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponseBase:
     reply = ErrorReply(
         405, f"{request.method} is not supported here; use POST.", "method_not_allowed", door=door
     )
@@ -179,19 +179,19 @@ def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponse:
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE"], "/messages", auth=None, include_in_schema=False
 )
-async def messages_wrong_method(request: HttpRequest) -> HttpResponse:
+async def messages_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.MESSAGES)
 
 
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE"], "/responses", auth=None, include_in_schema=False
 )
-async def responses_wrong_method(request: HttpRequest) -> HttpResponse:
+async def responses_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.RESPONSES)
 
 
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE"], "/embeddings", auth=None, include_in_schema=False
 )
-async def embeddings_wrong_method(request: HttpRequest) -> HttpResponse:
+async def embeddings_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.CHAT)

@@ -16,7 +16,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthorizationError
-from ninja.security import HttpBearer, SessionAuthIsStaff
+from ninja.security import HttpBearer
+from ninja.security.session import SessionAuthIsStaff
 
 from routing.api.openai_docs import v1_openapi
 from routing.gateway.runtime import get_runtime

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from ninja import NinjaAPI
 
 from routing.api.asgi import RelayResponse
@@ -34,21 +34,19 @@ api = NinjaAPI(
 
 
 @api.exception_handler(TableUnavailable)
-def table_unavailable(request: HttpRequest, exc: TableUnavailable) -> HttpResponse:
+def table_unavailable(request: HttpRequest, exc: TableUnavailable) -> HttpResponseBase:
     """No table at all (not even a last good one): every door says so in its own shape."""
     door = Protocol.MESSAGES if request.path.rstrip("/").endswith("/messages") else Protocol.CHAT
     return render(ErrorReply(503, str(exc), "configuration_unavailable", "server_error", door=door))
 
 
-def render(reply: Reply) -> HttpResponse:
+def render(reply: Reply) -> HttpResponseBase:
     """Turn a gateway reply into an HTTP response — the only place that does."""
     if isinstance(reply, StreamReply):
-        response = RelayResponse(
-            reply.chunks, content_type="text/event-stream", headers=reply.headers
-        )
-        response["cache-control"] = "no-cache"
-        response["x-accel-buffering"] = "no"
-        return response
+        relay = RelayResponse(reply.chunks, content_type="text/event-stream", headers=reply.headers)
+        relay["cache-control"] = "no-cache"
+        relay["x-accel-buffering"] = "no"
+        return relay
     body = reply.body  # JSON answers and OpenAI-shaped errors alike
     response = HttpResponse(
         body, status=reply.status, content_type="application/json", headers=reply.headers
@@ -187,7 +185,7 @@ def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
 
 
 @api.post("/chat/completions", auth=None, include_in_schema=False)
-async def chat_completions(request: HttpRequest) -> HttpResponse:
+async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     runtime = get_runtime()
     table = await runtime.current_table()
     key = authenticate(request, table)
@@ -219,7 +217,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponse:
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE"], "/chat/completions", auth=None, include_in_schema=False
 )
-async def chat_completions_wrong_method(request: HttpRequest) -> HttpResponse:
+async def chat_completions_wrong_method(request: HttpRequest) -> HttpResponseBase:
     reply = ErrorReply(
         405, f"{request.method} is not supported here; use POST.", "method_not_allowed"
     )
@@ -228,7 +226,7 @@ async def chat_completions_wrong_method(request: HttpRequest) -> HttpResponse:
     return response
 
 
-async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse:
+async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponseBase:
     """Anything else under /v1: an OpenAI-shaped 404, not Django's HTML page."""
     return render(
         ErrorReply(404, f"Unknown endpoint: {request.method} {request.path}", "unknown_url")
@@ -236,7 +234,7 @@ async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponse
 
 
 @api.get("/models", auth=None, include_in_schema=False)
-async def list_models(request: HttpRequest) -> HttpResponse:
+async def list_models(request: HttpRequest) -> HttpResponseBase:
     runtime = get_runtime()
     table = await runtime.current_table()
     anthropic = "anthropic-version" in request.headers
