@@ -28,6 +28,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 GROUPS = ("auto", "coding", "batch", "chat")
 TARGETS = ("p1/a", "p2/b", "p3/c", "p4/d", "p5/e")
@@ -158,7 +162,7 @@ def filters_to_check() -> Iterator[tuple[str, object, str]]:
     )
 
 
-def _explain(query: object) -> str:
+def _explain(query: QuerySet[Any, Any]) -> str:
     from django.db import connection
 
     if connection.vendor == "postgresql":
@@ -167,11 +171,11 @@ def _explain(query: object) -> str:
         with connection.cursor() as cursor:
             cursor.execute("SET enable_seqscan = off")
         try:
-            return query.explain()  # type: ignore[attr-defined]
+            return query.explain()
         finally:
             with connection.cursor() as cursor:
                 cursor.execute("SET enable_seqscan = on")
-    return query.explain()  # type: ignore[attr-defined]
+    return query.explain()
 
 
 def _uses_index(plan: str, expected: str) -> bool:

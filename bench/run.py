@@ -583,7 +583,8 @@ def estimate_s(args: argparse.Namespace) -> float:
         for k, s in streamrun.STREAM_SCENARIOS.items()
         if k in args.stream_keys
     )
-    return len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + streams + 10
+    total: float = len(args.keys) * (paths * rounds + 3 * (paths - 1)) + args.soak * 1.1 + streams
+    return total + 10
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 
 from routing.config.policy import BUILTIN_DEFAULTS, ResolvedField, policy_warnings, resolve
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
@@ -79,7 +79,7 @@ def provider_detail(*, name: str) -> dict[str, Any]:
 # --- groups ----------------------------------------------------------------------------
 
 
-def _targets_prefetch() -> Prefetch:
+def _targets_prefetch() -> Prefetch[str, QuerySet[Target], str]:
     return Prefetch(
         "targets", queryset=Target.objects.select_related("provider").order_by("position")
     )

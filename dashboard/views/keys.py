@@ -50,16 +50,14 @@ async def keys_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @staff_required
 async def key_create(request: HttpRequest) -> HttpResponse:
-    form = {
-        "name": request.POST.get("name", ""),
-        "kind": request.POST.get("kind", "client"),
-        "groups": request.POST.getlist("groups"),
-    }
+    name, kind = request.POST.get("name", ""), request.POST.get("kind", "client")
+    groups = request.POST.getlist("groups")
+    form = {"name": name, "kind": kind, "groups": groups}
     try:
         key, secret = await sync_to_async(services.key_create)(
-            name=form["name"],
-            kind=form["kind"],
-            groups=form["groups"],
+            name=name,
+            kind=kind,
+            groups=groups,
             actor=actor(request),
             path=PAGE_PATH,
         )

@@ -191,7 +191,7 @@ async def _create(request: HttpRequest) -> HttpResponse:
             fresh = ProviderForm(
                 notice=f"Added provider {values['name']}. Refresh its models to use it."
             )
-            html = render_to_string(f"{PAGE}#create_form", {"form": fresh}, request=request)
+            html: str = render_to_string(f"{PAGE}#create_form", {"form": fresh}, request=request)
             html += '<div hx-swap-oob="beforebegin:#provider-create">'
             html += (
                 render_to_string(f"{PAGE}#provider_card", {"p": card}, request=request) + "</div>"

@@ -200,10 +200,12 @@ def insert_many(model: type[models.Model], objs: Sequence[models.Model]) -> None
         return
     connection = connections[router.db_for_write(model)]
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    # Every concrete field has a column; the stubs type ``Field.column`` optional.
+    columns = [f.column for f in fields if f.column is not None]
     quote = connection.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(model._meta.db_table),
-        ", ".join(quote(f.column) for f in fields),
+        ", ".join(quote(column) for column in columns),
         ", ".join(["%s"] * len(fields)),
     )
     params = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -61,7 +62,7 @@ async def events_recent(
     return rows[:limit]
 
 
-def key_usage_query() -> QuerySet[Call, dict[str, Any]]:
+def key_usage_query() -> QuerySet[Call, Mapping[str, Any]]:
     """Per key: its calls and its newest call's id. ``COUNT(*)`` and ``MAX(id)`` grouped
     by ``key_id`` read the ``(key_id, id)`` index alone (a covering scan, no table row
     touched); ``MAX(started_at)`` here would fetch every call row of the ledger."""

@@ -46,7 +46,8 @@ def _plain(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A JSON-safe copy (datetimes, decimals, UUIDs become strings)."""
     if value is None:
         return None
-    return json.loads(json.dumps(dict(value), cls=DjangoJSONEncoder))
+    plain: dict[str, Any] = json.loads(json.dumps(dict(value), cls=DjangoJSONEncoder))
+    return plain
 
 
 def _flatten(value: dict[str, Any] | None, prefix: str = "") -> dict[str, Any]:

@@ -61,9 +61,10 @@ def claim(model: type[M], *, kind: str, name: object, based_on: int, **lookup: A
     The conditional UPDATE is the whole concurrency story: of two writers based on the same
     version, the database lets exactly one match. Must run inside ``transaction.atomic()``.
     """
-    if model.objects.filter(version=based_on, **lookup).update(version=F("version") + 1):
-        return model.objects.select_for_update().get(**lookup)
-    current = model.objects.filter(**lookup).values_list("version", flat=True).first()
+    rows = model._default_manager  # ``objects``, typed for any model
+    if rows.filter(version=based_on, **lookup).update(version=F("version") + 1):
+        return rows.select_for_update().get(**lookup)
+    current = rows.filter(**lookup).values_list("version", flat=True).first()
     if current is None:
         raise NotFound(kind, name)
     raise VersionConflict(current)
@@ -89,7 +90,7 @@ def versioned_write(
             change(row)
             return row
     except Unchanged:
-        return model.objects.get(**lookup)
+        return model._default_manager.get(**lookup)
 
 
 def record(

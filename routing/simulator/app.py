@@ -130,7 +130,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         upstream.ledger.finish(record, disconnected=not upstream.stopping)
         raise
     finally:
-        upstream.handlers.discard(task)  # type: ignore[arg-type]
+        upstream.handlers.discard(task)
     upstream.ledger.finish(record, disconnected=False)  # no-op when settle() already ran
     return response
 

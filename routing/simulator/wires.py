@@ -339,7 +339,7 @@ class ResponsesWire:
                 summary_index=0,
                 delta=text,
             ),
-        ]  # type: ignore[index]
+        ]
 
     def content(self, piece: str) -> list[Event]:
         events: list[Event] = []
