@@ -26,10 +26,17 @@ from routing.audit.call_query import CallFilters
 FORBIDDEN = 4403
 
 
-class DashboardConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]
+class DashboardConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_staff or not user.is_active:
+        # types-channels types the scope's user as AbstractBaseUser, which has no is_staff;
+        # AuthMiddlewareStack puts the user model (or AnonymousUser) there, and both have it.
+        if (
+            user is None
+            or not user.is_authenticated
+            or not user.is_staff  # type: ignore[attr-defined]
+            or not user.is_active
+        ):
             await self.close(code=FORBIDDEN)
             return
         broadcast.remember_loop()
