@@ -21,6 +21,7 @@ export SWITCHYARD_HOST SWITCHYARD_PORT
 help:
 	@echo "make run    - install, migrate, and serve the gateway with a demo config on http://$(SWITCHYARD_HOST):$(SWITCHYARD_PORT)"
 	@echo "make test   - install dev dependencies and run the whole suite"
+	@echo "make lint   - ruff check, ruff format --check and mypy --strict (pyproject.toml)"
 	@echo "make bench  - measure the gateway against the direct path (BENCH_ARGS=--streams: long streams)"
 
 $(VENV)/bin/python:
@@ -68,6 +69,7 @@ BENCH_ARGS ?=
 bench: install-dev
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
+# mypy reads its strict configuration and the django-stubs plugin from pyproject.toml.
 lint: install-dev
 	$(BIN)/ruff check router_project routing dashboard tests bench
 	$(BIN)/ruff format --check router_project routing dashboard tests bench
