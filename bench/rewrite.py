@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import orjson
 
 from routing.engine.algorithms import Candidate
+from routing.engine.targets import target_key
 from routing.gateway.continuity import Continuity, Scope, ServedTurn
 from routing.gateway.table import ProviderSpec, TargetSpec
 from routing.state.memory import MemoryStore
@@ -68,7 +69,7 @@ def conversation(turns: int = TURNS) -> dict[str, Any]:
 def target(provider: str, model: str, **options: Any) -> TargetSpec:
     spec = ProviderSpec(provider, "openai", "http://127.0.0.1:9/v1", "k", {}, Timeouts(), 1)
     return TargetSpec(
-        Candidate(f"{provider}/{model}", provider, model, 0), spec, model, None, **options
+        Candidate(target_key(provider, model), provider, model, 0), spec, model, None, **options
     )
 
 

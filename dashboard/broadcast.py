@@ -56,9 +56,10 @@ if TYPE_CHECKING:
 from dashboard import channel_names as names
 from dashboard.call_rows import row_from_record
 from dashboard.chain import call_from_record
-from dashboard.health import badges_read, provider_of
+from dashboard.health import badges_read
 from routing.audit.call_query import call_facts
 from routing.engine.health import HealthEvent
+from routing.engine.targets import provider_of
 from routing.gateway.events import CallRecord, EventHub
 
 log = logging.getLogger("switchyard.dashboard")

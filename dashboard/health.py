@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from routing.engine.health import Availability
+from routing.engine.targets import provider_of
 from routing.gateway.runtime import Runtime
 
 
@@ -34,11 +35,7 @@ class Badge:
 
     @property
     def provider(self) -> str:
-        return self.key.split("/", 1)[0]
-
-
-def provider_of(key: str) -> str:
-    return key.split("/", 1)[0]
+        return provider_of(self.key)
 
 
 async def badges_read(runtime: Runtime, keys: Iterable[str]) -> dict[str, Badge]:

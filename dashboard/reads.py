@@ -23,6 +23,7 @@ from dashboard.health import Badge, badges_read
 from routing import selectors
 from routing.audit.retention import retention_from_settings
 from routing.audit.selectors import calls_count, calls_recent
+from routing.engine.targets import target_key
 from routing.gateway.runtime import get_runtime
 
 log = logging.getLogger("switchyard.dashboard")
@@ -45,7 +46,7 @@ class TargetRow:
 
     @property
     def key(self) -> str:
-        return f"{self.provider}/{self.model}"
+        return target_key(self.provider, self.model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +118,10 @@ def _card(
             weight=t["weight"],
             enabled=t["enabled"],
             context_window=t["context_window"],
-            badge=badges[f"{t['provider']}/{t['model']}"],
+            badge=badges[target_key(t["provider"], t["model"])],
             up_order=_moved(ids, index, -1),
             down_order=_moved(ids, index, +1),
-            stats=stats.get(f"{t['provider']}/{t['model']}"),
+            stats=stats.get(target_key(t["provider"], t["model"])),
         )
         for index, t in enumerate(targets)
     ]
@@ -159,7 +160,7 @@ async def _recent_calls(card: GroupCard) -> None:
 async def group_cards(details: Sequence[Mapping[str, Any]]) -> list[GroupCard]:
     """Cards for the given ``selectors.group_detail`` dicts: one health snapshot for all."""
     providers = provider_choices(await sync_to_async(selectors.provider_list)())
-    keys = [f"{t['provider']}/{t['model']}" for d in details for t in d["targets"]]
+    keys = [target_key(t["provider"], t["model"]) for d in details for t in d["targets"]]
     runtime = get_runtime()
     badges = await badges_read(runtime, keys)
     stats = live_stats.current().read(keys, runtime.clock())

@@ -28,6 +28,7 @@ from django.utils.deconstruct import deconstructible
 
 from routing import crypto
 from routing.config.schema import GROUP_NAME_RE, TIMEOUT_DEFAULTS
+from routing.engine.targets import target_key
 
 HINT_MIN_KEY_LENGTH = 12  # shorter credentials get no hint: 4 chars would be too much of them
 
@@ -157,7 +158,7 @@ class Target(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.provider.name}/{self.model}"
+        return target_key(self.provider.name, self.model)
 
 
 class GlobalSettings(models.Model):

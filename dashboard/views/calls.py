@@ -23,13 +23,14 @@ from routing import selectors
 from routing.audit.call_query import call_detail, calls_page
 from routing.audit.models import FrontDoor, Outcome
 from routing.engine.failures import FailureCode
+from routing.engine.targets import target_key
 
 CODES = [*(code.value for code in FailureCode), "ROUTES_EXHAUSTED"]
 
 
 def _choices() -> dict[str, Any]:
     groups = selectors.group_list()
-    targets = sorted({f"{t['provider']}/{t['model']}" for g in groups for t in g["targets"]})
+    targets = sorted({target_key(t["provider"], t["model"]) for g in groups for t in g["targets"]})
     return {
         "groups": [g["name"] for g in groups],
         "targets": targets,

@@ -28,6 +28,7 @@ from dashboard import stats as live_stats
 from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
 from routing.config.errors import ConfigError
+from routing.engine.targets import split_target_key
 from routing.gateway.runtime import get_runtime
 
 CARD = "dashboard/groups.html#group_card"
@@ -252,16 +253,17 @@ async def group_create(request: HttpRequest) -> HttpResponse:
     the create form (422, nothing created); success returns the cleared form with a notice
     and the new card, swapped in at the top of the list (``hx-swap-oob``)."""
     form = {"name": request.POST.get("name", "").strip(), "target": request.POST.get("target", "")}
-    provider, sep, model = form["target"].partition("/")
+    parts = split_target_key(form["target"])
     errors: dict[str, str] = {}
-    if not sep or not provider or not model:
+    if parts is None:
         errors["target"] = "pick the group's first target"
     if not form["name"]:
         errors["name"] = "a group needs a name"
-    if not errors:
+    if parts is not None and not errors:
+        target = {"provider": parts.provider, "model": parts.model}
         try:
             await sync_to_async(services.group_create)(
-                data={"name": form["name"], "targets": [{"provider": provider, "model": model}]},
+                data={"name": form["name"], "targets": [target]},
                 actor=actor(request),
                 path=PAGE_PATH,
             )

@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from routing.engine.targets import split_target_key, target_key
+
 PROVENANCE_TTL_S = 24 * 3600.0
 SESSION_TURNS_LIMIT = 512  # turns remembered per session (the oldest are forgotten)
 SHARED_TURNS_LIMIT = 20_000  # turns remembered for calls without a session key
@@ -117,8 +119,8 @@ class Producer(NamedTuple):
 
     @classmethod
     def from_key(cls, key: str) -> Producer:
-        provider, sep, model = key.partition("/")
-        return cls(provider, model) if sep and model else cls(None, key)
+        parts = split_target_key(key)
+        return cls(parts.provider, parts.model) if parts is not None else cls(None, key)
 
     def same_target(self, other: Producer) -> bool:
         if self.provider is None or other.provider is None:
@@ -130,4 +132,4 @@ def label(route: Producer, other: Producer) -> str:
     """Seed 003's rule: ``model`` when both providers are the same, else ``provider/model``."""
     if route.provider is None or other.provider is None or route.provider == other.provider:
         return route.model
-    return f"{route.provider}/{route.model}"
+    return target_key(route.provider, route.model)

@@ -17,10 +17,12 @@ stores, the API) carries the decisions out.
     │                  per-provider credential state; transitions return HealthEvents
     ├── select.py      judge() -> Verdict, choose() -> the candidates a call walks,
     │                  charge() -> what a failure costs: the one place eligibility is decided
-    └── algorithms.py  Candidate, SelectionView, RoutingAlgorithm and the five built-ins,
-                       get_algorithm() by name or dotted path
+    ├── algorithms.py  Candidate, SelectionView, RoutingAlgorithm and the five built-ins,
+    │                  get_algorithm() by name or dotted path
+    └── targets.py     target keys (``provider/model``): target_key, provider_of,
+                       split_target_key, the one place that builds and splits them
 
-Dependencies point one way: failures <- retry <- plan; failures <- health;
+Dependencies point one way: failures <- retry <- plan; failures, targets <- health;
 failures <- algorithms; health, plan <- select.
 """
 
@@ -69,10 +71,10 @@ from .health import (
     record_success,
     release_probe,
     reset,
-    target_key,
 )
 from .plan import Action, Decision, SwitchReason, context_window_allows, decide
 from .retry import RetryPolicy, backoff_ms
+from .targets import TargetKeyParts, provider_of, split_target_key, target_key
 
 __all__ = [
     "ALGORITHMS",
@@ -100,6 +102,7 @@ __all__ = [
     "RoutingAlgorithm",
     "SelectionView",
     "SwitchReason",
+    "TargetKeyParts",
     "TargetHealth",
     "UnknownAlgorithm",
     "Weighted",
@@ -117,10 +120,12 @@ __all__ = [
     "force_revive",
     "get_algorithm",
     "parse_retry_after",
+    "provider_of",
     "record_failure",
     "record_success",
     "reset",
     "scrub",
     "smooth_weighted_sequence",
+    "split_target_key",
     "target_key",
 ]

@@ -34,6 +34,7 @@ from enum import StrEnum
 from typing import Any
 
 from .failures import Failure, FailureCode
+from .targets import provider_of
 
 FORCE_REVIVE_LEASE_S = 30.0
 _MAX_EXPONENT = 62
@@ -147,15 +148,6 @@ class HealthEvent:
         return {**asdict(self), "kind": self.kind.value}
 
 
-def target_key(provider: str, model: str) -> str:
-    """``provider/model``. Provider names are slugs, so the first ``/`` splits it back."""
-    return f"{provider}/{model}"
-
-
-def _provider_of(key: str) -> str:
-    return key.split("/", 1)[0]
-
-
 def cooling_duration_s(policy: CircuitPolicy, openings: int) -> float:
     """``base · 2^(n−1)`` capped, in seconds; ``n`` below 1 counts as 1."""
     exponent = min(max(openings, 1) - 1, _MAX_EXPONENT)
@@ -212,7 +204,7 @@ def release_probe(h: TargetHealth, now: float) -> TargetHealth:
 def record_success(h: TargetHealth, key: str, now: float) -> tuple[TargetHealth, list[HealthEvent]]:
     """Any success makes the target healthy with every counter reset."""
     fresh = TargetHealth()
-    provider = _provider_of(key)
+    provider = provider_of(key)
     if h.state is HealthState.HEALTHY:
         return fresh, []
     events: list[HealthEvent] = []
@@ -248,7 +240,7 @@ def _cool(
     event = HealthEvent(
         EventKind.COOLING,
         key,
-        _provider_of(key),
+        provider_of(key),
         now,
         until=until,
         code=failure.code.value,
@@ -280,7 +272,7 @@ def record_failure(
     jump straight to the cap — but a 429 may still push the deadline later.
     """
     consecutive = h.consecutive_failures + 1
-    provider = _provider_of(key)
+    provider = provider_of(key)
     if failure.code is FailureCode.FORBIDDEN:
         return _disable_target(h, key, failure, now)
     is_rate_limit = failure.code is FailureCode.RATE_LIMIT
@@ -332,7 +324,7 @@ def _disable_target(
     event = HealthEvent(
         EventKind.DISABLED,
         key,
-        _provider_of(key),
+        provider_of(key),
         now,
         code=failure.code.value,
         message=failure.message,
@@ -358,7 +350,7 @@ def _note_straggler(
         HealthEvent(
             EventKind.COOLING,
             key,
-            _provider_of(key),
+            provider_of(key),
             now,
             until=noted.until,
             code=failure.code.value,
@@ -382,7 +374,7 @@ def force_revive(
     event = HealthEvent(
         EventKind.FORCE_REVIVED,
         key,
-        _provider_of(key),
+        provider_of(key),
         now,
         until=h.until,
         code=h.last_code,
@@ -400,7 +392,7 @@ def reset(
         HealthEvent(
             EventKind.RESET,
             key,
-            _provider_of(key),
+            provider_of(key),
             now,
             code=h.last_code,
             message=message,

@@ -25,6 +25,7 @@ from asgiref.sync import sync_to_async
 
 from routing.engine.algorithms import SelectionView
 from routing.engine.select import Use, Verdict, choose, sticky_first
+from routing.engine.targets import target_key
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, TargetSpec
 
@@ -105,7 +106,7 @@ async def route_explain(
         for provider, target_model in await sync_to_async(_configured_off)(group.name):
             candidates.append(
                 CandidateExplanation(
-                    f"{provider}/{target_model}",
+                    target_key(provider, target_model),
                     provider,
                     target_model,
                     False,

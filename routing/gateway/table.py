@@ -28,6 +28,7 @@ from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
 from routing.engine.retry import RetryPolicy
+from routing.engine.targets import split_target_key, target_key
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -184,14 +185,15 @@ class RoutingTable:
         cached = self._direct.get(address)
         if cached is not None:
             return cached
-        provider_name, sep, model = address.partition("/")
-        provider = self.providers.get(provider_name)
+        parts = split_target_key(address)
+        provider = self.providers.get(parts.provider) if parts is not None else None
         # Only models the provider lists: clients must not mint health entries and metric
         # labels at will by inventing addresses.
-        if not sep or not model or provider is None or model not in provider.models:
+        if parts is None or provider is None or parts.model not in provider.models:
             return None
+        model = parts.model
         candidate = Candidate(
-            key=f"{provider.name}/{model}", provider=provider.name, model=model, position=0
+            key=target_key(provider.name, model), provider=provider.name, model=model, position=0
         )
         group = _build_group(
             name=address,
@@ -339,7 +341,7 @@ def compile_table() -> RoutingTable:
         targets = tuple(
             TargetSpec(
                 candidate=Candidate(
-                    key=f"{t.provider.name}/{t.model}",
+                    key=target_key(t.provider.name, t.model),
                     provider=t.provider.name,
                     model=t.model,
                     position=index,
@@ -359,7 +361,7 @@ def compile_table() -> RoutingTable:
                 policy=_layered(base_policy, group.policy or {}),
                 version=group.version,
                 circuits={
-                    f"{t.provider.name}/{t.model}": (t.options or {}).get("circuit")
+                    target_key(t.provider.name, t.model): (t.options or {}).get("circuit")
                     for t in enabled
                 },
             )

@@ -18,6 +18,7 @@ from routing.config.policy import (
     validate_policy_flat,
 )
 from routing.config.schema import parse_group, target_options
+from routing.engine.targets import target_key
 from routing.models import Group, Provider, Target
 from routing.services.base import (
     Unchanged,
@@ -42,7 +43,7 @@ def group_snapshot(group: Group) -> dict[str, Any]:
     return {
         **policy_snapshot(group.policy),
         "targets": {
-            f"{t.provider.name}/{t.model}": {
+            target_key(t.provider.name, t.model): {
                 "position": t.position,
                 "weight": t.weight,
                 "enabled": t.enabled,

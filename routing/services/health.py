@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 
+from routing.engine.targets import target_key
 from routing.models import Provider, Target
 from routing.services.base import NotFound
 
@@ -46,4 +47,4 @@ def target_reset(*, target_id: int, actor: str) -> None:
     target = Target.objects.select_related("provider").filter(pk=target_id).first()
     if target is None:
         raise NotFound("target", target_id)
-    async_to_sync(_reset)(f"{target.provider.name}/{target.model}", actor)
+    async_to_sync(_reset)(target_key(target.provider.name, target.model), actor)

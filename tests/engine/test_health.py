@@ -25,8 +25,8 @@ from routing.engine.health import (
     record_failure,
     record_success,
     reset,
-    target_key,
 )
+from routing.engine.targets import target_key
 
 F = FailureCode
 S = HealthState
