@@ -12,7 +12,7 @@ stores, the API) carries the decisions out.
     │                  classify_http / classify_error_object, Retry-After, scrub
     ├── retry.py       RetryPolicy and backoff_ms (exponential, capped, jittered)
     ├── plan.py        decide(): one failed attempt -> RETRY(delay) | SWITCH(reason) | SURFACE;
-    │                  context_window_allows()
+    │                  CommitPoint, SwitchReason; context_window_allows()
     ├── health.py      per-target health state machine (healthy/cooling/probing) and
     │                  per-provider credential state; transitions return HealthEvents
     ├── select.py      judge() -> Verdict, choose() -> the candidates a call walks,
@@ -72,7 +72,7 @@ from .health import (
     release_probe,
     reset,
 )
-from .plan import Action, Decision, SwitchReason, context_window_allows, decide
+from .plan import Action, CommitPoint, Decision, SwitchReason, context_window_allows, decide
 from .retry import RetryPolicy, backoff_ms
 from .targets import TargetKeyParts, provider_of, split_target_key, target_key
 
@@ -86,6 +86,7 @@ __all__ = [
     "Availability",
     "Candidate",
     "CircuitPolicy",
+    "CommitPoint",
     "Decision",
     "EventKind",
     "Failure",

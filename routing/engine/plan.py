@@ -34,6 +34,15 @@ class Action(StrEnum):
     SURFACE = "surface"  # give this failure to the client
 
 
+class CommitPoint(StrEnum):
+    """When an attempt's answer is committed to the client (rule 1 above): at its first
+    content, reasoning or tool-call delta, or only once the upstream finished the whole
+    answer. Before it a failure is retried or switched invisibly."""
+
+    FIRST_CONTENT = "first-content"
+    COMPLETE = "complete"
+
+
 class SwitchReason(StrEnum):
     THRESHOLD = "threshold"
     PROBE = "probe"

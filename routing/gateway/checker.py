@@ -32,6 +32,7 @@ import orjson
 
 from routing.engine.failures import FailureCode
 from routing.engine.health import Availability, availability
+from routing.engine.plan import CommitPoint
 from routing.gateway.attempt import run_attempt
 from routing.protocols import Protocol
 from routing.upstream.openai import UpstreamFailure
@@ -97,7 +98,7 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
             client,
             body,
             stream=False,
-            commit="first-content",
+            commit=CommitPoint.FIRST_CONTENT,
             model=target.model,
             deadline=deadline,
             door=Protocol(client.kind),

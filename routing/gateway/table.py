@@ -27,6 +27,7 @@ from routing.continuity.window import DeclaredWindow, declared_window
 from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
+from routing.engine.plan import CommitPoint
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
 from routing.upstream.openai import Timeouts
@@ -101,7 +102,7 @@ class GroupSpec:
     retry: RetryPolicy
     switch_codes: frozenset[FailureCode]
     circuit: CircuitPolicy
-    commit: str
+    commit: CommitPoint
     context_window: int | None
     deadline_s: float
     version: int
@@ -239,7 +240,7 @@ def _build_group(
         retry=RetryPolicy(**engine_values(policy, "retry")),
         switch_codes=frozenset(FailureCode(c) for c in policy["switch_codes"]),
         circuit=circuit,
-        commit=str(policy["commit"]),
+        commit=CommitPoint(policy["commit"]),
         context_window=policy.get("context_window"),
         deadline_s=float(policy["deadline_s"]),
         version=version,
