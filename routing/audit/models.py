@@ -28,6 +28,8 @@ ROUTE_MAX = 300  # provider slug (50) + "/" + model id (200), with room to spare
 
 
 class Outcome(models.TextChoices):
+    """Mirrors ``routing.gateway.events.CallOutcome``; kept here so migrations stay stable."""
+
     OK = "ok", "ok"
     FAILED = "failed", "failed"
     ABORTED = "aborted", "aborted"

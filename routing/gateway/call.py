@@ -30,11 +30,17 @@ from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
-from routing.engine.plan import Action, ContextLimit, Decision, decide
+from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
 from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
 from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
-from routing.gateway.events import AttemptRecord, CallRecord, FallbackEvent, RetryEvent
+from routing.gateway.events import (
+    AttemptRecord,
+    CallOutcome,
+    CallRecord,
+    FallbackEvent,
+    RetryEvent,
+)
 from routing.gateway.replies import (
     SSE_DONE,
     ErrorReply,
@@ -141,17 +147,17 @@ class Call:
         try:
             return await self._run()
         except asyncio.CancelledError:
-            self._finish("aborted", error_code=FailureCode.ABORTED.value, http_status=499)
+            self._finish(CallOutcome.ABORTED, error_code=FailureCode.ABORTED.value, http_status=499)
             raise
         except Exception:
             # A bug, not an upstream's failure: still on the record, never left open.
-            self._finish("failed", error_code=FailureCode.UNKNOWN.value, http_status=500)
+            self._finish(CallOutcome.FAILED, error_code=FailureCode.UNKNOWN.value, http_status=500)
             raise
 
     async def _run(self) -> Reply:
         store = self.runtime.store
         ticket = await store.next_ticket(self.group.name) if self.group.algorithm.uses_ticket else 0
-        switched_from: tuple[TargetSpec, Failure, str, float | None] | None = None
+        switched_from: tuple[TargetSpec, Failure, SwitchReason, float | None] | None = None
         while True:
             pick = await self._pick(ticket)
             if switched_from is not None:
@@ -172,7 +178,7 @@ class Call:
                 self.context_limit = ContextLimit(target.context_window)
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
             cooled = any(e.kind is EventKind.COOLING for e in events)
-            reason = switch_reason(decision.reason, cooled=cooled).value
+            reason = switch_reason(decision.reason, cooled=cooled)
             switched_from = (target, failure, reason, cooldown)
 
     # ------------------------------------------------------------------ selection
@@ -421,7 +427,7 @@ class Call:
         self,
         source: TargetSpec,
         failure: Failure,
-        reason: str,
+        reason: SwitchReason,
         cooldown: float | None,
         *,
         to: TargetSpec | None,
@@ -475,7 +481,7 @@ class Call:
             headers["x-switchyard-rewrites"] = ",".join(self.rewrites)
         if not self.stream:
             self.record.usage = answer.usage
-            self._finish("ok")
+            self._finish(CallOutcome.OK)
             return JsonReply(answer.prefix[0], headers=headers)
         kind = Protocol(target.provider.kind)
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
@@ -488,7 +494,7 @@ class Call:
         is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
         reader = answer.reader
         usage_sent = False
-        outcome, error_code = "ok", None
+        outcome, error_code = CallOutcome.OK, None
         try:
             held: list[bytes] = []
             for payload in answer.prefix:
@@ -504,7 +510,7 @@ class Call:
                         frames = await reader.next_sse()
                     except UpstreamFailure as exc:
                         failure = exc.failure
-                        outcome, error_code = "failed", failure.code.value
+                        outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
                             "(surfaced as an SSE error: too late to retry or switch)",
@@ -526,7 +532,7 @@ class Call:
                 await self.continuity.remember(target, answer.turn)
             yield SSE_DONE
         except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = "aborted", FailureCode.ABORTED.value
+            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
             raise
         finally:
             await self._stream_ended(target, answer, outcome, error_code)
@@ -537,7 +543,7 @@ class Call:
         """``_relay`` for every other door/kind pair: the same commit rules, the door's own
         framing, end and after-commit error event (``routing.protocols.legs``)."""
         reader = answer.reader
-        outcome, error_code = "ok", None
+        outcome, error_code = CallOutcome.OK, None
         try:
             yield relay.encode(answer.items)
             if reader is not None:
@@ -546,7 +552,7 @@ class Call:
                         batch = await reader.next_batch()
                     except UpstreamFailure as exc:
                         failure = exc.failure
-                        outcome, error_code = "failed", failure.code.value
+                        outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
                             "(surfaced as the door's error event: too late to retry or switch)",
@@ -570,13 +576,13 @@ class Call:
             if tail:
                 yield tail
         except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = "aborted", FailureCode.ABORTED.value
+            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
             raise
         finally:
             await self._stream_ended(target, answer, outcome, error_code)
 
     async def _stream_ended(
-        self, target: TargetSpec, answer: Answer, outcome: str, error_code: str | None
+        self, target: TargetSpec, answer: Answer, outcome: CallOutcome, error_code: str | None
     ) -> None:
         reader = answer.reader
         if reader is not None:
@@ -598,7 +604,7 @@ class Call:
             status,
             failure.message,
         )
-        self._finish("failed", error_code=failure.code.value, http_status=status)
+        self._finish(CallOutcome.FAILED, error_code=failure.code.value, http_status=status)
         return ErrorReply(
             status=status,
             message=failure.message,
@@ -626,7 +632,7 @@ class Call:
         log.error(
             "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
         )
-        self._finish("failed", error_code="ROUTES_EXHAUSTED", http_status=status)
+        self._finish(CallOutcome.FAILED, error_code="ROUTES_EXHAUSTED", http_status=status)
         return ErrorReply(
             status=status,
             message=message,
@@ -691,7 +697,7 @@ class Call:
         return headers
 
     def _finish(
-        self, outcome: str, *, error_code: str | None = None, http_status: int = 200
+        self, outcome: CallOutcome, *, error_code: str | None = None, http_status: int = 200
     ) -> None:
         record = self.record
         if record.elapsed_ms:  # already finished (e.g. cancelled after a reply was built)

@@ -13,9 +13,11 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from routing.engine.health import HealthEvent
+from routing.engine.plan import SwitchReason
 
 log = logging.getLogger("switchyard.events")
 
@@ -39,7 +41,7 @@ class FallbackEvent:
     group: str
     from_target: str
     to_target: str | None
-    reason: str
+    reason: SwitchReason
     code: str
     status: int | None
     message: str
@@ -56,13 +58,23 @@ class AttemptRecord:
     code: str | None = None
     status: int | None = None
     message: str = ""
-    reason: str | None = None  # switch reason when this attempt made the call move on
+    reason: SwitchReason | None = None  # why this attempt made the call move on
     will_retry: bool = False
     switched: bool = False
     switched_to: str | None = None
     probe: bool = False
     rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
+
+
+class CallOutcome(StrEnum):
+    """How a call ended. OK: the answer reached the client. FAILED: an error was surfaced,
+    every route was exhausted, a stream broke after its commit point, or a bug. ABORTED:
+    the client went away."""
+
+    OK = "ok"
+    FAILED = "failed"
+    ABORTED = "aborted"
 
 
 # routing.protocols values -> the call ledger's door names (routing.audit.models.FrontDoor)
@@ -76,7 +88,7 @@ class CallRecord:
     session: str | None
     stream: bool
     started_at: float
-    outcome: str = "ok"  # ok | failed | aborted
+    outcome: CallOutcome = CallOutcome.OK
     served_by: str | None = None
     elapsed_ms: float = 0.0
     ttft_ms: float | None = None

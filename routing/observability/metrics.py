@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from routing.engine.health import HealthEvent, HealthState
-from routing.gateway.events import CallRecord, Event, FallbackEvent, RetryEvent
+from routing.gateway.events import CallOutcome, CallRecord, Event, FallbackEvent, RetryEvent
 from routing.gateway.runtime import Runtime
 
 LABEL_VALUES_MAX = 1000
@@ -114,7 +114,7 @@ def observe(event: Event) -> None:
             ATTEMPTS.labels(
                 _target(attempt.target), "OK" if attempt.ok else attempt.code or "UNKNOWN"
             ).inc()
-        if event.outcome == "ok" and event.ttft_ms is not None:
+        if event.outcome == CallOutcome.OK and event.ttft_ms is not None:
             TIME_TO_FIRST_TOKEN.labels(group).observe(event.ttft_ms / 1000)
         if event.overhead_ms is not None:
             GATEWAY_OVERHEAD.labels(group).observe(event.overhead_ms / 1000)
