@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from dashboard.chain import Step, fold_attempts
+
+if TYPE_CHECKING:
+    from routing.audit.models import Call
+    from routing.gateway.events import CallRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,50 +39,50 @@ class CallRow:
         return datetime.fromtimestamp(self.started_at, tz=UTC)
 
 
-def row_from_call(call: object) -> CallRow:
+def row_from_call(call: Call) -> CallRow:
     """From an audit ``Call`` whose attempts were prefetched in order."""
-    attempts = list(call.attempts.all())  # type: ignore[attr-defined]
+    attempts = list(call.attempts.all())
     return CallRow(
-        call_id=call.call_id,  # type: ignore[attr-defined]
-        started_at=call.started_at.timestamp(),  # type: ignore[attr-defined]
-        group=call.group,  # type: ignore[attr-defined]
-        outcome=call.outcome,  # type: ignore[attr-defined]
-        served_by=call.served_by or "",  # type: ignore[attr-defined]
-        fallback=bool(call.served_by_fallback),  # type: ignore[attr-defined]
-        key_id=call.key_id,  # type: ignore[attr-defined]
-        key_name=call.key_name or "",  # type: ignore[attr-defined]
-        front_door=call.front_door,  # type: ignore[attr-defined]
-        session=call.session or "",  # type: ignore[attr-defined]
+        call_id=call.call_id,
+        started_at=call.started_at.timestamp(),
+        group=call.group,
+        outcome=call.outcome,
+        served_by=call.served_by or "",
+        fallback=bool(call.served_by_fallback),
+        key_id=call.key_id,
+        key_name=call.key_name or "",
+        front_door=call.front_door,
+        session=call.session or "",
         attempts=len(attempts),
-        elapsed_ms=float(call.elapsed_ms),  # type: ignore[attr-defined]
-        ttft_ms=call.ttft_ms,  # type: ignore[attr-defined]
-        total_tokens=call.total_tokens,  # type: ignore[attr-defined]
-        error_code=call.error_code or "",  # type: ignore[attr-defined]
-        http_status=int(call.http_status),  # type: ignore[attr-defined]
+        elapsed_ms=float(call.elapsed_ms),
+        ttft_ms=call.ttft_ms,
+        total_tokens=call.total_tokens,
+        error_code=call.error_code or "",
+        http_status=int(call.http_status),
         steps=fold_attempts(attempts),
     )
 
 
-def row_from_record(record: object) -> CallRow:
+def row_from_record(record: CallRecord) -> CallRow:
     """From a live ``routing.gateway.events.CallRecord``."""
-    usage = record.usage or {}  # type: ignore[attr-defined]
+    usage = record.usage or {}
     total = usage.get("total_tokens") if isinstance(usage, dict) else None
     return CallRow(
-        call_id=record.call_id,  # type: ignore[attr-defined]
-        started_at=float(record.started_at),  # type: ignore[attr-defined]
-        group=record.group,  # type: ignore[attr-defined]
-        outcome=record.outcome,  # type: ignore[attr-defined]
-        served_by=record.served_by or "",  # type: ignore[attr-defined]
-        fallback=bool(record.served_by_fallback),  # type: ignore[attr-defined]
-        key_id=record.key_id,  # type: ignore[attr-defined]
-        key_name=record.key_name or "",  # type: ignore[attr-defined]
-        front_door=record.door,  # type: ignore[attr-defined]
-        session=record.session or "",  # type: ignore[attr-defined]
-        attempts=len(record.attempts),  # type: ignore[attr-defined]
-        elapsed_ms=float(record.elapsed_ms),  # type: ignore[attr-defined]
-        ttft_ms=record.ttft_ms,  # type: ignore[attr-defined]
+        call_id=record.call_id,
+        started_at=float(record.started_at),
+        group=record.group,
+        outcome=record.outcome,
+        served_by=record.served_by or "",
+        fallback=bool(record.served_by_fallback),
+        key_id=record.key_id,
+        key_name=record.key_name or "",
+        front_door=record.door,
+        session=record.session or "",
+        attempts=len(record.attempts),
+        elapsed_ms=float(record.elapsed_ms),
+        ttft_ms=record.ttft_ms,
         total_tokens=total if isinstance(total, int) else None,
-        error_code=record.error_code or "",  # type: ignore[attr-defined]
-        http_status=int(record.http_status),  # type: ignore[attr-defined]
-        steps=fold_attempts(record.attempts),  # type: ignore[attr-defined]
+        error_code=record.error_code or "",
+        http_status=int(record.http_status),
+        steps=fold_attempts(record.attempts),
     )

@@ -18,18 +18,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from routing.audit.models import Call
+    from routing.gateway.events import CallRecord
 
 
 class AttemptLike(Protocol):
-    """What both ``routing.gateway.events.AttemptRecord`` and ``routing.audit.models.Attempt`` have."""
+    """What both ``routing.gateway.events.AttemptRecord`` and ``routing.audit.models.Attempt`` have.
+    Read-only, so a row whose ``code`` is never None fits as well as a record's optional one."""
 
-    target: str
-    ok: bool
-    code: str | None
-    status: int | None
-    elapsed_ms: float
-    probe: bool
+    @property
+    def target(self) -> str: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def code(self) -> str | None: ...
+    @property
+    def status(self) -> int | None: ...
+    @property
+    def elapsed_ms(self) -> float: ...
+    @property
+    def probe(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,33 +121,33 @@ def _kind(attempt: object) -> str:
     return value if isinstance(value, str) and value else "openai"
 
 
-def call_from_record(record: object) -> CallView:
+def call_from_record(record: CallRecord) -> CallView:
     """From a live ``routing.gateway.events.CallRecord``."""
     return CallView(
-        call_id=record.call_id,  # type: ignore[attr-defined]
-        group=record.group,  # type: ignore[attr-defined]
-        outcome=record.outcome,  # type: ignore[attr-defined]
-        served_by=record.served_by or "",  # type: ignore[attr-defined]
-        started_at=float(record.started_at),  # type: ignore[attr-defined]
-        elapsed_ms=float(record.elapsed_ms),  # type: ignore[attr-defined]
-        http_status=int(record.http_status),  # type: ignore[attr-defined]
-        error_code=record.error_code or "",  # type: ignore[attr-defined]
-        steps=fold_attempts(record.attempts),  # type: ignore[attr-defined]
-        front_door=record.door,  # type: ignore[attr-defined]
+        call_id=record.call_id,
+        group=record.group,
+        outcome=record.outcome,
+        served_by=record.served_by or "",
+        started_at=float(record.started_at),
+        elapsed_ms=float(record.elapsed_ms),
+        http_status=int(record.http_status),
+        error_code=record.error_code or "",
+        steps=fold_attempts(record.attempts),
+        front_door=record.door,
     )
 
 
-def call_from_row(row: object) -> CallView:
+def call_from_row(row: Call) -> CallView:
     """From an audit ``Call`` whose attempts were prefetched in order."""
     return CallView(
-        call_id=row.call_id,  # type: ignore[attr-defined]
-        group=row.group,  # type: ignore[attr-defined]
-        outcome=row.outcome,  # type: ignore[attr-defined]
-        served_by=row.served_by or "",  # type: ignore[attr-defined]
-        started_at=row.started_at.timestamp(),  # type: ignore[attr-defined]
-        elapsed_ms=float(row.elapsed_ms),  # type: ignore[attr-defined]
-        http_status=int(row.http_status),  # type: ignore[attr-defined]
-        error_code=row.error_code or "",  # type: ignore[attr-defined]
-        steps=fold_attempts(row.attempts.all()),  # type: ignore[attr-defined]
-        front_door=row.front_door,  # type: ignore[attr-defined]
+        call_id=row.call_id,
+        group=row.group,
+        outcome=row.outcome,
+        served_by=row.served_by or "",
+        started_at=row.started_at.timestamp(),
+        elapsed_ms=float(row.elapsed_ms),
+        http_status=int(row.http_status),
+        error_code=row.error_code or "",
+        steps=fold_attempts(row.attempts.all()),
+        front_door=row.front_door,
     )

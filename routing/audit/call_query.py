@@ -19,10 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
 from routing.audit.models import Attempt, Call, FrontDoor, Outcome
+
+if TYPE_CHECKING:
+    from routing.gateway.events import CallRecord
 
 PAGE_SIZE = 50
 PAGE_MAX = 500
@@ -105,22 +109,22 @@ def _seq(value: object) -> Sequence[object]:
     return value if isinstance(value, list | tuple) else ()
 
 
-def call_facts(record: object) -> dict[str, object]:
+def call_facts(record: CallRecord) -> dict[str, object]:
     """What :meth:`CallFilters.matches` reads, from a live ``routing.gateway.events.CallRecord``."""
-    attempts = record.attempts  # type: ignore[attr-defined]
+    attempts = record.attempts
     codes = {a.code for a in attempts if a.code}
-    if record.error_code:  # type: ignore[attr-defined]
-        codes.add(record.error_code)  # type: ignore[attr-defined]
+    if record.error_code:
+        codes.add(record.error_code)
     return {
-        "group": record.group,  # type: ignore[attr-defined]
+        "group": record.group,
         "targets": sorted({a.target for a in attempts}),
-        "key_id": record.key_id,  # type: ignore[attr-defined]
-        "outcome": record.outcome,  # type: ignore[attr-defined]
+        "key_id": record.key_id,
+        "outcome": record.outcome,
         "codes": sorted(codes),
-        "session": record.session or "",  # type: ignore[attr-defined]
-        "front_door": record.door,  # type: ignore[attr-defined]
-        "fallback": record.served_by_fallback,  # type: ignore[attr-defined]
-        "started_at": float(record.started_at),  # type: ignore[attr-defined]
+        "session": record.session or "",
+        "front_door": record.door,
+        "fallback": record.served_by_fallback,
+        "started_at": float(record.started_at),
     }
 
 
