@@ -127,13 +127,25 @@ def check_value_types(**_: Any) -> list[Error]:
     """Keys whose values ``routing.conf`` could not read (their defaults apply)."""
     return [
         _error(
-            f"{f'SWITCHYARD[{key!r}]' if key else 'SWITCHYARD'}={problem.value!r}: "
+            f"{f'SWITCHYARD[{key!r}]' if key else 'SWITCHYARD'}={_shown(key, problem.value)}: "
             f"{problem.message}.",
             "routing.E007",
         )
         for key, problem in sorted(settings_problems().items())
         if key not in _OWN_CHECK
     ]
+
+
+# Values a check may not print: secrets, and URLs that may carry a password.
+_SECRET_KEYS = frozenset({"SECRET_KEY", "SECRET_KEY_FALLBACKS", "REDIS_URL"})
+
+
+def _shown(key: str, value: object) -> str:
+    """The value for the message, unless it may hold a secret: then only its type (and
+    the whole ``SWITCHYARD`` setting, which holds them, is never printed)."""
+    if not key or key in _SECRET_KEYS:
+        return f"<a {type(value).__name__}, not shown>"
+    return repr(value)
 
 
 @register(Tags.database)

@@ -43,6 +43,14 @@ def test_each_misconfiguration_is_one_error(
     assert ids(settings, **overrides) == expected
 
 
+def test_a_misconfigured_secret_is_named_never_printed(settings: Any) -> None:
+    secret = "sk-fallback-secret-0123456789"
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "SECRET_KEY_FALLBACKS": secret}
+    messages = [m.msg for m in run_checks() if m.id == "routing.E007"]
+    assert messages and "SECRET_KEY_FALLBACKS" in messages[0]
+    assert all(secret not in m and secret[:12] not in m for m in messages)
+
+
 def test_a_registered_algorithm_that_imports_passes(settings: Any) -> None:
     assert ids(settings, ALGORITHMS={"first": "routing.engine.algorithms.Priority"}) == []
 

@@ -260,6 +260,38 @@ def test_a_retry_after_date_is_read_on_the_runtimes_clock(
     assert 2 <= delay <= 5  # about four seconds on that clock (the date has 1 s precision)
 
 
+def test_a_bug_in_the_gateway_is_a_500_in_the_doors_shape_and_on_the_record(
+    harness: Harness,
+) -> None:
+    from routing.state.memory import MemoryStore
+
+    class BrokenStore(MemoryStore):
+        async def snapshot(self, keys, providers):  # type: ignore[no-untyped-def]
+            raise RuntimeError("a bug in the store")
+
+    harness.configure(TWO_ROUTES)
+    harness.runtime.store = BrokenStore()  # type: ignore[attr-defined]
+    auth = {"authorization": f"Bearer {harness.key}"}
+    chat = httpx.post(
+        harness.gateway.base_url + "/chat/completions",
+        headers=auth,
+        json={"model": "auto", "messages": MESSAGES},
+        timeout=30,
+    )
+    assert chat.status_code == 500 and chat.headers["content-type"] == "application/json"
+    assert chat.json()["error"]["code"] == "internal_error"
+    assert "a bug in the store" not in chat.text  # what broke is for the log, not the client
+    messages = httpx.post(
+        harness.gateway.base_url + "/messages",
+        headers=auth,
+        json={"model": "auto", "max_tokens": 5, "messages": MESSAGES},
+        timeout=30,
+    )
+    assert messages.status_code == 500 and messages.json()["type"] == "error"
+    records = harness.events(CallRecord, at_least=2)
+    assert [(r.outcome, r.http_status) for r in records[-2:]] == [("failed", 500)] * 2
+
+
 def test_forbidden_disables_that_target_only(harness: Harness) -> None:
     harness.configure(SAME_PROVIDER)
     harness.upstream.script("a", then=Fail(403, "this key may not use a"))

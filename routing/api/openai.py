@@ -8,6 +8,7 @@ run one ``Call``, render its reply. Every error leaves here in OpenAI's shape
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Any
 
 import orjson
@@ -23,6 +24,7 @@ from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
 
+log = logging.getLogger("switchyard.gateway")
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
 
 api = NinjaAPI(
@@ -36,8 +38,25 @@ api = NinjaAPI(
 @api.exception_handler(TableUnavailable)
 def table_unavailable(request: HttpRequest, exc: TableUnavailable) -> HttpResponseBase:
     """No table at all (not even a last good one): every door says so in its own shape."""
-    door = Protocol.MESSAGES if request.path.rstrip("/").endswith("/messages") else Protocol.CHAT
-    return render(ErrorReply(503, str(exc), "configuration_unavailable", "server_error", door=door))
+    return render(
+        ErrorReply(503, str(exc), "configuration_unavailable", "server_error", door=_door(request))
+    )
+
+
+@api.exception_handler(Exception)
+def gateway_bug(request: HttpRequest, exc: Exception) -> HttpResponseBase:
+    """A bug of ours is still an answer in the door's own shape, never Django's HTML page
+    (the call was recorded as failed on the way out)."""
+    log.exception("unhandled error on %s", request.path)
+    return render(
+        ErrorReply(
+            500, "internal gateway error", "internal_error", "server_error", door=_door(request)
+        )
+    )
+
+
+def _door(request: HttpRequest) -> Protocol:
+    return Protocol.MESSAGES if request.path.rstrip("/").endswith("/messages") else Protocol.CHAT
 
 
 def render(reply: Reply) -> HttpResponseBase:

@@ -226,8 +226,11 @@ def _cool(
     h: TargetHealth, key: str, failure: Failure, now: float, seconds: float, consecutive: int
 ) -> tuple[TargetHealth, HealthEvent]:
     # A new deadline never shortens one in force (e.g. a long Retry-After), not even after
-    # a force-revived probe fails. A deadline already past is below ``now + seconds``.
-    until = max(h.until, now + seconds)
+    # a force-revived probe fails, and never ends before a ``Retry-After`` the provider
+    # gave (any failure's: a 503 "back in two minutes" too), so no call probes it early.
+    # A deadline already past is below ``now + seconds``.
+    hold = _hold(h, failure, now)
+    until = max(h.until, now + seconds, hold)
     new = TargetHealth(
         state=HealthState.COOLING,
         consecutive_failures=consecutive,
@@ -235,7 +238,7 @@ def _cool(
         until=until,
         last_code=failure.code.value,
         last_message=failure.message,
-        hold_until=_hold(h, failure, now),
+        hold_until=hold,
     )
     event = HealthEvent(
         EventKind.COOLING,

@@ -117,7 +117,9 @@ class OpenAIClient:
                 await response.aclose()
             raise UpstreamFailure(
                 self.upstream_failure(
-                    classify_http(response.status_code, payload, response.headers, now=self._clock())
+                    classify_http(
+                        response.status_code, payload, response.headers, now=self._clock()
+                    )
                 )
             )
         return response
@@ -127,15 +129,18 @@ class OpenAIClient:
         a status >= 400 (classified, scrubbed) or a body that is not JSON."""
         response = await self._pool.get(self.models_url(self.base_url))
         try:
-            raw = await response.read_limited(ERROR_BODY_LIMIT * 16)
+            if response.status_code >= 400:
+                payload = await response.read_limited(ERROR_BODY_LIMIT)
+                raise UpstreamFailure(
+                    self.upstream_failure(
+                        classify_http(
+                            response.status_code, payload, response.headers, now=self._clock()
+                        )
+                    )
+                )
+            raw = await response.read()  # the whole list; a cut is a TRANSPORT failure
         finally:
             await response.aclose()
-        if response.status_code >= 400:
-            raise UpstreamFailure(
-                self.upstream_failure(
-                    classify_http(response.status_code, raw, response.headers, now=self._clock())
-                )
-            )
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

@@ -259,12 +259,15 @@ async def test_no_active_check_before_a_retry_after_the_provider_gave(
 async def test_a_server_error_with_retry_after_holds_checks_and_force_revive(
     store: HealthStore,
 ) -> None:
-    # A 503 "back in 60 s" cools for the circuit's 10 s, but no force-revive cuts that
-    # short and no active check pings it before the provider's own deadline.
+    # A 503 "back in 60 s" cools until then, not for the circuit's 10 s: no call probes
+    # it, no force-revive cuts that short and no active check pings it before the
+    # provider's own deadline.
     unavailable = Failure(FailureCode.SERVER, "maintenance", 503, retry_after_s=60)
     [event] = await store.record_failure(KEY, unavailable, POLICY, T0, was_probe=False)
-    assert event.until == T0 + 10
+    assert event.until == T0 + 60
+    assert availability(await state_of(store), T0 + 30) is Availability.COOLING
     assert await store.force_revive(KEY, T0 + 5) == []
+    assert await store.force_revive(KEY, T0 + 59) == []
     assert await store.try_begin_check(KEY, T0 + 1, 10) is False  # arms it
     assert await store.try_begin_check(KEY, T0 + 11, 10) is False
     assert await store.try_begin_check(KEY, T0 + 59, 10) is False

@@ -152,3 +152,15 @@ async def test_a_whole_body_and_a_bounded_one() -> None:
             await client.aclose()
     assert orjson.loads(raw)["choices"][0]["message"]["content"] == "hello"
     assert head == raw[:10]
+
+
+async def test_a_long_model_list_is_read_whole() -> None:
+    """A provider may list thousands of models (OpenRouter): well over a megabyte."""
+    names = [f"vendor-{n:05d}/" + "m" * 200 for n in range(6000)]
+    with FakeUpstream(models=names) as upstream:
+        client = OpenAIClient(base_url=upstream.base_url, api_key="k")
+        try:
+            listed = await client.model_list()
+        finally:
+            await client.aclose()
+    assert [item["id"] for item in listed["data"]] == names
