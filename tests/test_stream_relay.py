@@ -206,3 +206,30 @@ async def test_a_malformed_line_is_dropped_not_passed_on() -> None:
     writes, _, failure = await relayed([ROLE, A, b"data: {not json\n\n" + B, LAST])
     assert failure is None
     assert writes == [B, STOP]
+
+
+# ---- a stream whose client left before its first byte -----------------------------------
+async def test_a_relay_never_started_is_abandoned_not_leaked() -> None:
+    """An async generator that never started runs no ``finally``: the handler awaits the
+    reply's ``abandon`` instead, which closes the upstream and finishes the call."""
+    from routing.api.asgi import GatewayASGIHandler, RelayResponse
+
+    started: list[bool] = []
+    abandoned: list[bool] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        started.append(True)
+        yield b"data: {}\n\n"
+
+    async def abandon() -> None:
+        abandoned.append(True)
+
+    async def send(message: dict[str, Any]) -> None:
+        raise asyncio.CancelledError  # the client left as the response started
+
+    relay = RelayResponse(chunks(), abandon=abandon, content_type="text/event-stream")
+    with pytest.raises(asyncio.CancelledError):
+        await GatewayASGIHandler.send_response(
+            GatewayASGIHandler.__new__(GatewayASGIHandler), relay, send
+        )
+    assert (started, abandoned) == ([], [True])

@@ -18,7 +18,7 @@ Same URLconf, same views, same error rendering, same cancellation on client disc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -37,9 +37,16 @@ class RelayResponse(StreamingHttpResponse):
     layers (``make_bytes`` mapping and ``chunk_bytes`` slicing), which matter at thousands
     of relayed chunks per second. Any other server or handler streams it as Django would."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], **kwargs: Any) -> None:
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        abandon: Callable[[], Awaitable[None]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(chunks, **kwargs)
         self.chunks = chunks
+        self.abandon = abandon  # when ``chunks`` is never iterated (StreamReply.abandon)
 
 
 class GatewayASGIHandler(ASGIHandler):
@@ -113,9 +120,14 @@ class GatewayASGIHandler(ASGIHandler):
         headers = [
             (name.encode("ascii"), value.encode("latin1")) for name, value in response.items()
         ]
-        await send(
-            {"type": "http.response.start", "status": response.status_code, "headers": headers}
-        )
+        try:
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+        except BaseException:
+            if response.abandon is not None:  # the client left before the first byte
+                await response.abandon()
+            raise
         async with aclosing(response.chunks) as chunks:  # type: ignore[type-var]
             async for part in chunks:
                 await send({"type": "http.response.body", "body": part, "more_body": True})

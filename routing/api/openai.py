@@ -62,7 +62,12 @@ def _door(request: HttpRequest) -> Protocol:
 def render(reply: Reply) -> HttpResponseBase:
     """Turn a gateway reply into an HTTP response — the only place that does."""
     if isinstance(reply, StreamReply):
-        relay = RelayResponse(reply.chunks, content_type="text/event-stream", headers=reply.headers)
+        relay = RelayResponse(
+            reply.chunks,
+            abandon=reply.abandon,
+            content_type="text/event-stream",
+            headers=reply.headers,
+        )
         relay["cache-control"] = "no-cache"
         relay["x-accel-buffering"] = "no"
         return relay

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import math
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -485,9 +485,21 @@ class Call:
             return JsonReply(answer.prefix[0], headers=headers)
         kind = Protocol(target.provider.kind)
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
-            return StreamReply(self._relay(target, answer), headers=headers)
+            return StreamReply(
+                self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
+            )
         relay = relay_for(self.door, kind, self.body)
-        return StreamReply(self._relay_leg(target, answer, relay), headers=headers)
+        return StreamReply(
+            self._relay_leg(target, answer, relay),
+            headers=headers,
+            abandon=self._abandon(target, answer),
+        )
+
+    def _abandon(self, target: TargetSpec, answer: Answer) -> Callable[[], Awaitable[None]]:
+        async def abandon() -> None:
+            await self._stream_ended(target, answer, CallOutcome.ABORTED, FailureCode.ABORTED.value)
+
+        return abandon
 
     async def _relay(self, target: TargetSpec, answer: Answer) -> AsyncIterator[bytes]:
         """Send the held-back prefix, then the live rest. After the commit point a failure

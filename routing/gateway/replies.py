@@ -6,7 +6,7 @@ The gateway core never builds Django responses; it returns one of three plain va
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -26,6 +26,10 @@ class JsonReply:
 class StreamReply:
     chunks: AsyncIterator[bytes]  # ready-framed SSE bytes
     headers: dict[str, str] = field(default_factory=dict)
+    # Awaited instead when ``chunks`` is never iterated (the client left between the
+    # commit and the first write): an async generator never started runs no ``finally``,
+    # so without it the upstream stream would stay open and the call off the record.
+    abandon: Callable[[], Awaitable[None]] | None = None
 
 
 @dataclass(slots=True)

@@ -130,8 +130,9 @@ def observe(event: Event) -> None:
 class _ScrapeCollector(Collector):
     """Values read at scrape time: per-target health and the audit writer's counters."""
 
-    def __init__(self, health: dict[str, tuple[HealthState, float]]) -> None:
+    def __init__(self, health: dict[str, tuple[HealthState, float]], calls_open: int) -> None:
         self.health = health  # target -> (state, remaining cooldown in seconds)
+        self.calls_open = calls_open
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         state = GaugeMetricFamily(
@@ -149,6 +150,11 @@ class _ScrapeCollector(Collector):
             cooldown.add_metric([key], remaining)
         yield state
         yield cooldown
+        yield GaugeMetricFamily(
+            "switchyard_calls_in_progress",
+            "Calls begun and not yet finished in this process (a stream until its last byte).",
+            value=self.calls_open,
+        )
         yield from _writer_families()
         yield from _continuity_families()
 
@@ -199,5 +205,5 @@ async def exposition(runtime: Runtime) -> bytes:
         for t in g.targets
     }
     scraped = CollectorRegistry(auto_describe=False)
-    scraped.register(_ScrapeCollector(health))
+    scraped.register(_ScrapeCollector(health, runtime.calls_open))
     return generate_latest(REGISTRY) + generate_latest(scraped)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from routing.simulator.script import Fail
+from routing.simulator.script import Fail, StallAfter
 from tests.audit.conftest import MESSAGES, RETRY_TWICE, Audit
 
 ALLOWED_LABELS = {"group", "target", "code", "outcome", "le"}  # le: histogram buckets
@@ -61,6 +61,28 @@ def test_health_is_a_gauge_per_target_read_at_scrape_time(audit: Audit) -> None:
     assert value(samples, "switchyard_target_health", target="p2/b") == 0
     assert 9 < value(samples, "switchyard_target_cooldown_remaining_seconds", target="p1/a") <= 10
     assert ("switchyard_audit_records_total", (("outcome", "written"),)) in samples
+
+
+def test_calls_in_progress_count_an_open_stream_until_it_ends(audit: Audit) -> None:
+    audit.h.configure(RETRY_TWICE)
+    audit.h.upstream.script("a", StallAfter(2))
+    assert value(scrape(audit), "switchyard_calls_in_progress") == 0
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST",
+            audit.h.gateway.base_url + "/chat/completions",
+            headers={"authorization": f"Bearer {audit.h.key}"},
+            json={"model": "auto", "messages": MESSAGES, "stream": True},
+        ) as response,
+    ):
+        lines = response.iter_lines()  # kept: a dropped iterator closes the connection
+        assert next(lines).startswith("data: ")
+        assert value(scrape(audit), "switchyard_calls_in_progress") == 1
+    for _ in range(3000):  # the gateway notices the client left, however busy the machine
+        if value(scrape(audit), "switchyard_calls_in_progress") == 0:
+            break
+    assert value(scrape(audit), "switchyard_calls_in_progress") == 0
 
 
 def test_a_disabled_provider_shows_as_disabled(audit: Audit) -> None:
