@@ -37,7 +37,7 @@ from httpx_aiohttp.transport import AiohttpResponseStream
 
 from routing.gateway.attempt import EventReader
 from routing.gateway.replies import sse
-from routing.upstream.openai import Timeouts
+from routing.upstream.openai import Timeouts, UpstreamResponse
 
 
 def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -68,7 +68,7 @@ def committed_reader(loop: asyncio.AbstractEventLoop) -> tuple[EventReader, aioh
     stream = AiohttpResponseStream(_Native(content))  # type: ignore[arg-type]
     response = httpx.Response(200, stream=stream)
     now = loop.time()
-    reader = EventReader(response, Timeouts(), started=now, deadline=now + 3600)
+    reader = EventReader(UpstreamResponse(response), Timeouts(), started=now, deadline=now + 3600)
     return reader, content
 
 
