@@ -66,6 +66,20 @@ def is_false(value: Any) -> bool:
     return value is False
 
 
+# Chat Completions fields neither Messages nor Responses has: a translated leg refuses them
+# unless their value asks for nothing beyond one plain text answer.
+CHAT_ONLY: Table = {
+    "n": refused("several choices", harmless=lambda v: v == 1),
+    "logprobs": refused("log probabilities", harmless=is_false),
+    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
+    "audio": refused("audio output"),
+    "modalities": refused("audio output", harmless=lambda v: v == ["text"]),
+    "web_search_options": refused("a web search the provider runs itself"),
+    "functions": refused("legacy function calling (send 'tools' instead)"),
+    "function_call": refused("legacy function calling (send 'tool_choice' instead)"),
+}
+
+
 def check(table: Table, body: Mapping[str, Any], *, target: str, prefix: str = "") -> list[str]:
     """The notes for ``body``'s dropped fields; raises ``Unmappable`` for a refused one.
 

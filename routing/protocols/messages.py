@@ -41,7 +41,15 @@ from routing.protocols.canonical import (
     usage_chunk,
     usage_parts,
 )
-from routing.protocols.fields import DROPPED, MAPPED, Table, check, is_false, mapped_parts, refused
+from routing.protocols.fields import (
+    CHAT_ONLY,
+    DROPPED,
+    MAPPED,
+    Table,
+    check,
+    mapped_parts,
+    refused,
+)
 
 DEFAULT_MAX_TOKENS = 8192
 ANTHROPIC_VERSION = "2023-06-01"
@@ -318,15 +326,8 @@ TARGET_FIELDS: Table = {
         ),
         MAPPED,
     ),
-    "n": refused("several choices", harmless=lambda v: v == 1),
-    "logprobs": refused("log probabilities", harmless=is_false),
-    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
+    **CHAT_ONLY,
     "response_format": refused("a response format", harmless=lambda v: _plain_text(v)),
-    "audio": refused("audio output"),
-    "modalities": refused("audio output", harmless=lambda v: v == ["text"]),
-    "web_search_options": refused("a web search the provider runs itself"),
-    "functions": refused("legacy function calling (send 'tools' instead)"),
-    "function_call": refused("legacy function calling (send 'tool_choice' instead)"),
     **dict.fromkeys(
         (
             "frequency_penalty",

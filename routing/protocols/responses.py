@@ -23,7 +23,16 @@ import orjson
 
 from routing.protocols import Unmappable
 from routing.protocols.canonical import chat_usage, chunk, completion, message_text, usage_chunk
-from routing.protocols.fields import DROPPED, MAPPED, Table, check, is_false, mapped_parts, refused
+from routing.protocols.fields import (
+    CHAT_ONLY,
+    DROPPED,
+    MAPPED,
+    Table,
+    check,
+    is_false,
+    mapped_parts,
+    refused,
+)
 
 _SAME = ("temperature", "top_p", "stream", "parallel_tool_calls")
 
@@ -271,14 +280,7 @@ TARGET_FIELDS: Table = {
         ),
         MAPPED,
     ),
-    "n": refused("several choices", harmless=lambda v: v == 1),
-    "logprobs": refused("log probabilities", harmless=is_false),
-    "top_logprobs": refused("log probabilities", harmless=lambda v: v == 0),
-    "audio": refused("audio output"),
-    "modalities": refused("audio output", harmless=lambda v: v == ["text"]),
-    "web_search_options": refused("a web search the provider runs itself"),
-    "functions": refused("legacy function calling (send 'tools' instead)"),
-    "function_call": refused("legacy function calling (send 'tool_choice' instead)"),
+    **CHAT_ONLY,
     **dict.fromkeys(
         (
             "stop",
