@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from django.db import OperationalError
 
 from routing.gateway.events import CallRecord
@@ -83,3 +84,31 @@ def test_with_no_table_at_all_every_door_answers_a_503_in_its_own_shape(
     # the next call compiles again: a database that answers again ends the outage
     reply = harness.client().models.list()
     assert reply.data == []
+
+
+async def test_with_no_table_calls_arriving_together_try_one_compile_per_second() -> None:
+    """While the database is away, calls do not each queue a compile (and a log line): one
+    try per COMPILE_RETRY_S on the runtime's clock; a configuration change retries at once."""
+    from routing.gateway.runtime import COMPILE_RETRY_S, TableUnavailable
+
+    tries: list[int] = []
+    now = [1000.0]
+
+    def cannot_compile() -> RoutingTable:
+        tries.append(1)
+        raise OperationalError("the database is away")
+
+    runtime = Runtime(store=MemoryStore(), compile=cannot_compile, clock=lambda: now[0])
+    runtime.background_checks = False
+    for _ in range(5):
+        with pytest.raises(TableUnavailable, match="OperationalError"):
+            await runtime.current_table()
+    assert len(tries) == 1
+    now[0] += COMPILE_RETRY_S
+    with pytest.raises(TableUnavailable):
+        await runtime.current_table()
+    assert len(tries) == 2
+    runtime.invalidate()
+    with pytest.raises(TableUnavailable):
+        await runtime.current_table()
+    assert len(tries) == 3

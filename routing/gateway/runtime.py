@@ -29,6 +29,9 @@ from routing.upstream.openai import OpenAIClient
 log = logging.getLogger("switchyard.gateway")
 
 
+COMPILE_RETRY_S = 1.0  # with no table at all, how often a call may try to compile one
+
+
 class TableUnavailable(Exception):
     """This process has no routing table at all: its first compile failed (the database is
     away, or not migrated) and there is no last good table to keep serving. ``/v1``
@@ -70,6 +73,7 @@ class Runtime:
         self._checker: asyncio.Task[None] | None = None
         self.background_checks = True  # tests turn the loop off and drive check passes
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
+        self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
 
     @property
     def hub(self) -> EventHub:
@@ -86,11 +90,18 @@ class Runtime:
         """The table to serve from; :class:`TableUnavailable` when there is none at all."""
         table = self.table
         if table is None:
+            failed = self._compile_failed
+            if failed is not None and self.clock() < failed[0] + COMPILE_RETRY_S:
+                # Tried a moment ago: calls arriving meanwhile do not each queue a compile
+                # on the lock (and a log line) while the database is away.
+                raise TableUnavailable(failed[1])
             try:
                 table = await sync_to_async(self.reload, thread_sensitive=False)()
             except Exception as exc:
+                self._compile_failed = (self.clock(), type(exc).__name__)
                 log.error("no routing table to serve: compiling it failed (%r)", exc)
                 raise TableUnavailable(type(exc).__name__) from exc
+            self._compile_failed = None
             self._start_checker()
         return table
 
@@ -135,6 +146,7 @@ class Runtime:
         with self._lock:
             self._generation += 1
             self.table = None
+            self._compile_failed = None  # a change: worth trying at once
 
     def client_for(self, provider: ProviderSpec) -> OpenAIClient:
         """The pooled client of a provider; a new one only when its settings changed."""
