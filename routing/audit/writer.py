@@ -282,6 +282,8 @@ def install(writer: AuditWriter) -> AuditWriter | None:
     with _lock:
         previous, hub = _writer, _hub
         _writer, _hub = writer, None
+    if previous is None:  # get_writer() never ran: the exit flush is not registered yet
+        atexit.register(_flush_at_exit)
     if hub is not None:
         attach(hub)
     return previous

@@ -140,7 +140,7 @@ class Call:
             Continuity(runtime.store, body, scope, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
-        runtime.calls_open += 1  # until _finish: what a drain (shutdown, a test's end) waits for
+        runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
