@@ -260,7 +260,6 @@ class ConfigListener:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.subscribed = threading.Event()  # set while a subscription is confirmed
-        self.received = 0  # notices read, own ones included (tests wait on it)
         self._delay = backoff_s[0]
         self._lost = False
         self._started = False
@@ -310,9 +309,10 @@ class ConfigListener:
                 if message["type"] == "subscribe":
                     self._on_subscribed()
                 elif message["type"] == "message":
-                    if self._is_foreign(message["data"]):
+                    foreign = self._is_foreign(message["data"])
+                    if foreign:
                         self._notify()
-                    self.received += 1
+                    log.debug("config listener: %s notice", "foreign" if foreign else "own")
         finally:
             self.subscribed.clear()
             pubsub.close()

@@ -63,7 +63,15 @@ def listener_on(url: str, on_change: Callable[[], None], **kwargs: object) -> sy
     return listener
 
 
-def test_foreign_notices_invalidate_and_own_notices_do_not(publisher: redis.Redis) -> None:
+def notices(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The listener's debug line per notice read, in order."""
+    return [r.getMessage() for r in caplog.records if r.getMessage().endswith(" notice")]
+
+
+def test_foreign_notices_invalidate_and_own_notices_do_not(
+    publisher: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="switchyard.sync")
     changes = Counter()
     listener = listener_on(REDIS_URL, changes)
     try:
@@ -72,7 +80,10 @@ def test_foreign_notices_invalidate_and_own_notices_do_not(publisher: redis.Redi
         assert sync.publish_change(publisher, channel=listener.channel, origin="this-process") == 1
         assert sync.publish_change(publisher, channel=listener.channel, origin="other") == 1
         publisher.publish(listener.channel, b"not json")  # unreadable: recompile to be safe
-        eventually(lambda: listener.received == 3, "three notices")
+        eventually(lambda: len(notices(caplog)) == 3, "three notices")
+        assert sorted(notices(caplog)) == ["config listener: foreign notice"] * 2 + [
+            "config listener: own notice"
+        ]
         assert changes.calls == 3  # subscribe + "other" + the unreadable one; own one ignored
     finally:
         listener.stop()
