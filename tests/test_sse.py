@@ -37,30 +37,44 @@ def test_data_without_a_space_and_comments_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("read", "verbatim"),
+    ("read", "verbatim", "named"),
     [
-        (b'data: {"a":1}\n\ndata: {"b":2}\n\n', True),
-        (b"data: [DONE]\n\n", True),
-        (b"data: \n\n", True),
-        (b'data: {"a":1}\n\ndata: {"b"', False),  # ends inside an event
-        (b"data: {}\r\n\r\n", False),
-        (b"data:{}\n\n", False),
-        (b": keep-alive\n\ndata: {}\n\n", False),
-        (b"event: x\ndata: {}\n\n", False),
-        (b"data: a\ndata: b\n\n", False),
-        (b"data: a\n\n\ndata: b\n\n", False),
+        (b'data: {"a":1}\n\ndata: {"b":2}\n\n', True, False),
+        (b"data: [DONE]\n\n", True, False),
+        (b"data: \n\n", True, False),
+        (b'data: {"a":1}\n\ndata: {"b"', False, False),  # ends inside an event
+        (b"data: {}\r\n\r\n", False, False),
+        (b"data:{}\n\n", False, False),
+        (b": keep-alive\n\ndata: {}\n\n", False, False),
+        (b"data: a\ndata: b\n\n", False, False),
+        (b"data: a\n\n\ndata: b\n\n", False, False),
+        # named events (Anthropic Messages, OpenAI Responses)
+        (b"event: x\ndata: {}\n\n", False, True),
+        (b'event: a\ndata: {"a":1}\n\nevent: b\ndata: {"b":2}\n\n', False, True),
+        (b"event: a\ndata: 1\n\ndata: 2\n\n", False, False),  # named and unnamed mixed
+        (b"event: a\ndata: 1\ndata: 2\n\ndata: 3\n\n", False, False),  # same newline count
+        (b"event: a\nid: 7\ndata: 1\n\n", False, False),
+        (b"event: a\ndata:1\n\n", False, False),
+        (b"event: a\r\ndata: 1\r\n\r\n", False, False),
+        (b"event: a\n\nevent: b\ndata: 1\ndata: 2\n\n", False, False),
     ],
 )
-def test_a_read_of_whole_data_events_is_verbatim_and_parses_the_same(
-    read: bytes, verbatim: bool
+def test_a_read_of_whole_events_is_marked_and_parses_the_same(
+    read: bytes, verbatim: bool, named: bool
 ) -> None:
     reference = SSEParser()
     expected = [e for b in read for e in reference.feed(bytes([b]))]  # byte by byte: slow path
     parser = SSEParser()
     assert parser.feed(read) == expected
-    assert parser.verbatim is verbatim
+    assert (parser.verbatim, parser.named) == (verbatim, named)
     if verbatim:
         assert read == b"".join(b"data: " + e + b"\n\n" for e in expected)
+    if named:  # each event is its name line, then its one data line
+        names = [line[7:] for line in read.split(b"\n") if line.startswith(b"event: ")]
+        framed = (
+            b"event: " + n + b"\ndata: " + e + b"\n\n" for n, e in zip(names, expected, strict=True)
+        )
+        assert read == b"".join(framed)
 
 
 def test_a_read_after_a_partial_one_is_not_verbatim() -> None:

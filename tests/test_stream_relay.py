@@ -20,6 +20,8 @@ import pytest
 
 from routing.gateway.attempt import EventReader, ReadDeadline
 from routing.gateway.events import CallRecord
+from routing.protocols import Protocol
+from routing.protocols.legs import relay_for
 from routing.simulator.script import StallAfter
 from routing.upstream.openai import Timeouts, UpstreamFailure, UpstreamResponse
 from tests.conftest import Harness
@@ -145,7 +147,9 @@ STOP = event({}, "stop")
 LAST = STOP + b"data: [DONE]\n\n"
 
 
-async def relayed(reads: list[bytes]) -> tuple[list[bytes], EventReader, str | None]:
+async def relayed(
+    reads: list[bytes], kind: Protocol = Protocol.CHAT
+) -> tuple[list[bytes], EventReader, str | None]:
     """Read to the commit point as run_attempt does (until a read brought content), then
     with next_sse: the writes, the reader, and the failure it ended with (None for a clean
     end). What the committing read brought after the item that committed comes first."""
@@ -155,6 +159,7 @@ async def relayed(reads: list[bytes]) -> tuple[list[bytes], EventReader, str | N
         Timeouts(),
         started=now,
         deadline=now + 60,
+        kind=kind,
     )
     while not reader.got_content:
         assert await reader.next() is not None
@@ -206,6 +211,74 @@ async def test_a_malformed_line_is_dropped_not_passed_on() -> None:
     writes, _, failure = await relayed([ROLE, A, b"data: {not json\n\n" + B, LAST])
     assert failure is None
     assert writes == [B, STOP]
+
+
+# ---- next_sse for a pass-through: a Messages or Responses stream behind its own door ----
+def named(kind: str, **data: Any) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
+
+
+START = named("message_start", message={"id": "msg_1", "model": "m", "usage": {"input_tokens": 3}})
+BLOCK = named("content_block_start", index=0, content_block={"type": "text", "text": ""})
+X, Y, Z = (
+    named("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+    for text in "xyz"
+)
+END = (
+    named("content_block_stop", index=0)
+    + named("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3})
+    + named("message_stop")
+)
+
+
+async def test_a_pass_through_sends_reads_of_whole_named_events_as_they_came() -> None:
+    middle = Y + Z
+    writes, reader, failure = await relayed([START + BLOCK, X, middle, END], Protocol.MESSAGES)
+    assert failure is None
+    assert writes[0] is middle and writes[1] is END  # the reads themselves
+    assert reader.usage == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+    assert reader.turn.fingerprint() is not None  # continuity saw the deltas
+
+
+async def test_a_pass_through_reframes_a_read_it_does_not_pass_whole() -> None:
+    # the rest of the committing read; a read with a malformed line; one with events after
+    # the final event: each goes out as the events it passes on, in the upstream's framing
+    malformed = b"event: content_block_delta\ndata: {not json\n\n"
+    writes, _, failure = await relayed(
+        [START + BLOCK + X + Y, malformed + Z, END + X], Protocol.MESSAGES
+    )
+    assert failure is None
+    assert writes == [BLOCK + X + Y, Z, END]  # START committed: content came in its read
+
+
+async def test_a_pass_through_sends_the_events_before_an_error_event_then_fails() -> None:
+    error = named("error", error={"type": "overloaded_error", "message": "overloaded"})
+    writes, _, failure = await relayed([START + BLOCK + X, Y + error + Z], Protocol.MESSAGES)
+    assert writes == [BLOCK + X, Y]
+    assert failure == "overloaded"
+
+
+def responses_event(kind: str, sequence: int, **data: Any) -> bytes:
+    return named(kind, sequence_number=sequence, **data)
+
+
+async def test_a_responses_pass_through_cut_names_its_response_and_the_next_sequence() -> None:
+    created = responses_event("response.created", 0, response={"id": "resp_7", "model": "m"})
+    deltas = [
+        responses_event("response.output_text.delta", n, item_id="i", delta=f"t{n} ")
+        for n in (1, 2, 3)
+    ]
+    writes, reader, failure = await relayed(
+        [created + deltas[0], deltas[1] + deltas[2]], Protocol.RESPONSES
+    )
+    assert writes == [deltas[0], deltas[1] + deltas[2]]
+    assert failure == "stream ended before its final event"
+    relay = relay_for(Protocol.RESPONSES, Protocol.RESPONSES, {}, reader.decoder)
+    event = relay.error("cut", code="TRANSPORT")
+    assert event.startswith(b"event: response.failed\ndata: ")
+    failed = orjson.loads(event.split(b"data: ", 1)[1])
+    assert (failed["response"]["id"], failed["sequence_number"]) == ("resp_7", 4)
+    assert failed["response"]["error"] == {"code": "TRANSPORT", "message": "cut"}
 
 
 # ---- a stream whose client left before its first byte -----------------------------------

@@ -31,6 +31,7 @@ from routing.protocols.legs import (
     completion_for_door,
     completion_to_canonical,
     decoder_for,
+    frame_for,
     stream_error,
 )
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
@@ -74,11 +75,13 @@ class EventReader:
     event (``message_stop``, ``response.completed``) must arrive: a body that ends before
     it is a cut (``TRANSPORT``), never a clean end.
 
-    After the commit point the chat relay (chat upstream, chat door) reads with
-    ``next_sse`` instead: the bytes to write for one network read, with no item built per
-    chunk. Each chunk is still parsed once: continuity fingerprints every content delta
-    (``ServedTurn.feed``), and the error, usage and finish-reason checks read the same
-    dict; a parse costs less than the item, framing and join it replaces."""
+    After the commit point the chat relay (chat upstream, chat door) and the pass-through
+    relays (a Messages or Responses upstream behind its own door) read with ``next_sse``
+    instead: the bytes to write for one network read, with no item built per chunk. Each
+    chunk is still parsed once: continuity fingerprints every content delta
+    (``ServedTurn.feed``), and the error, usage and finish-reason checks (the decoder's
+    end and usage, for the other kinds) read the same dict; a parse costs less than the
+    item, framing and join it replaces."""
 
     def __init__(
         self,
@@ -95,12 +98,14 @@ class EventReader:
         self._response = response
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
+        self._frame = None if self._decoder is None else frame_for(kind)
         self._body = response.reader()
         self._watch = ReadDeadline()
         self._parser = SSEParser()
         self._ready: deque[Item] = deque()
         self._framing = False  # next_sse reads: payloads go to _frames, not _ready
         self._frames: list[bytes] = []  # the payloads of the latest read to pass on
+        self._events: list[tuple[bytes, dict[str, Any]]] = []  # the same, decoded kinds
         self._verbatim: bytes | None = None  # that read itself, when it is exactly them
         self._usage_chunk: dict[str, Any] | None = None  # the usage-only chunk relayed
         self._finished = False
@@ -117,6 +122,11 @@ class EventReader:
         self.started = started
         self.first_content_at: float | None = None
         self.turn = ServedTurn()  # the assistant turn being streamed, for provenance
+
+    @property
+    def decoder(self) -> Decoder | None:
+        """The decoder of a Messages or Responses stream (its id, end and usage so far)."""
+        return self._decoder
 
     @property
     def ttft_s(self) -> float | None:
@@ -145,29 +155,39 @@ class EventReader:
         return batch
 
     async def next_sse(self) -> bytes | None:
-        """The chat relay's next write after the commit point: every event one network
-        read completed as SSE, or None at the end. A read made only of whole ``data:``
-        events, all passed on, is sent as it came (no re-framing); a usage-only chunk after
-        the first is dropped, so the client gets usage once. Raises ``UpstreamFailure`` as
-        ``next_batch`` does, after the events that came before the failure."""
+        """A committed relay's next write, for a chat stream behind the chat door or a
+        Messages or Responses stream behind its own: every event one network read completed,
+        framed as the upstream framed it, or None at the end. A read made only of whole
+        events, all passed on, is sent as it came (no re-framing); a chat usage-only chunk
+        after the first is dropped, so the client gets usage once. Raises ``UpstreamFailure``
+        as ``next_batch`` does, after the events that came before the failure."""
+        frame = self._frame
         if self._ready:  # the rest of the read that reached the commit point
             first, items = self._usage_chunk, list(self._ready)
             self._ready.clear()
+            if frame is not None:
+                return b"".join(frame(payload, event) for payload, event, _ in items)
             return b"".join(
                 sse(payload)
                 for payload, chunk, _ in items
                 if chunk is first or not _usage_only(chunk)
             )
         self._framing = True
-        frames = self._frames
-        while not frames:
+        frames, events = self._frames, self._events
+        while not (frames or events):
             if self._failure is not None:
                 raise UpstreamFailure(self._failure)
             if self._finished:
                 return None
             await self._read()
-        out = self._verbatim or b"".join([sse(payload) for payload in frames])
+        if self._verbatim is not None:
+            out = self._verbatim
+        elif frame is not None:
+            out = b"".join([frame(payload, event) for payload, event in events])
+        else:
+            out = b"".join([sse(payload) for payload in frames])
         frames.clear()
+        events.clear()
         self._verbatim = None
         return out
 
@@ -220,7 +240,7 @@ class EventReader:
         """Queue the chunks of one read (``read``: its bytes, kept for ``next_sse`` when
         they are exactly the chunks passed on)."""
         if self._decoder is not None:
-            self._accept_decoded(payloads, self._decoder)
+            self._accept_decoded(payloads, self._decoder, read)
             return
         passed, framing, seen, done = 0, self._framing, self._seen, self._done
         for payload in payloads:
@@ -271,7 +291,10 @@ class EventReader:
         if read is not None and passed == len(payloads) and self._parser.verbatim:
             self._verbatim = read
 
-    def _accept_decoded(self, payloads: list[bytes], decoder: Decoder) -> None:
+    def _accept_decoded(
+        self, payloads: list[bytes], decoder: Decoder, read: bytes | None = None
+    ) -> None:
+        passed, framing = 0, self._framing
         for payload in payloads:
             if self._finished and decoder.finished:
                 break
@@ -289,17 +312,23 @@ class EventReader:
                 self._finished = True
                 self._failure = self._scrub(classify_error_object(error, None))
                 break
-            chunks = tuple(decoder.decode(event))
+            chunks = decoder.decode(event)
             for canonical in chunks:
                 self.turn.feed(canonical)
             if not self.got_content and any(has_content(c) for c in chunks):
                 self.got_content = True
                 self.first_content_at = self._loop.time()
-            self._ready.append((payload, event, chunks))
+            if framing:
+                self._events.append((payload, event))
+                passed += 1
+            else:
+                self._ready.append((payload, event, tuple(chunks)))
             if decoder.finished:
                 self.usage = decoder.usage
                 self._finished = True
                 break
+        if read is not None and passed == len(payloads) and self._parser.named:
+            self._verbatim = read
 
     async def aclose(self) -> None:
         self._watch.cancel()

@@ -32,7 +32,7 @@ from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
 from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
-from routing.gateway.attempt import Answer, run_attempt
+from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import (
     AttemptRecord,
@@ -53,7 +53,7 @@ from routing.gateway.replies import (
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
-from routing.protocols.legs import Prepared, Relay, relay_for, translate_body
+from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
 from routing.upstream.openai import UpstreamFailure
 
 AFFINITY_TTL_S = 3600.0
@@ -488,7 +488,8 @@ class Call:
             return StreamReply(
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
-        relay = relay_for(self.door, kind, self.body)
+        reader = answer.reader
+        relay = relay_for(self.door, kind, self.body, reader.decoder if reader else None)
         return StreamReply(
             self._relay_leg(target, answer, relay),
             headers=headers,
@@ -553,7 +554,9 @@ class Call:
         self, target: TargetSpec, answer: Answer, relay: Relay
     ) -> AsyncIterator[bytes]:
         """``_relay`` for every other door/kind pair: the same commit rules, the door's own
-        framing, end and after-commit error event (``routing.protocols.legs``)."""
+        framing, end and after-commit error event (``routing.protocols.legs``). A
+        pass-through reads the upstream's own bytes (``next_sse``); the others translate
+        the items of each read."""
         reader = answer.reader
         outcome, error_code = CallOutcome.OK, None
         try:
@@ -561,7 +564,7 @@ class Call:
             if reader is not None:
                 while True:
                     try:
-                        batch = await reader.next_batch()
+                        out = await _next_write(reader, relay)
                     except UpstreamFailure as exc:
                         failure = exc.failure
                         outcome, error_code = CallOutcome.FAILED, failure.code.value
@@ -577,9 +580,8 @@ class Call:
                         yield relay.error(failure.message, code=failure.code.value)
                         await self._charge(target, failure, probe=False)
                         return
-                    if batch is None:
+                    if out is None:
                         break
-                    out = relay.encode(batch)
                     if out:
                         yield out
                 # Before the end: a client's next request must find this turn remembered.
@@ -728,3 +730,12 @@ def _is_usage_only(payload: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return bool(chunk.get("usage")) and not chunk.get("choices")
+
+
+async def _next_write(reader: EventReader, relay: Relay) -> bytes | None:
+    """The next bytes a committed non-chat relay writes, None at the end: a pass-through
+    sends the upstream's own events as read; the others translate each read's items."""
+    if isinstance(relay, PassThrough):
+        return await reader.next_sse()
+    batch = await reader.next_batch()
+    return None if batch is None else relay.encode(batch)

@@ -47,6 +47,11 @@ def decoder_for(kind: Protocol) -> Decoder | None:
     return None
 
 
+def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
+    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``)."""
+    return messages.frame if kind is Protocol.MESSAGES else responses.frame
+
+
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
     """The error object an upstream stream event carries, if it is an error event."""
     if kind is Protocol.RESPONSES:
@@ -201,36 +206,29 @@ class Relay:
 
 
 class PassThrough(Relay):
-    """Messages → Messages, Responses → Responses: the upstream's own events."""
+    """Messages → Messages, Responses → Responses: the upstream's own events. After the
+    commit point the reader hands out their bytes itself (``EventReader.next_sse``); this
+    frames the held-back ones and writes the door's error event."""
 
-    def __init__(self, door: Protocol) -> None:
+    def __init__(self, door: Protocol, decoder: Decoder | None = None) -> None:
         self.door = door
-        self._frame = messages.frame if door is Protocol.MESSAGES else responses.frame
-        self._response: dict[str, Any] = {}  # Responses: the id a failure event must name
-        self._seq = 0
+        self._frame = frame_for(door)
+        self._decoder = decoder  # the live stream's: a Responses failure names its response
 
     def encode(self, items: list[Item]) -> bytes:
         frame = self._frame
-        if self.door is Protocol.RESPONSES:
-            for _, event, _ in items:
-                if event.get("type") == "response.created":
-                    self._response = event.get("response") or {}
-                if isinstance(event.get("sequence_number"), int):
-                    self._seq = event["sequence_number"] + 1
         return b"".join(frame(payload, event) for payload, event, _ in items)
 
     def end(self) -> bytes:
         return b""  # the upstream's message_stop / response.completed already went out
 
     def error(self, message: str, *, code: str, status: int = 502) -> bytes:
-        if self.door is Protocol.RESPONSES and self._response.get("id"):
-            return responses.failed_event(
-                str(self._response["id"]),
-                str(self._response.get("model") or ""),
-                self._seq,
-                message,
-                code,
-            )
+        decoder = self._decoder
+        if self.door is Protocol.RESPONSES and isinstance(decoder, responses.StreamDecoder):
+            if decoder.id:
+                return responses.failed_event(
+                    decoder.id, decoder.model, decoder.next_sequence, message, code
+                )
         return door_error_event(self.door, message, code=code, status=status)
 
 
@@ -278,9 +276,12 @@ class ToChat(Relay):
         return door_error_event(Protocol.CHAT, message, code=code, status=status)
 
 
-def relay_for(door: Protocol, kind: Protocol, body: dict[str, Any]) -> Relay:
+def relay_for(
+    door: Protocol, kind: Protocol, body: dict[str, Any], decoder: Decoder | None = None
+) -> Relay:
+    """``decoder``: the live stream's (a pass-through's error event reads it)."""
     if door is kind:
-        return PassThrough(door)
+        return PassThrough(door, decoder)
     if door is Protocol.CHAT:
         options = body.get("stream_options")
         return ToChat(

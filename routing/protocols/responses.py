@@ -589,10 +589,14 @@ class StreamDecoder:
         self.model = ""
         self.finished = False
         self.usage: dict[str, Any] | None = None
+        self.next_sequence = 0  # after the latest event's ``sequence_number``
         self._calls: dict[str, int] = {}  # item id -> tool call index
 
     def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
+        sequence = event.get("sequence_number")
+        if isinstance(sequence, int):
+            self.next_sequence = sequence + 1
         if kind == "response.output_text.delta":
             return [chunk(self.id, self.model, {"content": event.get("delta", "")})]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):

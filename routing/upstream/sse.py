@@ -9,7 +9,9 @@ The parser is fed whole network reads and returns every event they completed, so
 relay can forward all the events of one read in one write. Most reads of a healthy stream
 are nothing but whole ``data: <payload>\n\n`` events; such a read is split in one pass and
 marked ``verbatim``: its bytes are exactly those events re-framed, so a relay that passes
-every one of them on may send the read itself.
+every one of them on may send the read itself. The named events of Anthropic Messages and
+OpenAI Responses streams (``event: <name>\ndata: <payload>\n\n``) get the same one-pass
+split and are marked ``named``: a pass-through relay may send such a read as it came.
 """
 
 from __future__ import annotations
@@ -26,20 +28,22 @@ class SSEParser:
     closed without ``[DONE]`` loses nothing.
     """
 
-    __slots__ = ("_buffer", "_pending", "verbatim")
+    __slots__ = ("_buffer", "_pending", "verbatim", "named")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._pending: list[bytes] = []
         self.verbatim = False  # the last read was whole events, each one ``data: `` line
+        self.named = False  # the last read was whole events, each ``event: `` + ``data: ``
 
     def feed(self, chunk: bytes) -> list[bytes]:
         if not self._buffer and not self._pending and chunk[-2:] == b"\n\n":
             whole = _whole_events(chunk)
             if whole is not None:
-                self.verbatim = True
-                return whole
-        self.verbatim = False
+                payloads, named = whole
+                self.verbatim, self.named = not named, named
+                return payloads
+        self.verbatim = self.named = False
         self._buffer += chunk
         if b"\n" not in chunk:
             return []
@@ -58,7 +62,7 @@ class SSEParser:
         return events
 
     def close(self) -> list[bytes]:
-        self.verbatim = False
+        self.verbatim = self.named = False
         tail = self._buffer.rstrip(b"\r")
         self._buffer = b""
         if tail.startswith(b"data:"):
@@ -71,21 +75,30 @@ class SSEParser:
         return [event]
 
 
-def _whole_events(chunk: bytes) -> list[bytes] | None:
-    """The payloads of a read made only of ``data: <payload>\n\n`` events (LF line ends,
-    one line each), or None for anything else (comments, other fields, CR, multi-line data,
-    a space missing after the colon), which the line-by-line path handles."""
+def _whole_events(chunk: bytes) -> tuple[list[bytes], bool] | None:
+    """The payloads of a read made only of ``data: <payload>\n\n`` events, or only of
+    ``event: <name>\ndata: <payload>\n\n`` events (LF line ends, one data line each), and
+    whether they were named; None for anything else (comments, other fields, CR, multi-line
+    data, a space missing after a colon, named and unnamed events mixed), which the
+    line-by-line path handles."""
     newlines = chunk.count(b"\n")
     if b"\r" in chunk:
         return None
     if newlines == 2:  # one event: a gateway that keeps up reads them one at a time
-        return [chunk[6:-2]] if chunk[:6] == b"data: " else None
+        return ([chunk[6:-2]], False) if chunk[:6] == b"data: " else None
     parts = chunk[:-2].split(b"\n\n")
-    if newlines != 2 * len(parts):
-        return None
     events = []
+    if newlines == 2 * len(parts):  # no newline inside any event: data lines only
+        for part in parts:
+            if part[:6] != b"data: ":
+                return None
+            events.append(part[6:])
+        return events, False
+    if newlines != 3 * len(parts):  # else one newline inside each event (checked below)
+        return None
     for part in parts:
-        if part[:6] != b"data: ":
+        end = part.find(b"\n")  # an event with no newline leaves another with two
+        if part[:7] != b"event: " or end < 0 or part[end + 1 : end + 7] != b"data: ":
             return None
-        events.append(part[6:])
-    return events
+        events.append(part[end + 7 :])
+    return events, True
