@@ -542,6 +542,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stream-chunks", type=int, default=0, help="chunks per stream (default 200)"
     )
     parser.add_argument(
+        "--stream-gap-ms",
+        type=float,
+        default=0.0,
+        help="ms between a stream's chunks (default 100); e.g. h at 1000 holds 5,000 streams "
+        "at a chunk rate two cores can carry",
+    )
+    parser.add_argument(
         "--stream-soak",
         type=float,
         default=0.0,
@@ -626,11 +633,12 @@ def main(argv: list[str] | None = None) -> int:
             soak = runner.soak(args.soak)
         for key in args.stream_keys:
             scenario = streamrun.STREAM_SCENARIOS[key]
-            if args.stream_count or args.stream_chunks:
+            if args.stream_count or args.stream_chunks or args.stream_gap_ms:
                 scenario = dataclasses.replace(
                     scenario,
                     streams=args.stream_count or scenario.streams,
                     chunks=args.stream_chunks or scenario.chunks,
+                    gap_ms=args.stream_gap_ms or scenario.gap_ms,
                 )
             print(f"bench: scenario {key}: {scenario.title}", file=sys.stderr, flush=True)
             stream_titles.append(f"  {key}  {scenario.title}")

@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -332,30 +333,65 @@ def models(url: str, key: str) -> set[str] | int:
         return exc.status_code
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def installation(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Installation]:
-    backend = str(request.param)
-    admin: psycopg.Connection[Any] | None = None
-    database = f"sw11_{uuid.uuid4().hex[:10]}"
-    if backend == "postgres":
-        admin = psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True)
-        admin.execute(f'CREATE DATABASE "{database}"')
-        url = f"postgres://postgres@{PG}/{database}"
-    else:
-        url = f"sqlite:///{tmp_path / 'switchyard.sqlite3'}"
+def _base_env(url: str, tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SWITCHYARD_CONFIG")}
     env.update(
         DJANGO_SETTINGS_MODULE="router_project.settings",
         DATABASE_URL=url,
         SWITCHYARD_SECRET_KEY="config-processes-secret",
-        SWITCHYARD_VAR_DIR=str(tmp_path / "var"),
+        SWITCHYARD_VAR_DIR=str(tmp / "var"),
         SWITCHYARD_STATE_STORE="memory",
         PYTHONPATH=str(ROOT),
     )
+    return env
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One migrated database per backend for the whole module, which each test's own
+    database starts as a copy of (a file copy; ``CREATE DATABASE … TEMPLATE``): ``migrate``
+    is a process start per test that proves nothing here."""
+    tmp = tmp_path_factory.mktemp("migrated")
+    template = f"sw11_template_{uuid.uuid4().hex[:10]}"
+    urls = {"sqlite": f"sqlite:///{tmp / 'template.sqlite3'}"}
+    with psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{template}"')
+        urls["postgres"] = f"postgres://postgres@{PG}/{template}"
+        try:
+            for url in urls.values():
+                done = subprocess.run(
+                    [sys.executable, "manage.py", "migrate", "--noinput"],
+                    cwd=ROOT, env=_base_env(url, tmp), capture_output=True, text=True,
+                    timeout=180,
+                )  # fmt: skip
+                assert done.returncode == 0, f"migrate:\n{done.stdout}\n{done.stderr}"
+            yield {"sqlite": str(tmp / "template.sqlite3"), "postgres": template}
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def installation(
+    request: pytest.FixtureRequest, tmp_path: Path, migrated: dict[str, str]
+) -> Iterator[Installation]:
+    backend = str(request.param)
+    admin: psycopg.Connection[Any] | None = None
+    database = f"sw11_{uuid.uuid4().hex[:10]}"
+    if backend == "postgres":
+        admin = psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True)
+        admin.execute(f'CREATE DATABASE "{database}" TEMPLATE "{migrated[backend]}"')
+        url = f"postgres://postgres@{PG}/{database}"
+    else:
+        copy = tmp_path / "switchyard.sqlite3"
+        with closing(sqlite3.connect(migrated[backend])) as source:
+            with closing(sqlite3.connect(copy)) as target:
+                source.backup(target)  # consistent whatever the journal (WAL) holds
+        url = f"sqlite:///{copy}"
     upstream = FakeUpstream().start()
-    inst = Installation(env=env, tmp=tmp_path, upstream=upstream, backend=backend)
+    inst = Installation(
+        env=_base_env(url, tmp_path), tmp=tmp_path, upstream=upstream, backend=backend
+    )
     try:
-        inst.manage("migrate", "--noinput")
         inst.manage("loadconfig", inst.config())
         yield inst
     finally:
