@@ -1,6 +1,6 @@
 """Micro-benchmark: the gateway's own CPU per relayed chunk after the commit point.
 
-``python -m bench.relay [CHUNKS] [--per-read N] [--items] [--profile]``
+``python -m bench.relay [CHUNKS] [--per-read N] [--items] [--kind anthropic] [--profile]``
 
 Drives the real ``EventReader`` of a chat stream, committed, over an in-memory aiohttp
 ``StreamReader`` (no socket, no server): each step feeds one network read of ``N``
@@ -14,7 +14,9 @@ aiohttp's socket path add on top is measured from outside by ``bench.run --strea
 
 Reports the best of seven batches of CPU time (``time.process_time``) per chunk, and the
 floor under it: the same reads fed to aiohttp and read back with nothing done to them
-(what a relay that forwards bytes blindly would still pay in this process). As with
+(what a relay that forwards bytes blindly would still pay in this process). ``--kind
+anthropic`` relays an Anthropic Messages stream behind the Messages door instead (the
+pass-through: named events, decoded for continuity, usage and the end, sent as read). As with
 ``bench.rewrite``, the ratio between two runs on one machine holds better than the
 absolute figure. Nothing here is asserted.
 """
@@ -37,6 +39,7 @@ from httpx_aiohttp.transport import AiohttpResponseStream
 
 from routing.gateway.attempt import EventReader
 from routing.gateway.replies import sse
+from routing.protocols import Protocol
 from routing.upstream.openai import Timeouts, UpstreamResponse
 
 
@@ -63,12 +66,25 @@ class _Native:
         return None
 
 
-def committed_reader(loop: asyncio.AbstractEventLoop) -> tuple[EventReader, aiohttp.StreamReader]:
+def named_event(kind: str, **data: Any) -> bytes:
+    """One Anthropic Messages stream event, as the bench upstream frames it."""
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
+
+
+def text_delta(text: str) -> bytes:
+    return named_event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+
+
+def committed_reader(
+    loop: asyncio.AbstractEventLoop, kind: Protocol = Protocol.CHAT
+) -> tuple[EventReader, aiohttp.StreamReader]:
     content = aiohttp.StreamReader(BaseProtocol(loop), 2**16, loop=loop)
     stream = AiohttpResponseStream(_Native(content))  # type: ignore[arg-type]
     response = httpx.Response(200, stream=stream)
     now = loop.time()
-    reader = EventReader(UpstreamResponse(response), Timeouts(), started=now, deadline=now + 3600)
+    reader = EventReader(
+        UpstreamResponse(response), Timeouts(), started=now, deadline=now + 3600, kind=kind
+    )
     return reader, content
 
 
@@ -85,15 +101,28 @@ def chat_frames(batch: list[Any], usage_sent: bool) -> tuple[bytes, bool]:
     return b"".join(out), usage_sent
 
 
-async def relay(chunks: int, per_read: int, how: str) -> Callable[[], object]:
+async def relay(
+    chunks: int, per_read: int, how: str, kind: Protocol = Protocol.CHAT
+) -> Callable[[], object]:
     """A committed reader and a step that relays one read of ``per_read`` events."""
     loop = asyncio.get_running_loop()
-    reader, content = committed_reader(loop)
-    content.feed_data(event({"role": "assistant", "content": ""}) + event({"content": "tok "}))
+    reader, content = committed_reader(loop, kind)
+    if kind is Protocol.MESSAGES:
+        start = {"id": "msg_bench", "model": "fast", "usage": {"input_tokens": 8}}
+        content.feed_data(
+            named_event("message_start", message=start)
+            + named_event("content_block_start", index=0, content_block={"type": "text"})
+            + text_delta("tok ")
+        )
+        step_event = text_delta
+    else:
+        content.feed_data(event({"role": "assistant", "content": ""}) + event({"content": "tok "}))
+        step_event = lambda text: event({"content": text})  # noqa: E731
     while not reader.got_content:  # the commit point: what run_attempt reads before it
         await reader.next()
+    assert await reader.next_sse()  # the rest of the committing read (not measured)
     reads = [
-        b"".join(event({"content": f"tok{i + j} "}) for j in range(per_read))
+        b"".join(step_event(f"tok{i + j} ") for j in range(per_read))
         for i in range(0, chunks, per_read)
     ]
     state = {"usage_sent": False}
@@ -118,13 +147,19 @@ async def relay(chunks: int, per_read: int, how: str) -> Callable[[], object]:
     return {"items": step_items, "sse": step, "floor": step_floor}[how]
 
 
-def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7, how: str = "sse") -> float:
+def measure(
+    chunks: int = 2000,
+    per_read: int = 1,
+    repeats: int = 7,
+    how: str = "sse",
+    kind: Protocol = Protocol.CHAT,
+) -> float:
     """µs of CPU per relayed chunk: the best of ``repeats`` fresh readers."""
 
     async def run() -> float:
         best = float("inf")
         for _ in range(repeats + 1):  # the first one warms caches and imports
-            step = await relay(chunks, per_read, how)
+            step = await relay(chunks, per_read, how, kind)
             start = time.process_time()
             await step()  # type: ignore[misc]
             best = min(best, (time.process_time() - start) * 1e6 / chunks)
@@ -133,11 +168,15 @@ def measure(chunks: int = 2000, per_read: int = 1, repeats: int = 7, how: str = 
     return asyncio.run(run())
 
 
-def report(chunks: int = 2000, per_read: int = 1, items: bool = False) -> str:
+def report(
+    chunks: int = 2000, per_read: int = 1, items: bool = False, kind: Protocol = Protocol.CHAT
+) -> str:
     how = "items" if items else "sse"
-    us = measure(chunks, per_read, how=how)
-    floor = measure(chunks, per_read, how="floor")
+    us = measure(chunks, per_read, how=how, kind=kind)
+    floor = measure(chunks, per_read, how="floor", kind=kind)
     what = "next_batch + framing" if items else "next_sse"
+    if kind is not Protocol.CHAT:
+        what += f", {kind.value} pass-through"
     return (
         f"relay after the commit point, in process ({what}, {per_read} chunk(s) per read): "
         f"{us:.2f} µs CPU per chunk; aiohttp alone {floor:.2f}, the relay's own {us - floor:.2f}"
@@ -149,15 +188,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("chunks", type=int, nargs="?", default=2000)
     parser.add_argument("--per-read", type=int, default=1, help="upstream events per read")
     parser.add_argument("--items", action="store_true", help="next_batch and frame the items")
+    parser.add_argument(
+        "--kind",
+        choices=(Protocol.CHAT.value, Protocol.MESSAGES.value),
+        default=Protocol.CHAT.value,
+        help="the upstream kind (behind its own door)",
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
     args = parser.parse_args(argv)
     how = "items" if args.items else "sse"
+    kind = Protocol(args.kind)
+    if args.items and kind is not Protocol.CHAT:
+        parser.error("--items is the chat relay's old path")
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(measure, args.chunks, args.per_read, 1, how)
+        profile.runcall(measure, args.chunks, args.per_read, 1, how, kind)
         pstats.Stats(profile).sort_stats("tottime").print_stats(18)
         return
-    print(report(args.chunks, args.per_read, args.items))
+    print(report(args.chunks, args.per_read, args.items, kind))
 
 
 if __name__ == "__main__":
