@@ -18,9 +18,14 @@ import pytest
 
 from routing.simulator.server import FakeUpstream
 
+# For the gateway processes tests start: a credential secret, and no background health
+# checker. Whether this process's own settings see these depends on how it was started:
+# plain pytest reads the settings (pytest-django) before this file, an xdist worker after
+# (it inherits the environment of the controller, which imported this file). So nothing
+# here may rely on either: the in-process gateway turns the checker off through the
+# runtime (the fixtures below), and a test that counts on a value of these sets it itself
+# (``settings.SWITCHYARD = {...}``, e.g. the check interval in tests/test_faults.py).
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
-# No background health checker in gateway processes the tests start (settings are read
-# before this file, so the in-process gateway turns it off through the runtime instead).
 os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
 
 
