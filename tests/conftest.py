@@ -33,13 +33,22 @@ os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
 
 _worker_redis: tuple[RedisServer, override_settings] | None = None  # see pytest_configure
 
+# Django's own advice for test runs: a fast password hasher. The default (PBKDF2, a million
+# rounds) spends 0.4 s of CPU on every user created and every login, hundreds of times a
+# run; no test is about the hash, and the gateway processes tests start keep the default.
+_fast_passwords = override_settings(
+    PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]
+)
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    _fast_passwords.enable()
     _use_a_redis_of_this_workers_own()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _stop_this_workers_redis()
+    _fast_passwords.disable()
 
 
 def _use_a_redis_of_this_workers_own() -> None:
