@@ -15,13 +15,87 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from django.test.utils import override_settings
 
 from routing.simulator.server import FakeUpstream
+from tests.state.servers import RedisServer, free_port
 
+# For the gateway processes tests start: a credential secret, and no background health
+# checker. Whether this process's own settings see these depends on how it was started:
+# plain pytest reads the settings (pytest-django) before this file, an xdist worker after
+# (it inherits the environment of the controller, which imported this file). So nothing
+# here may rely on either: the in-process gateway turns the checker off through the
+# runtime (the fixtures below), and a test that counts on a value of these sets it itself
+# (``settings.SWITCHYARD = {...}``, e.g. the check interval in tests/test_faults.py).
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
-# No background health checker in gateway processes the tests start (settings are read
-# before this file, so the in-process gateway turns it off through the runtime instead).
 os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
+
+
+_worker_redis: tuple[RedisServer, override_settings] | None = None  # see pytest_configure
+
+# Django's own advice for test runs: a fast password hasher. The default (PBKDF2, a million
+# rounds) spends 0.4 s of CPU on every user created and every login, hundreds of times a
+# run; no test is about the hash, and the gateway processes tests start keep the default.
+_fast_passwords = override_settings(
+    PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _fast_passwords.enable()
+    _use_a_redis_of_this_workers_own()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _stop_this_workers_redis()
+    _fast_passwords.disable()
+
+
+def _use_a_redis_of_this_workers_own() -> None:
+    """The production-shape leg (``REDIS_URL`` set) under pytest-xdist: each worker serves on
+    a ``redis-server`` of its own (on a free port) instead of the one ``REDIS_URL`` names.
+
+    Key prefixes or db numbers would keep the workers' keys and channel-layer groups apart,
+    but not Redis pub/sub, which is server-wide: a config write in one worker publishes a
+    notice (``routing.gateway.sync``) that would invalidate the other worker's routing table
+    mid-test (``tests/test_hot_path.py`` counts the queries a recompile makes). Everything
+    that talks to Redis reads these settings when it is first used (the state store, the
+    channel layer, the config listener), which is after this hook; the environment is set too,
+    for the processes a test starts. A plain (serial) run keeps the given ``REDIS_URL``.
+    """
+    global _worker_redis
+    from django.conf import settings
+
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(settings, "REDIS_URL", ""):
+        return
+    server = RedisServer(port=free_port())
+    server.start()
+    url = server.url
+    layers = {
+        name: {**layer, "CONFIG": {**layer.get("CONFIG", {}), "hosts": [url]}}
+        for name, layer in settings.CHANNEL_LAYERS.items()
+    }
+    override = override_settings(
+        REDIS_URL=url,
+        SWITCHYARD={**settings.SWITCHYARD, "REDIS_URL": url},
+        CHANNEL_LAYERS=layers,
+    )
+    override.enable()  # sends setting_changed: cached settings and layers are rebuilt
+    os.environ["REDIS_URL"] = url
+    _worker_redis = (server, override)
+
+
+def _stop_this_workers_redis() -> None:
+    global _worker_redis
+    if _worker_redis is None:
+        return
+    from routing.gateway import sync
+
+    server, override = _worker_redis
+    _worker_redis = None
+    sync.stop_listener()  # before its Redis goes: no "unreachable" line at exit
+    override.disable()
+    server.kill()
 
 
 def off_loop(fn):  # type: ignore[no-untyped-def]

@@ -35,7 +35,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -333,73 +332,107 @@ def models(url: str, key: str) -> set[str] | int:
         return exc.status_code
 
 
-def _base_env(url: str, tmp: Path) -> dict[str, str]:
+def process_env(url: str, var_dir: Path) -> dict[str, str]:
+    """The environment of every process of one installation (this one's database)."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SWITCHYARD_CONFIG")}
     env.update(
         DJANGO_SETTINGS_MODULE="router_project.settings",
         DATABASE_URL=url,
         SWITCHYARD_SECRET_KEY="config-processes-secret",
-        SWITCHYARD_VAR_DIR=str(tmp / "var"),
+        SWITCHYARD_VAR_DIR=str(var_dir),
         SWITCHYARD_STATE_STORE="memory",
         PYTHONPATH=str(ROOT),
     )
     return env
 
 
-@pytest.fixture(scope="module")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """One migrated database per backend for the whole module, which each test's own
-    database starts as a copy of (a file copy; ``CREATE DATABASE … TEMPLATE``): ``migrate``
-    is a process start per test that proves nothing here."""
-    tmp = tmp_path_factory.mktemp("migrated")
-    template = f"sw11_template_{uuid.uuid4().hex[:10]}"
-    urls = {"sqlite": f"sqlite:///{tmp / 'template.sqlite3'}"}
-    with psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{template}"')
-        urls["postgres"] = f"postgres://postgres@{PG}/{template}"
-        try:
-            for url in urls.values():
-                done = subprocess.run(
-                    [sys.executable, "manage.py", "migrate", "--noinput"],
-                    cwd=ROOT, env=_base_env(url, tmp), capture_output=True, text=True,
-                    timeout=180,
-                )  # fmt: skip
-                assert done.returncode == 0, f"migrate:\n{done.stdout}\n{done.stderr}"
-            yield {"sqlite": str(tmp / "template.sqlite3"), "postgres": template}
-        finally:
-            admin.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+class MigratedDatabases:
+    """Each installation starts on a database ``manage.py migrate`` (a process of its own)
+    brought up to date; migrating is done once per backend in this test process and each
+    installation gets a copy (SQLite's backup API; PostgreSQL's ``CREATE DATABASE ...
+    TEMPLATE``). A migrate per installation was a third of each one's start."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self._sqlite: Path | None = None
+        self._postgres: str | None = None
+        self._admin: psycopg.Connection[Any] | None = None
+
+    def _migrate(self, url: str) -> None:
+        result = subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT, env=process_env(url, self.tmp / "var"), capture_output=True, text=True,
+            timeout=180,
+        )  # fmt: skip
+        assert result.returncode == 0, f"manage.py migrate:\n{result.stdout}\n{result.stderr}"
+
+    @property
+    def admin(self) -> psycopg.Connection[Any]:
+        if self._admin is None:
+            self._admin = psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True)
+        return self._admin
+
+    def copy(self, backend: str, tmp_path: Path) -> str:
+        """A fresh, migrated database of ``backend`` for one installation: its URL."""
+        if backend == "sqlite":
+            if self._sqlite is None:
+                template = self.tmp / "migrated.sqlite3"
+                self._migrate(f"sqlite:///{template}")
+                self._sqlite = template
+            target = tmp_path / "switchyard.sqlite3"
+            source, copy = sqlite3.connect(self._sqlite), sqlite3.connect(target)
+            try:
+                source.backup(copy)
+            finally:
+                source.close()
+                copy.close()
+            return f"sqlite:///{target}"
+        if self._postgres is None:
+            template = f"sw11_migrated_{uuid.uuid4().hex[:10]}"
+            self.admin.execute(f'CREATE DATABASE "{template}"')
+            self._postgres = template
+            self._migrate(f"postgres://postgres@{PG}/{template}")
+        database = f"sw11_{uuid.uuid4().hex[:10]}"
+        self.admin.execute(f'CREATE DATABASE "{database}" TEMPLATE "{self._postgres}"')
+        return f"postgres://postgres@{PG}/{database}"
+
+    def drop(self, url: str) -> None:
+        if url.startswith("postgres://"):
+            database = url.rsplit("/", 1)[1]
+            self.admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+    def close(self) -> None:
+        if self._postgres is not None:
+            self.admin.execute(f'DROP DATABASE IF EXISTS "{self._postgres}" WITH (FORCE)')
+        if self._admin is not None:
+            self._admin.close()
+
+
+@pytest.fixture(scope="session")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabases]:
+    databases = MigratedDatabases(tmp_path_factory.mktemp("migrated"))
+    try:
+        yield databases
+    finally:
+        databases.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def installation(
-    request: pytest.FixtureRequest, tmp_path: Path, migrated: dict[str, str]
+    request: pytest.FixtureRequest, tmp_path: Path, migrated: MigratedDatabases
 ) -> Iterator[Installation]:
     backend = str(request.param)
-    admin: psycopg.Connection[Any] | None = None
-    database = f"sw11_{uuid.uuid4().hex[:10]}"
-    if backend == "postgres":
-        admin = psycopg.connect(f"postgresql://postgres@{PG}/postgres", autocommit=True)
-        admin.execute(f'CREATE DATABASE "{database}" TEMPLATE "{migrated[backend]}"')
-        url = f"postgres://postgres@{PG}/{database}"
-    else:
-        copy = tmp_path / "switchyard.sqlite3"
-        with closing(sqlite3.connect(migrated[backend])) as source:
-            with closing(sqlite3.connect(copy)) as target:
-                source.backup(target)  # consistent whatever the journal (WAL) holds
-        url = f"sqlite:///{copy}"
+    url = migrated.copy(backend, tmp_path)
+    env = process_env(url, tmp_path / "var")
     upstream = FakeUpstream().start()
-    inst = Installation(
-        env=_base_env(url, tmp_path), tmp=tmp_path, upstream=upstream, backend=backend
-    )
+    inst = Installation(env=env, tmp=tmp_path, upstream=upstream, backend=backend)
     try:
         inst.manage("loadconfig", inst.config())
         yield inst
     finally:
         inst.stop()
         upstream.stop()
-        if admin is not None:
-            admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-            admin.close()
+        migrated.drop(url)
 
 
 def test_the_version_check_interval_is_within_a_second() -> None:

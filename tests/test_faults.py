@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import openai
@@ -36,6 +37,15 @@ def clock(harness: Harness) -> FakeClock:
     harness.runtime.clock = fake  # type: ignore[attr-defined]
     yield fake
     harness.runtime.clock = time.time  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def checks_every_10_s(settings: Any) -> None:
+    """The gateway-wide default interval of active checks, which these tests count on, set
+    here rather than taken from the process: tests/conftest.py turns checks off in the
+    environment for the gateways tests start, and whether this process's settings were read
+    before that (plain pytest) or after (an xdist worker inherits it) is not theirs to know."""
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "HEALTH_CHECK_S": 10.0}
 
 
 def no_retries(config: str) -> str:
@@ -114,7 +124,7 @@ def check_pass(h: Harness) -> list[str]:
 
 
 def test_a_target_serves_within_15_s_of_recovering_from_a_long_outage(
-    harness: Harness, clock: FakeClock
+    harness: Harness, clock: FakeClock, checks_every_10_s: None
 ) -> None:
     harness.configure(no_retries(TWO_ROUTES))
     harness.upstream.script("a", then=Fail(503, "outage"))
@@ -150,7 +160,7 @@ def test_a_target_serves_within_15_s_of_recovering_from_a_long_outage(
 
 @pytest.mark.parametrize("status", [429, 503])
 def test_no_active_check_pings_a_target_before_its_providers_retry_after(
-    harness: Harness, clock: FakeClock, status: int
+    harness: Harness, clock: FakeClock, checks_every_10_s: None, status: int
 ) -> None:
     # A successful early ping would revive the target for client calls too (SPEC §4).
     harness.configure(no_retries(TWO_ROUTES))
@@ -200,7 +210,7 @@ def test_each_provider_checks_at_its_own_interval(harness: Harness, clock: FakeC
 
 
 def test_a_provider_no_request_can_reach_is_not_checked_and_others_still_are(
-    harness: Harness, clock: FakeClock
+    harness: Harness, clock: FakeClock, checks_every_10_s: None
 ) -> None:
     from routing.models import Provider
 

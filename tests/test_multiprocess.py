@@ -6,7 +6,9 @@ call path needs the database beyond the compiled table. The gateway's core behav
 smoke-tested once more here, over PostgreSQL instead of SQLite.
 
 Needs: PostgreSQL on 127.0.0.1:5432 (trust auth; a fresh database is created and dropped)
-and Redis on 127.0.0.1:6379 (db 5; only ``switchyard:*`` keys are touched).
+and ``redis-server`` (a private one per cluster, on a free port: keys could be kept apart on
+a shared Redis, but its pub/sub channels are server-wide, so two clusters on one Redis, e.g.
+on two xdist workers, would take each other's config notices for their own).
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ import redis
 
 from routing.simulator.script import Fail
 from routing.simulator.server import FakeUpstream
+from tests.state.servers import RedisServer
 
 pytestmark = pytest.mark.multiprocess
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS_URL = "redis://127.0.0.1:6379/5"
 PG = "127.0.0.1:5432"
 CHANNEL = "switchyard:config"  # routing.gateway.sync.CHANNEL (not imported: see the helper below)
 START_TIMEOUT_S = 60.0
@@ -193,19 +195,20 @@ def start_gateway(env: dict[str, str], log: Path) -> tuple[subprocess.Popen[byte
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("multiprocess")
-    shared_redis = redis.Redis.from_url(REDIS_URL)
-    delete_switchyard_keys(shared_redis)
+    redis_server = RedisServer(port=free_port())
+    shared_redis = redis.Redis.from_url(redis_server.url)  # connects on first use
     admin, user = admin_connection()
     database = f"switchyard_mp_{uuid.uuid4().hex[:10]}"
     admin.execute(f'CREATE DATABASE "{database}"')
     processes: list[subprocess.Popen[bytes]] = []
     upstream = FakeUpstream().start()
     try:
+        redis_server.start()
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "router_project.settings",
             "DATABASE_URL": f"postgres://{user}@{PG}/{database}",
-            "REDIS_URL": REDIS_URL,
+            "REDIS_URL": redis_server.url,
             "SWITCHYARD_STATE_STORE": "redis",
             "SWITCHYARD_SECRET_KEY": "multiprocess-test-secret",
             "SWITCHYARD_VAR_DIR": str(tmp / "var"),
@@ -232,8 +235,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         upstream.stop()
         admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
         admin.close()
-        delete_switchyard_keys(shared_redis)
         shared_redis.close()
+        redis_server.kill()
 
 
 @pytest.fixture

@@ -39,7 +39,10 @@ def layer() -> Iterator[SharedLayer]:
     fake = SharedLayer()
     old = channel_layers.set("default", fake)
     yield fake
-    channel_layers.set("default", old)
+    if old is None:  # none was built yet: the next use builds the configured one, as before
+        del channel_layers.backends["default"]
+    else:
+        channel_layers.set("default", old)
 
 
 class Ticks:
