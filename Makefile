@@ -57,9 +57,14 @@ PROD_REDIS_URL ?= redis://127.0.0.1:6379/6
 PRODUCTION_LEG := tests/test_gateway_core.py tests/test_health_routing.py tests/test_hot_path.py tests/api tests/audit \
 	tests/test_config_truth.py tests/state/test_version_watch.py tests/test_checks.py tests/test_unreadable_config.py
 
+# Both legs spread over the machine's cores (pytest-xdist; worksteal evens out the slow
+# process tests at the end). TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist worksteal
+
 test: install-dev browser
-	$(BIN)/python -m pytest -q
-	DATABASE_URL=$(PG_URL) REDIS_URL=$(PROD_REDIS_URL) $(BIN)/python -m pytest -q -m "not browser and not multiprocess" $(PRODUCTION_LEG)
+	$(BIN)/python -m pytest -q $(XDIST)
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(PROD_REDIS_URL) $(BIN)/python -m pytest -q $(XDIST) -m "not browser and not multiprocess" $(PRODUCTION_LEG)
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess"
