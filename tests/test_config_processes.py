@@ -113,6 +113,7 @@ class Installation:
     tmp: Path
     upstream: FakeUpstream
     backend: str
+    client_key: str  # a client key the database had before the test began
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def manage(
@@ -347,24 +348,38 @@ def process_env(url: str, var_dir: Path) -> dict[str, str]:
 
 
 class MigratedDatabases:
-    """Each installation starts on a database ``manage.py migrate`` (a process of its own)
-    brought up to date; migrating is done once per backend in this test process and each
-    installation gets a copy (SQLite's backup API; PostgreSQL's ``CREATE DATABASE ...
-    TEMPLATE``). A migrate per installation was a third of each one's start."""
+    """Each installation starts on a database that ``manage.py migrate``, ``loadconfig``
+    (the base configuration, against this test process's upstream) and ``createkey client``
+    (each a process of its own) brought up to date; that is done once per backend in this
+    test process and each installation gets a copy (SQLite's backup API; PostgreSQL's
+    ``CREATE DATABASE ... TEMPLATE``). Those three processes per installation were half of
+    this module's time."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, upstream: FakeUpstream) -> None:
         self.tmp = tmp
+        self.upstream = upstream
+        self.client_key: dict[str, str] = {}  # backend -> the template's client key
         self._sqlite: Path | None = None
         self._postgres: str | None = None
         self._admin: psycopg.Connection[Any] | None = None
 
-    def _migrate(self, url: str) -> None:
-        result = subprocess.run(
-            [sys.executable, "manage.py", "migrate", "--noinput"],
-            cwd=ROOT, env=process_env(url, self.tmp / "var"), capture_output=True, text=True,
-            timeout=180,
-        )  # fmt: skip
-        assert result.returncode == 0, f"manage.py migrate:\n{result.stdout}\n{result.stderr}"
+    def _prepare(self, backend: str, url: str) -> None:
+        env = process_env(url, self.tmp / "var")
+        config = self.tmp / "base.yaml"
+        config.write_text(CONFIG.format(upstream=self.upstream.base_url, retries=2, extra=""))
+        printed = ""
+        for args in (
+            ["migrate", "--noinput"],
+            ["loadconfig", str(config)],
+            ["createkey", "client"],
+        ):
+            result = subprocess.run(
+                [sys.executable, "manage.py", *args],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+            )  # fmt: skip
+            assert result.returncode == 0, f"manage.py {args}:\n{result.stdout}\n{result.stderr}"
+            printed = result.stdout
+        self.client_key[backend] = printed.strip().splitlines()[-1]
 
     @property
     def admin(self) -> psycopg.Connection[Any]:
@@ -377,7 +392,7 @@ class MigratedDatabases:
         if backend == "sqlite":
             if self._sqlite is None:
                 template = self.tmp / "migrated.sqlite3"
-                self._migrate(f"sqlite:///{template}")
+                self._prepare(backend, f"sqlite:///{template}")
                 self._sqlite = template
             target = tmp_path / "switchyard.sqlite3"
             source, copy = sqlite3.connect(self._sqlite), sqlite3.connect(target)
@@ -391,7 +406,7 @@ class MigratedDatabases:
             template = f"sw11_migrated_{uuid.uuid4().hex[:10]}"
             self.admin.execute(f'CREATE DATABASE "{template}"')
             self._postgres = template
-            self._migrate(f"postgres://postgres@{PG}/{template}")
+            self._prepare(backend, f"postgres://postgres@{PG}/{template}")
         database = f"sw11_{uuid.uuid4().hex[:10]}"
         self.admin.execute(f'CREATE DATABASE "{database}" TEMPLATE "{self._postgres}"')
         return f"postgres://postgres@{PG}/{database}"
@@ -410,28 +425,33 @@ class MigratedDatabases:
 
 @pytest.fixture(scope="session")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MigratedDatabases]:
-    databases = MigratedDatabases(tmp_path_factory.mktemp("migrated"))
+    upstream = FakeUpstream().start()
+    databases = MigratedDatabases(tmp_path_factory.mktemp("migrated"), upstream)
     try:
         yield databases
     finally:
         databases.close()
+        upstream.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def installation(
     request: pytest.FixtureRequest, tmp_path: Path, migrated: MigratedDatabases
 ) -> Iterator[Installation]:
+    """A copy of the template: the base configuration loaded, ``client_key`` made."""
     backend = str(request.param)
     url = migrated.copy(backend, tmp_path)
     env = process_env(url, tmp_path / "var")
-    upstream = FakeUpstream().start()
-    inst = Installation(env=env, tmp=tmp_path, upstream=upstream, backend=backend)
+    migrated.upstream.reset()
+    inst = Installation(
+        env=env, tmp=tmp_path, upstream=migrated.upstream, backend=backend,
+        client_key=migrated.client_key[backend],
+    )  # fmt: skip
     try:
-        inst.manage("loadconfig", inst.config())
         yield inst
     finally:
         inst.stop()
-        upstream.stop()
+        migrated.upstream.reset()
         migrated.drop(url)
 
 
@@ -443,7 +463,7 @@ def test_the_version_check_interval_is_within_a_second() -> None:
 
 def test_commands_in_other_processes_reach_a_running_gateway(installation: Installation) -> None:
     inst = installation
-    key = inst.createkey("client")
+    key = inst.client_key
     admin = inst.createkey("ops", "--admin")
     url = inst.start_gateway()
     assert models(url, key) == {"auto"}
@@ -494,7 +514,7 @@ def test_with_redis_a_lost_notice_is_caught_by_the_version_check(
     ours.start()
     elsewhere.start()
     try:
-        key = inst.createkey("client")
+        key = inst.client_key
         url = inst.start_gateway({**inst.env, "REDIS_URL": ours.url})
         assert models(url, key) == {"auto"}
         (log,) = inst.tmp.glob("daphne-*.log")
@@ -526,7 +546,7 @@ def test_a_group_that_cannot_compile_is_a_503_and_the_others_keep_serving(
     plugins = inst.tmp / "plugins"
     plugins.mkdir()
     (plugins / "myalgo.py").write_text(textwrap.dedent(PLUGIN))
-    key = inst.createkey("client")
+    key = inst.client_key
     url = inst.start_gateway()  # its PYTHONPATH lacks plugins/: the module "vanished"
     assert models(url, key) == {"auto"}
 
@@ -563,7 +583,7 @@ def test_export_then_load_in_other_processes_keeps_the_stored_credential(
     installation: Installation,
 ) -> None:
     inst = installation
-    key = inst.createkey("client")
+    key = inst.client_key
     exported = inst.manage("exportconfig").stdout
     assert "api_key: ${P1_API_KEY}" in exported
     path = inst.tmp / "exported.yaml"
@@ -584,7 +604,7 @@ def test_a_gateway_with_another_secret_key_answers_in_json_and_check_names_the_p
     installation: Installation,
 ) -> None:
     inst = installation
-    key = inst.createkey("client")
+    key = inst.client_key
     other = {**inst.env, "SWITCHYARD_SECRET_KEY": "not-the-secret-that-encrypted-them"}
 
     checked = inst.manage("check", "--database", "default", env=other, check=False)
