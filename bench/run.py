@@ -350,56 +350,79 @@ class Runner:
         }
 
     # ---- one scenario ---------------------------------------------------------------
-    def run_scenario(
-        self, scenario: Scenario, duration: float, rounds: int, warmup: float
+    def run_scenarios(
+        self, scenarios: list[Scenario], duration: float, rounds: int, warmup: float
     ) -> list[report.Row]:
-        self.upstream.configure(chunks=scenario.chunks, delay_ms=scenario.delay_ms)
-        started = self.start_paths(scenario, scale_out=self.args.scale_out)
+        """Scenarios that share the upstream's settings on one fresh gateway, their rounds
+        interleaved (``--interleave``): each round index runs every scenario's paths, in
+        ABBA order over scenarios and paths, so a machine whose speed drifts (a shared
+        host) slows them alike and their CPU ratios hold."""
+        first = scenarios[0]
+        self.upstream.configure(chunks=first.chunks, delay_ms=first.delay_ms)
+        started = self.start_paths(first, scale_out=self.args.scale_out)
         paths = [self.direct] + [p for p, _, _ in started if p is not None]
         self._gateways_alive = [p.gateway for p in paths if p.gateway is not None]
-        rows = {p.label: report.Row(scenario.key, p.label) for p in paths}
-        failed: dict[str, str] = {}
+        rows = {(s.key, p.label): report.Row(s.key, p.label) for s in scenarios for p in paths}
+        failed: dict[tuple[str, str], str] = {}
         try:
             for order_index in range(rounds + (1 if warmup > 0 else 0)):
                 is_warmup = warmup > 0 and order_index == 0
-                order = paths if order_index % 2 == 0 else paths[::-1]
-                for path in order:
-                    if path.label in failed:
-                        continue
-                    if path.gateway is not None and not path.gateway.alive():
-                        failed[path.label] = (
-                            "gateway process died during the run:\n" + path.gateway.log_tail()
-                        )
-                        continue
-                    try:
-                        result = self.run_round(path, scenario, warmup if is_warmup else duration)
-                    except RoundFailed as exc:
-                        failed[path.label] = str(exc)
-                        continue
-                    if not is_warmup:
-                        rows[path.label].rounds.append(result)
-                    elif result["error_count"]:
-                        self.notes.append(
-                            f"{scenario.key} {path.label} warm-up errors: "
-                            f"{result['errors']} {result['error_samples'][:1]}"
-                        )
+                forward = order_index % 2 == 0
+                for scenario in scenarios if forward else scenarios[::-1]:
+                    for path in paths if forward else paths[::-1]:
+                        self._one_round(
+                            scenario, path, warmup if is_warmup else duration,
+                            is_warmup, rows, failed,
+                        )  # fmt: skip
         finally:
             for path in paths:
                 if path.gateway is not None:
                     if path.gateway.alive():
-                        rows[path.label].peak_mb = path.gateway.memory_mb()["peak"]
+                        peak = path.gateway.memory_mb()["peak"]
+                        for scenario in scenarios:
+                            rows[(scenario.key, path.label)].peak_mb = peak
                     path.gateway.stop()
             self._gateways_alive = []
-        out = [rows["direct"]]
-        for started_path, label, why in started:
-            out.append(
-                rows[label]
-                if started_path is not None
-                else report.Row(scenario.key, label, unavailable=why)
-            )
-        for label, why in failed.items():
-            rows[label].unavailable = rows[label].unavailable or why
+        for slot, problem in failed.items():
+            rows[slot].unavailable = rows[slot].unavailable or problem
+        out: list[report.Row] = []
+        for scenario in scenarios:
+            out.append(rows[(scenario.key, "direct")])
+            for started_path, label, why in started:
+                out.append(
+                    rows[(scenario.key, label)]
+                    if started_path is not None
+                    else report.Row(scenario.key, label, unavailable=why)
+                )
         return out
+
+    def _one_round(
+        self,
+        scenario: Scenario,
+        path: BenchPath,
+        duration: float,
+        is_warmup: bool,
+        rows: dict[tuple[str, str], report.Row],
+        failed: dict[tuple[str, str], str],
+    ) -> None:
+        slot = (scenario.key, path.label)
+        if slot in failed:
+            return
+        if path.gateway is not None and not path.gateway.alive():
+            failed[slot] = "gateway process died during the run:\n" + path.gateway.log_tail()
+            return
+        try:
+            result = self.run_round(path, scenario, duration)
+        except RoundFailed as exc:
+            failed[slot] = str(exc)
+            return
+        if not is_warmup:
+            rows[slot].rounds.append(result)
+        elif result["error_count"]:
+            self.notes.append(
+                f"{scenario.key} {path.label} warm-up errors: "
+                f"{result['errors']} {result['error_samples'][:1]}"
+            )
 
     # ---- scenarios g, h (--streams) -------------------------------------------------
     def stream_probe_scenario(self) -> Scenario:
@@ -497,6 +520,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add Redis-backed rows: one process, and two behind one port",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="run scenarios that share the upstream's settings on one gateway, their rounds "
+        "interleaved: CPU ratios between them (e.g. a,i,m) that hold on a machine whose "
+        "speed drifts; peak RSS is then the shared gateway's",
+    )
     parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     parser.add_argument(
@@ -581,6 +611,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def batches(args: argparse.Namespace) -> list[list[Scenario]]:
+    """The scenarios to run, one per gateway; with ``--interleave``, those that share the
+    upstream's settings (chunks, delay) together, in the order first asked for."""
+    if not args.interleave:
+        return [[SCENARIOS[k]] for k in args.keys]
+    grouped: dict[tuple[int, float], list[Scenario]] = {}
+    for key in args.keys:
+        scenario = SCENARIOS[key]
+        grouped.setdefault((scenario.chunks, scenario.delay_ms), []).append(scenario)
+    return list(grouped.values())
+
+
 def estimate_s(args: argparse.Namespace) -> float:
     paths = 2 + (2 if args.scale_out else 0)
     # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
@@ -625,9 +667,12 @@ def main(argv: list[str] | None = None) -> int:
     stream_titles: list[str] = []
     try:
         runner.setup()
-        for key in args.keys:
-            print(f"bench: scenario {key}: {SCENARIOS[key].title}", file=sys.stderr, flush=True)
-            rows += runner.run_scenario(SCENARIOS[key], args.duration, args.rounds, args.warmup)
+        for batch in batches(args):
+            for each in batch:
+                print(f"bench: scenario {each.key}: {each.title}", file=sys.stderr)
+            if len(batch) > 1:
+                print("bench: ...interleaved on one gateway", file=sys.stderr, flush=True)
+            rows += runner.run_scenarios(batch, args.duration, args.rounds, args.warmup)
         if args.soak:
             print(f"bench: soak {args.soak:g} s", file=sys.stderr, flush=True)
             soak = runner.soak(args.soak)
