@@ -353,7 +353,7 @@ class Runner:
     def run_scenarios(
         self, scenarios: list[Scenario], duration: float, rounds: int, warmup: float
     ) -> list[report.Row]:
-        """Scenarios that share the upstream's settings on one fresh gateway, their rounds
+        """Scenarios of one shape (``batches``) on one fresh gateway, their rounds
         interleaved (``--interleave``): each round index runs every scenario's paths, in
         ABBA order over scenarios and paths, so a machine whose speed drifts (a shared
         host) slows them alike and their CPU ratios hold."""
@@ -523,9 +523,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--interleave",
         action="store_true",
-        help="run scenarios that share the upstream's settings on one gateway, their rounds "
-        "interleaved: CPU ratios between them (e.g. a,i,m) that hold on a machine whose "
-        "speed drifts; peak RSS is then the shared gateway's",
+        help="run scenarios of one shape (JSON or stream, same upstream settings) on one "
+        "gateway, their rounds interleaved: CPU ratios between them (e.g. a,i,m) that hold "
+        "on a machine whose speed drifts; peak RSS is then the shared gateway's",
     )
     parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
@@ -612,14 +612,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def batches(args: argparse.Namespace) -> list[list[Scenario]]:
-    """The scenarios to run, one per gateway; with ``--interleave``, those that share the
-    upstream's settings (chunks, delay) together, in the order first asked for."""
+    """The scenarios to run, one per gateway; with ``--interleave``, those of one shape
+    (JSON or stream, the upstream's chunks and delay) together, in the order asked for:
+    a batch of a few keeps each round cycle short, so drift within it stays small."""
     if not args.interleave:
         return [[SCENARIOS[k]] for k in args.keys]
-    grouped: dict[tuple[int, float], list[Scenario]] = {}
+    grouped: dict[tuple[bool, int, float], list[Scenario]] = {}
     for key in args.keys:
         scenario = SCENARIOS[key]
-        grouped.setdefault((scenario.chunks, scenario.delay_ms), []).append(scenario)
+        shape = (scenario.stream, scenario.chunks, scenario.delay_ms)
+        grouped.setdefault(shape, []).append(scenario)
     return list(grouped.values())
 
 

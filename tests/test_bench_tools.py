@@ -1,0 +1,58 @@
+"""The benchmark's comparison tools (bench/README.md, "Comparing scenarios on a shared
+machine"): what they group, send and divide is checked here; their figures come from
+``make bench`` and ``python -m bench.instructions``, never from a timed test."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from bench import instructions, loadgen
+from bench.run import SCENARIOS, batches, parse_args
+
+
+def keys(argv: list[str]) -> list[list[str]]:
+    return [[s.key for s in batch] for batch in batches(parse_args(argv))]
+
+
+def test_interleave_puts_scenarios_that_share_the_upstreams_settings_on_one_gateway() -> None:
+    assert keys(["--scenarios", "a,c,i,j,m,n,d"]) == [
+        ["a"],
+        ["c"],
+        ["i"],
+        ["j"],
+        ["m"],
+        ["n"],
+        ["d"],
+    ]
+    assert keys(["--interleave", "--scenarios", "a,c,i,j,m,n,d"]) == [
+        ["a", "i", "m"],  # JSON answers
+        ["c", "j", "n"],  # 20-chunk streams
+        ["d"],  # a 50 ms upstream: a gateway of its own
+    ]
+
+
+@pytest.mark.parametrize("key", instructions.COUNTABLE)
+def test_counted_calls_send_what_the_load_generator_sends(key: str) -> None:
+    scenario = SCENARIOS[key]
+    target = loadgen.make_target(
+        argparse.Namespace(
+            url="http://127.0.0.1:8000/v1", door=scenario.door, model=scenario.group,
+            stream=scenario.stream, expect_chunks=scenario.chunks, key="k",
+        )
+    )  # fmt: skip
+    body = instructions.request_body(key)
+    assert target.request.endswith(b"\r\n\r\n" + body)
+    path = instructions.scope("/v1" + loadgen.ENDPOINTS[scenario.door], body, "k")["path"]
+    assert target.request.startswith(f"POST {path} ".encode())
+
+
+def test_the_report_compares_json_calls_with_a_and_streams_with_c() -> None:
+    table = instructions.report({"a": 4e6, "m": 4.4e6, "c": 5e6, "n": 4.75e6, "i": 4.2e6})
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
+    assert rows["a"].endswith("| 4.000 | — |")
+    assert rows["m"].endswith("| 4.400 | +10.0% |")
+    assert rows["i"].endswith("| 4.200 | +5.0% |")
+    assert rows["n"].endswith("| 4.750 | -5.0% |")
+    assert rows["c"].endswith("| 5.000 | — |")
