@@ -241,22 +241,71 @@ def test_session_affinity_sticks_and_moves_when_the_target_cools(harness: Harnes
     )
 
 
+class SlowCharges:
+    """The store, with charges that take a while (a Redis round trip on a busy machine): a
+    relay that charged after its error event would be closed mid-charge by a client that
+    leaves on that event, and the target would never pay."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def record_failure(self, *args: object, **kwargs: object) -> object:
+        await asyncio.sleep(0.2)
+        return await self._store.record_failure(*args, **kwargs)  # type: ignore[attr-defined]
+
+
 async def test_a_stream_cut_after_the_commit_point_still_counts_against_the_target(
     harness: Harness, clock: FakeClock
 ) -> None:
     from routing.simulator.script import DropAfter
 
     harness.configure(TWO_ROUTES)
+    harness.runtime.store = SlowCharges(harness.runtime.store)  # type: ignore[attr-defined]
     harness.upstream.script("a", DropAfter(2))
-    with pytest.raises(openai.APIError):
+    with pytest.raises(openai.APIError):  # the SDK stops reading at the error event
         list(harness.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True))
-    for _ in range(50):  # the charge lands as the relay closes
-        health = (await harness.runtime.store.snapshot(["p1/a"], ["p1"])).targets.get("p1/a")
-        if health is not None:
-            break
-        await asyncio.sleep(0.02)
+    # Charged before the error event went out, so a client that closes on it (the server
+    # then closes the relay at that write) cannot spare the target: no wait needed here.
+    health = (await harness.runtime.store.snapshot(["p1/a"], ["p1"])).targets.get("p1/a")
     assert health is not None and availability(health, clock.now) is Availability.COOLING
     assert served_by(harness) == "p2/b"
+
+
+@pytest.mark.parametrize("door", ["messages", "responses"])
+async def test_a_pass_through_cut_after_the_commit_point_is_charged_before_its_error_event(
+    harness: Harness, clock: FakeClock, door: str
+) -> None:
+    """The same at the other doors: the target pays before the client can see the error."""
+    from routing.simulator.script import DropAfter
+
+    kind = "anthropic" if door == "messages" else "openai-responses"
+    harness.configure(TWO_ROUTES.replace("kind: openai\n", f"kind: {kind}\n", 1))
+    harness.runtime.store = SlowCharges(harness.runtime.store)  # type: ignore[attr-defined]
+    harness.upstream.script("a", DropAfter(2))
+    path, body, fails = (
+        ("/v1/messages", {"messages": MESSAGES, "max_tokens": 64}, "event: error")
+        if door == "messages"
+        else ("/v1/responses", {"input": "hi"}, "event: response.failed")
+    )
+    seen: list[str] = []
+    async with httpx.AsyncClient(base_url=harness.gateway.url, timeout=30) as http:
+        async with http.stream(
+            "POST",
+            path,
+            json={"model": "auto", "stream": True, **body},
+            headers={"authorization": f"Bearer {harness.key}"},
+        ) as answer:
+            assert answer.status_code == 200
+            async for line in answer.aiter_lines():
+                seen.append(line)
+                if line == fails:
+                    break  # leave on the error event, as an SDK does
+    assert seen[-1] == fails, seen
+    health = (await harness.runtime.store.snapshot(["p1/a"], ["p1"])).targets.get("p1/a")
+    assert health is not None and availability(health, clock.now) is Availability.COOLING
 
 
 async def test_a_probe_whose_client_left_hands_the_slot_back(

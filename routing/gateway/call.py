@@ -533,9 +533,11 @@ class Call:
                             failure.code.value,
                             failure.message,
                         )
-                        yield sse_error(failure.message, code=failure.code.value)
-                        # Too late to switch, but a target that cuts streams still pays.
+                        # Too late to switch, but a target that cuts streams still pays:
+                        # charged before the error event, which a client may close on (the
+                        # server then closes this generator at the yield).
                         await self._charge(target, failure, probe=False)
+                        yield sse_error(failure.message, code=failure.code.value)
                         return
                     if frames is None:
                         break
@@ -577,8 +579,8 @@ class Call:
                             failure.code.value,
                             failure.message,
                         )
+                        await self._charge(target, failure, probe=False)  # as in _relay
                         yield relay.error(failure.message, code=failure.code.value)
-                        await self._charge(target, failure, probe=False)
                         return
                     if out is None:
                         break
