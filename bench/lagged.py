@@ -7,6 +7,9 @@ wake-up was: the lag every callback on that loop meets, a relayed chunk or a new
 alike. Once a second it appends the samples to ``BENCH_LAG_FILE``, one
 ``<time.monotonic()> <ms late>`` line each (the clock the driver's marks use), so the
 driver reads the lag of any window after the round without asking the busy server.
+Beside it, ``<BENCH_LAG_FILE>.gc`` gets one ``<time.monotonic()> <generation> <ms>`` line per
+garbage collection (``gc.callbacks``): with thousands of streams open, a full collection
+walks every object they hold, and the loop stands still meanwhile.
 
 The stream scenarios serve the gateway through this (``bench/streamrun.py``); production
 code carries no sampler. Its own cost is 50 wake-ups a second.
@@ -15,6 +18,7 @@ code carries no sampler. Its own cost is 50 wake-ups a second.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import os
 import time
@@ -39,6 +43,17 @@ def _load(path: str) -> App:
 
 class _Sampler:
     task: asyncio.Task[None] | None = None
+    gc_lines: list[str] = []  # noqa: RUF012  (one sampler per process)
+    gc_started = 0.0
+
+
+def _collection(phase: str, info: dict[str, Any]) -> None:
+    now = time.monotonic()
+    if phase == "start":
+        _Sampler.gc_started = now
+    else:
+        took = (now - _Sampler.gc_started) * 1000
+        _Sampler.gc_lines.append(f"{now:.4f} {info['generation']} {took:.2f}\n")
 
 
 async def sample(out: Path) -> None:
@@ -55,6 +70,9 @@ async def sample(out: Path) -> None:
             with out.open("a") as file:
                 file.writelines(lines)
             lines.clear()
+            collections, _Sampler.gc_lines = _Sampler.gc_lines, []
+            with out.with_name(out.name + ".gc").open("a") as file:  # streamrun.gc_file
+                file.writelines(collections)
             flushed = now
 
 
@@ -65,4 +83,5 @@ lag_file = Path(os.environ.get("BENCH_LAG_FILE", f"lag-{os.getpid()}.txt"))
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if _Sampler.task is None:
         _Sampler.task = asyncio.get_running_loop().create_task(sample(lag_file))
+        gc.callbacks.append(_collection)
     await inner(scope, receive, send)

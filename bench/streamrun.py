@@ -95,6 +95,33 @@ def read_lags(path: Path, since: float = 0.0, until: float = float("inf")) -> li
     return lags
 
 
+def gc_file(lag_file: Path) -> Path:
+    """Where ``bench.lagged`` writes the collections it saw, beside its lag samples."""
+    return lag_file.with_name(lag_file.name + ".gc")
+
+
+def read_collections(lag_file: Path, since: float, until: float) -> dict[str, float]:
+    """The garbage collections ``bench.lagged`` saw between ``since`` and ``until``."""
+    try:
+        text = gc_file(lag_file).read_text()
+    except OSError:
+        return {}
+    count = full = 0
+    total = longest = 0.0
+    for line in text.splitlines():
+        try:
+            at, generation, ms = line.split()
+            if not since <= float(at) <= until:
+                continue
+        except ValueError:
+            continue
+        count += 1
+        full += generation == "2"
+        total += float(ms)
+        longest = max(longest, float(ms))
+    return {"count": count, "full": full, "total_ms": total, "max_ms": longest}
+
+
 def lag_stats(lags: list[float]) -> dict[str, float | None]:
     ordered = sorted(lags)
 
@@ -214,6 +241,9 @@ def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict
         )
         result["loop_lag_round"] = lag_stats(
             read_lags(gateway.lag_file, marks["idle"]["t"], marks["after"]["t"])
+        )
+        result["gc"] = read_collections(
+            gateway.lag_file, opened.get("t", marks["idle"]["t"]), ended.get("t", 1e18)
         )
     return result
 
@@ -459,6 +489,13 @@ def notes(rows: list[StreamRow]) -> list[str]:
                     f"p50 {_ms(lag['p50_ms'])} / p99 {_ms(lag['p99_ms'])} / max "
                     f"{_ms(lag['max_ms'])} ms, over the round p99 {_ms(whole.get('p99_ms'))} / "
                     f"max {_ms(whole.get('max_ms'))} ms"
+                )
+            collected = r.get("gc") or {}
+            if collected.get("count"):
+                line += (
+                    f"; garbage collection in the window: {collected['count']} runs "
+                    f"({collected['full']} full), {collected['total_ms']:.0f} ms in all, "
+                    f"longest {collected['max_ms']:.0f} ms"
                 )
         if kinds or beside:
             line += f"; errors {kinds} {beside}"
