@@ -106,29 +106,3 @@ def upstream_connections(configured: int = 0) -> int:
     if soft is None:
         return WANTED_OPEN_FILES // 2
     return max(MIN_UPSTREAM_CONNECTIONS, (soft - RESERVED_FILES) // 2)
-
-
-# Allocations between young collections (CPython's default is 700). A relayed chunk's
-# objects mostly die within it, but those that wait for the stream's next chunk (the read's
-# future and timer handle) live one chunk gap: at the default they outlive two young
-# collections, are promoted to the oldest generation and die there, and every 25 % of such
-# deaths sets off a full collection over every object the open streams hold. At 5,000
-# streams that was 47 % of the process's time, in pauses of up to 1.4 s (bench scenario h).
-YOUNG_COLLECTION_EVERY = 50_000
-
-
-def tune_garbage_collection(young: int = YOUNG_COLLECTION_EVERY) -> None:
-    """Called once the application is built: what was made at start lives as long as the
-    process, so it leaves the collector (``gc.freeze``), and young collections run every
-    ``young`` allocations, so objects that live a chunk gap die young."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(young, middle, old)
-    log.info(
-        "garbage collection: %d objects frozen at start, young every %d",
-        gc.get_freeze_count(),
-        young,
-    )
