@@ -352,8 +352,7 @@ class MigratedDatabases:
     (the base configuration, against this test process's upstream) and ``createkey client``
     (each a process of its own) brought up to date; that is done once per backend in this
     test process and each installation gets a copy (SQLite's backup API; PostgreSQL's
-    ``CREATE DATABASE ... TEMPLATE``). Those three processes per installation were half of
-    this module's time."""
+    ``CREATE DATABASE ... TEMPLATE``). Run for each installation, they were most of its start."""
 
     def __init__(self, tmp: Path, upstream: FakeUpstream) -> None:
         self.tmp = tmp
