@@ -618,15 +618,18 @@ def _run_foreground(
 
 
 def _interrupt(proc: subprocess.Popen[str]) -> int:
+    """Ctrl-C, then its exit status. ``communicate`` drains both pipes while it waits (a
+    process whose output fills a pipe nobody reads would block on that write and never
+    exit), and the wait is generous: a clean clone's first run on a busy machine is slow.
+    A process that does not exit fails the test with what it printed."""
     proc.send_signal(signal.SIGINT)
     try:
-        return proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"no exit 60 s after Ctrl-C:\n{out[-2000:]}\n{err[-2000:]}") from None
+    return proc.returncode
 
 
 def _check_demo_models(base_url: str) -> None:
