@@ -596,6 +596,13 @@ def test_split_pieces_joins_back() -> None:
 
 
 # -- the demo: preset, CLI, Django command, config file ------------------------------------
+def _as_in_a_terminal() -> None:
+    """Ctrl-C's default action in the child, as a terminal gives it: a suite started in the
+    background by a shell without job control (``make test &``) inherits SIGINT ignored,
+    and Python then never raises KeyboardInterrupt, so the demo would never stop."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_foreground(
     args: list[str],
     env: dict[str, str] | None = None,
@@ -607,6 +614,7 @@ def _run_foreground(
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_as_in_a_terminal,  # noqa: PLW1509  (only the signal; no locks taken)
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
