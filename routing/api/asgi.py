@@ -91,26 +91,25 @@ class GatewayASGIHandler(ASGIHandler):
         # upstream request and any backoff sleep.
         listener = asyncio.create_task(self.listen_for_disconnect(receive))
         served = asyncio.create_task(process_request())
-        tasks = [listener, served]
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        for task in tasks:
-            if task.done():
-                try:
-                    task.result()
-                except RequestAborted:
-                    pass
-            else:
+        await asyncio.wait((listener, served), return_when=asyncio.FIRST_COMPLETED)
+        for task in (listener, served):
+            if not task.done():
                 task.cancel()
                 try:
                     await task
                 except asyncio.CancelledError:
                     pass
-        try:
-            response = served.result()
-        except asyncio.CancelledError:
-            pass
-        else:
-            _close(response)
+        # The listener ends with RequestAborted whenever the client goes, which is also how
+        # daphne and uvicorn say an answer is complete: so on most requests. It is looked at,
+        # not raised: raised here, its traceback would hold this frame, which holds the task
+        # that holds the exception, and that cycle would keep each finished request (its
+        # call, response and buffers) alive until a full garbage collection.
+        if not listener.cancelled():
+            failure = listener.exception()
+            if failure is not None and not isinstance(failure, RequestAborted):
+                raise failure
+        if not served.cancelled():
+            _close(served.result())
         body_file.close()
 
     async def send_response(self, response: HttpResponseBase, send: Any) -> None:

@@ -177,7 +177,18 @@ class UpstreamResponse:
         return BodyReader(self._response)
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        response = self._response
+        try:
+            await response.aclose()
+        finally:
+            # httpx binds a response and its stream to each other: left so, a finished
+            # call's response, aiohttp's and their buffers wait for a full garbage
+            # collection instead of going with their last reference (as httpx's own
+            # unpickled responses do, the closed one gets a stream that holds nothing)
+            response.stream = _RELEASED
+
+
+_RELEASED = httpx.ByteStream(b"")
 
 
 class BodyReader:
