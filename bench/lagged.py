@@ -7,9 +7,10 @@ wake-up was: the lag every callback on that loop meets, a relayed chunk or a new
 alike. Once a second it appends the samples to ``BENCH_LAG_FILE``, one
 ``<time.monotonic()> <ms late>`` line each (the clock the driver's marks use), so the
 driver reads the lag of any window after the round without asking the busy server.
-Beside it, ``<BENCH_LAG_FILE>.gc`` gets one ``<time.monotonic()> <generation> <ms>`` line per
-garbage collection (``gc.callbacks``): with thousands of streams open, a full collection
-walks every object they hold, and the loop stands still meanwhile.
+Beside it, ``<BENCH_LAG_FILE>.gc`` gets one ``<time.monotonic()> <generation> <ms> <freed>``
+line per garbage collection (``gc.callbacks``; ``freed``: the objects it found unreachable,
+which only the collector could free: reference cycles): with thousands of streams open, a
+full collection walks every object they hold, and the loop stands still meanwhile.
 
 The stream scenarios serve the gateway through this (``bench/streamrun.py``); production
 code carries no sampler. Its own cost is 50 wake-ups a second.
@@ -53,7 +54,8 @@ def _collection(phase: str, info: dict[str, Any]) -> None:
         _Sampler.gc_started = now
     else:
         took = (now - _Sampler.gc_started) * 1000
-        _Sampler.gc_lines.append(f"{now:.4f} {info['generation']} {took:.2f}\n")
+        freed = info["collected"]
+        _Sampler.gc_lines.append(f"{now:.4f} {info['generation']} {took:.2f} {freed}\n")
 
 
 async def sample(out: Path) -> None:

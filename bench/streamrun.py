@@ -106,11 +106,11 @@ def read_collections(lag_file: Path, since: float, until: float) -> dict[str, fl
         text = gc_file(lag_file).read_text()
     except OSError:
         return {}
-    count = full = 0
+    count = full = freed = 0
     total = longest = 0.0
     for line in text.splitlines():
         try:
-            at, generation, ms = line.split()
+            at, generation, ms, found = line.split()
             if not since <= float(at) <= until:
                 continue
         except ValueError:
@@ -119,7 +119,8 @@ def read_collections(lag_file: Path, since: float, until: float) -> dict[str, fl
         full += generation == "2"
         total += float(ms)
         longest = max(longest, float(ms))
-    return {"count": count, "full": full, "total_ms": total, "max_ms": longest}
+        freed += int(found)
+    return {"count": count, "full": full, "total_ms": total, "max_ms": longest, "freed": freed}
 
 
 def lag_stats(lags: list[float]) -> dict[str, float | None]:
@@ -495,7 +496,8 @@ def notes(rows: list[StreamRow]) -> list[str]:
                 line += (
                     f"; garbage collection in the window: {collected['count']} runs "
                     f"({collected['full']} full), {collected['total_ms']:.0f} ms in all, "
-                    f"longest {collected['max_ms']:.0f} ms"
+                    f"longest {collected['max_ms']:.0f} ms, {collected.get('freed', 0)} objects "
+                    f"freed (reference cycles)"
                 )
         if kinds or beside:
             line += f"; errors {kinds} {beside}"

@@ -63,11 +63,11 @@ def test_the_stream_report_counts_the_collections_inside_the_window(tmp_path) ->
 
     lag_file = tmp_path / "loop-lag-g.txt"
     gc_file(lag_file).write_text(
-        "9.5000 2 900.00\n"  # before the window
-        "10.1000 0 0.50\n10.2000 2 310.25\n10.9000 1 4.00\nnot a line\n"
-        "11.5000 2 800.00\n"  # after it
+        "9.5000 2 900.00 7\n"  # before the window
+        "10.1000 0 0.50 0\n10.2000 2 310.25 1200\n10.9000 1 4.00 35\nnot a line\n"
+        "11.5000 2 800.00 9\n"  # after it
     )
     assert read_collections(lag_file, 10.0, 11.0) == {
-        "count": 3, "full": 1, "total_ms": 314.75, "max_ms": 310.25,
+        "count": 3, "full": 1, "total_ms": 314.75, "max_ms": 310.25, "freed": 1235,
     }  # fmt: skip
     assert read_collections(tmp_path / "none.txt", 0, 1) == {}
