@@ -17,7 +17,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "router_project.settings")
 django_asgi_app = get_asgi_application()
 
-from routing.gateway.limits import raise_open_file_limit  # noqa: E402
+from routing.gateway.limits import raise_open_file_limit, tune_garbage_collection  # noqa: E402
 from routing.gateway.sync import start_listener, start_watcher  # noqa: E402
 
 raise_open_file_limit()  # two files per open stream: as many as the system allows
@@ -46,3 +46,4 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+tune_garbage_collection()  # after everything the process keeps for its life was made
