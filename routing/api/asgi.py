@@ -18,14 +18,15 @@ Same URLconf, same views, same error rendering, same cancellation on client disc
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import set_script_prefix
 
 GATEWAY_MIDDLEWARE: list[str] = []
@@ -81,6 +82,8 @@ class GatewayASGIHandler(ASGIHandler):
 
         async def process_request() -> HttpResponseBase:
             response = await self.run_get_response(request)
+            if isinstance(response, RelayResponse):
+                _release_body(request, body_file)
             try:
                 await self.send_response(response, send)
             except asyncio.CancelledError:
@@ -116,13 +119,8 @@ class GatewayASGIHandler(ASGIHandler):
         if not isinstance(response, RelayResponse):
             await super().send_response(response, send)
             return
-        headers = [
-            (name.encode("ascii"), value.encode("latin1")) for name, value in response.items()
-        ]
         try:
-            await send(
-                {"type": "http.response.start", "status": response.status_code, "headers": headers}
-            )
+            await send(_response_start(response))  # no local keeps it for the stream's life
         except BaseException:
             if response.abandon is not None:  # the client left before the first byte
                 await response.abandon()
@@ -131,6 +129,21 @@ class GatewayASGIHandler(ASGIHandler):
             async for part in chunks:
                 await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body"})
+
+
+def _response_start(response: HttpResponseBase) -> dict[str, Any]:
+    headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
+    return {"type": "http.response.start", "status": response.status_code, "headers": headers}
+
+
+def _release_body(request: HttpRequest, body_file: IO[bytes]) -> None:
+    """A relayed stream is past its commit point when its view returns, and may stream for
+    minutes: the request's body (spooled by the handler, then read by ``request.body``) is
+    not read again, and an agent's history is often hundreds of KB."""
+    body_file.close()
+    # HttpRequest.body keeps what it read in ``_body`` and in a BytesIO over it (``_stream``)
+    request._body = b""
+    request._stream = io.BytesIO()
 
 
 def _close(response: HttpResponseBase) -> None:

@@ -330,6 +330,11 @@ class EventReader:
         if read is not None and passed == len(payloads) and self._parser.named:
             self._verbatim = read
 
+    def release_request(self) -> None:
+        """The stream is committed: its request is never sent again (see
+        ``UpstreamResponse.release_request``)."""
+        self._response.release_request()
+
     async def aclose(self) -> None:
         self._watch.cancel()
         await self._response.aclose()

@@ -485,16 +485,33 @@ class Call:
             return JsonReply(answer.prefix[0], headers=headers)
         kind = Protocol(target.provider.kind)
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
+            self._release_request(answer)
             return StreamReply(
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
         reader = answer.reader
         relay = relay_for(self.door, kind, self.body, reader.decoder if reader else None)
+        self._release_request(answer)
         return StreamReply(
             self._relay_leg(target, answer, relay),
             headers=headers,
             abandon=self._abandon(target, answer),
         )
+
+    def _release_request(self, answer: Answer) -> None:
+        """Past its commit point a stream reads nothing of its request again, and it may
+        stream for minutes: let the client's body go now. Parsed, translated for the other
+        kinds and viewed by continuity, it weighs several times its JSON, and an agent's
+        history is often hundreds of KB: per open stream, the most it holds by far (the
+        server's copy goes in ``routing.api.asgi``, the upstream request's here)."""
+        if answer.reader is not None:
+            answer.reader.release_request()
+        released: dict[str, Any] = {}
+        self.body = released
+        self.prepared = Prepared(self.door, released)
+        self.continuity.release()
+        if self.door_continuity is not None:
+            self.door_continuity.release()
 
     def _abandon(self, target: TargetSpec, answer: Answer) -> Callable[[], Awaitable[None]]:
         async def abandon() -> None:
@@ -506,17 +523,10 @@ class Call:
         """Send the held-back prefix, then the live rest. After the commit point a failure
         is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
         reader = answer.reader
-        usage_sent = False
         outcome, error_code = CallOutcome.OK, None
         try:
-            held: list[bytes] = []
-            for payload in answer.prefix:
-                if _is_usage_only(payload):
-                    if usage_sent:
-                        continue
-                    usage_sent = True
-                held.append(sse(payload))
-            yield b"".join(held)
+            yield _framed_prefix(answer.prefix)
+            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
             if reader is not None:
                 while True:
                     try:
@@ -563,6 +573,7 @@ class Call:
         outcome, error_code = CallOutcome.OK, None
         try:
             yield relay.encode(answer.items)
+            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
             if reader is not None:
                 while True:
                     try:
@@ -722,6 +733,19 @@ class Call:
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
         self.runtime.calls_open -= 1
         self.runtime.hub.publish(record)
+
+
+def _framed_prefix(payloads: list[bytes]) -> bytes:
+    """The held-back payloads of a chat stream as SSE, one usage-only chunk at most."""
+    held: list[bytes] = []
+    usage_sent = False
+    for payload in payloads:
+        if _is_usage_only(payload):
+            if usage_sent:
+                continue
+            usage_sent = True
+        held.append(sse(payload))
+    return b"".join(held)
 
 
 def _is_usage_only(payload: bytes) -> bool:

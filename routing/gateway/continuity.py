@@ -186,6 +186,12 @@ class Continuity:
             }
         return self._producers
 
+    def release(self) -> None:
+        """The call is past its commit point: only :meth:`remember` is left, and it needs
+        nothing of the request (``Call._release_request``)."""
+        self.body = {}
+        self._producers = None
+
     async def remember(self, target: TargetSpec, turn: ServedTurn | None) -> None:
         """Record that ``target`` produced the answer just served."""
         if turn is None:

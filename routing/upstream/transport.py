@@ -176,6 +176,14 @@ class UpstreamResponse:
         """The body network read by network read (streams)."""
         return BodyReader(self._response)
 
+    def release_request(self) -> None:
+        """For an answer that streams on: httpx keeps the request (and so its body) on the
+        response for as long as the response lives, and nothing reads that body again
+        (aiohttp holds whatever it still has to write). A stand-in without a body takes its
+        place, for the messages of errors raised while reading."""
+        sent = self._response.request
+        self._response.request = httpx.Request(sent.method, sent.url)
+
     async def aclose(self) -> None:
         response = self._response
         try:
