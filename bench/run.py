@@ -579,6 +579,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "at a chunk rate two cores can carry",
     )
     parser.add_argument(
+        "--stream-history-kb",
+        dest="history_kb",
+        type=int,
+        default=0,
+        metavar="KB",
+        help="KB of earlier turns in each stream's request (default none: a one-line "
+        "request); an agent's requests carry tens to hundreds",
+    )
+    parser.add_argument(
         "--stream-soak",
         type=float,
         default=0.0,
@@ -680,12 +689,13 @@ def main(argv: list[str] | None = None) -> int:
             soak = runner.soak(args.soak)
         for key in args.stream_keys:
             scenario = streamrun.STREAM_SCENARIOS[key]
-            if args.stream_count or args.stream_chunks or args.stream_gap_ms:
+            if args.stream_count or args.stream_chunks or args.stream_gap_ms or args.history_kb:
                 scenario = dataclasses.replace(
                     scenario,
                     streams=args.stream_count or scenario.streams,
                     chunks=args.stream_chunks or scenario.chunks,
                     gap_ms=args.stream_gap_ms or scenario.gap_ms,
+                    history_kb=args.history_kb,
                 )
             print(f"bench: scenario {key}: {scenario.title}", file=sys.stderr, flush=True)
             stream_titles.append(f"  {key}  {scenario.title}")

@@ -51,12 +51,14 @@ class StreamScenario:
     gap_ms: float = 100.0
     ramp: float = 500.0  # streams opened per second
     short_rate: float = 10.0  # short calls per second beside them
+    history_kb: int = 0  # earlier turns in each stream's request (an agent's history)
 
     @property
     def title(self) -> str:
+        history = f", each request with {self.history_kb} KB of history" if self.history_kb else ""
         return (
             f"{self.streams} concurrent streams, {self.chunks} chunks {self.gap_ms:g} ms apart, "
-            f"opened at {self.ramp:g}/s; short calls at {self.short_rate:g}/s beside them"
+            f"opened at {self.ramp:g}/s{history}; short calls at {self.short_rate:g}/s beside them"
         )
 
 
@@ -172,6 +174,8 @@ def _client(path: BenchPath, scenario: StreamScenario, log: Path) -> subprocess.
         str(scenario.ramp),
         "--short-rate",
         str(scenario.short_rate),
+        "--history-kb",
+        str(scenario.history_kb),
     ]
     return subprocess.Popen(
         argv,

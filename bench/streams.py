@@ -161,6 +161,16 @@ class StreamCounter(asyncio.Protocol):
             self.transport.close()
 
 
+def history(kb: int) -> list[dict[str, str]]:
+    """A conversation of about ``kb`` KB ending in the new question: turns of 1 KB,
+    alternating user and assistant, as an agent's requests carry."""
+    turns = [
+        {"role": ("user", "assistant")[i % 2], "content": f"turn {i} " + "x" * 1000}
+        for i in range(kb)
+    ]
+    return [*turns, {"role": "user", "content": "hello"}]
+
+
 class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         url = urlsplit(args.url)
@@ -173,7 +183,7 @@ class Run:
             host=self.host,
             port=self.port,
             path=base + "/chat/completions",
-            body=orjson.dumps({**body, "stream": True}),
+            body=orjson.dumps({**body, "messages": history(args.history_kb), "stream": True}),
             key=args.key,
         )
         self.short_request = build_request(
@@ -427,6 +437,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--short-rate", type=float, default=10.0, help="short calls per second")
     parser.add_argument("--probe-ms", type=float, default=100.0, help="GET /v1/models every N ms")
     parser.add_argument("--drain", type=float, default=30.0, help="grace after the expected end")
+    parser.add_argument(
+        "--history-kb", type=int, default=0, help="KB of earlier turns in each stream's request"
+    )
     return parser.parse_args(argv)
 
 

@@ -71,3 +71,15 @@ def test_the_stream_report_counts_the_collections_inside_the_window(tmp_path) ->
         "count": 3, "full": 1, "total_ms": 314.75, "max_ms": 310.25, "freed": 1235,
     }  # fmt: skip
     assert read_collections(tmp_path / "none.txt", 0, 1) == {}
+
+
+def test_the_stream_bench_history_weighs_what_it_says() -> None:
+    import orjson
+
+    from bench.streams import history
+
+    assert history(0) == [{"role": "user", "content": "hello"}]
+    turns = history(40)
+    assert len(turns) == 41 and turns[-1] == {"role": "user", "content": "hello"}
+    assert [t["role"] for t in turns[:3]] == ["user", "assistant", "user"]
+    assert 40_000 <= len(orjson.dumps(turns)) <= 44_000
