@@ -133,6 +133,26 @@ class LiveGateway:
 
 
 @pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    request: pytest.FixtureRequest, django_db_modify_db_settings_parallel_suffix: None
+) -> None:
+    """A PostgreSQL test database per run, as the SQLite ones are per process
+    (router_project/settings.py). pytest-django names them ``test_<name>_gwN`` whichever
+    suite runs, so two suites on one server (two checkouts' ``make test`` side by side, CI
+    jobs sharing a database service) created, flushed and dropped each other's: hundreds
+    of errors in both. The run's xdist id (one for all its workers), or the process id."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if "postgresql" not in database["ENGINE"]:
+        return
+    workerinput = getattr(request.config, "workerinput", {})
+    run = workerinput.get("testrunuid", "")[:8] or f"p{os.getpid()}"
+    test = database.setdefault("TEST", {})
+    test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{run}"
+
+
+@pytest.fixture(scope="session")
 def upstream() -> Iterator[FakeUpstream]:
     with FakeUpstream() as server:
         yield server
