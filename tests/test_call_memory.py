@@ -93,7 +93,7 @@ def test_finished_calls_leave_no_reference_cycles(harness: Harness) -> None:
             model="via-openai", messages=MESSAGES, stream=True
         ) as left:
             next(iter(left))  # the client leaves after the first chunk
-        harness.events(CallRecord, at_least=3 + 7)
+        harness.events(CallRecord, at_least=3 + 7, timeout=10)
         gc.collect()
         assert gateway_garbage(found) == Counter()
 
@@ -139,13 +139,15 @@ def test_an_open_stream_holds_no_copy_of_its_request(harness: Harness, door: str
         got = rest(next(first))  # the client has bytes: the call is past its commit point
         [request] = alive(ASGIRequest, lambda r: r.headers.get("x-test") == tag)
         [call] = alive(Call, lambda c: c.call_id == call_id)
-        [upstream] = alive(UpstreamResponse, lambda u: not u._response.is_closed)
+        upstreams = alive(UpstreamResponse, lambda u: not u._response.is_closed)
         assert request.body == b""  # the server's copy
         assert call.body == {} and call.prepared.body == {} and call.prepared.bodies == {}
         assert call.continuity.body == {}
         assert call.door_continuity is None or call.door_continuity.body == {}
-        assert upstream._response.request.content == b""  # the upstream request's
+        assert upstreams  # the stream's, and any other test's still closing, all released:
+        assert all(u._response.request.content == b"" for u in upstreams)  # (upstream's copy)
         got += "".join(rest(event) for event in first)
     assert got.strip() == "one two three four"  # the stream itself is untouched
-    [record] = [r for r in harness.events(CallRecord, at_least=1) if r.call_id == call_id]
+    records = harness.events(CallRecord, at_least=1, timeout=10)
+    [record] = [r for r in records if r.call_id == call_id]
     assert record.outcome == "ok"
