@@ -33,6 +33,7 @@ import anthropic
 import pytest
 from django.core.handlers.asgi import ASGIRequest
 
+from bench.streams import history as agent_history
 from routing.gateway.call import Call
 from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply
@@ -102,20 +103,13 @@ def alive(kind: type, where: Callable[[Any], bool]) -> list[Any]:
     return [o for o in gc.get_objects() if type(o) is kind and where(o)]
 
 
-def long_history(turns: int = 40) -> list[dict[str, str]]:
-    """About 160 KB of conversation, as an agent's requests carry."""
-    said = [f"turn {i}: " + "all work and no play " * 200 for i in range(turns)]
-    roles = ("user", "assistant")
-    return [{"role": roles[i % 2], "content": text} for i, text in enumerate(said)] + MESSAGES
-
-
 @pytest.mark.parametrize("door", ["chat", "messages"])
 def test_an_open_stream_holds_no_copy_of_its_request(harness: Harness, door: str) -> None:
     harness.configure(THREE_KINDS)
     model = {"chat": "c-model", "messages": "a-model"}[door]
     harness.upstream.script(model, Reply(content="one two three four", chunks=4, chunk_delay_s=0.3))
     tag = uuid.uuid4().hex
-    history = long_history()
+    history = agent_history(160)  # KB: as an agent's requests carry
     if door == "chat":
         stream: Any = harness.client().chat.completions.create(
             model="via-openai", messages=history, stream=True, extra_headers={"x-test": tag}
