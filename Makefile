@@ -16,7 +16,7 @@ SWITCHYARD_HOST ?= 127.0.0.1
 SWITCHYARD_PORT ?= 8000
 export SWITCHYARD_HOST SWITCHYARD_PORT
 
-.PHONY: help install install-dev run test test-fast bench lint clean browser
+.PHONY: help install install-dev run test test-fast bench lint clean browser agents
 
 help:
 	@echo "make run    - install, migrate, and serve the gateway with a demo config on http://$(SWITCHYARD_HOST):$(SWITCHYARD_PORT)"
@@ -50,6 +50,23 @@ browser:
 		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
 
+# The real agents the suite drives (tests/agents): pinned, installed once per machine into a
+# cache outside the clone (~650 MB), so every fresh clone's `make test` reuses the install.
+CLAUDE_CODE_VERSION ?= 2.1.197
+CODEX_VERSION ?= 0.171.0
+AGENTS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/switchyard
+SWITCHYARD_AGENTS_DIR ?= $(AGENTS_CACHE)/agents-cc$(CLAUDE_CODE_VERSION)-codex$(CODEX_VERSION)
+export SWITCHYARD_AGENTS_DIR
+
+agents:
+	@test -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/claude" -a -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/codex" || { \
+		command -v npm >/dev/null 2>&1 || { echo "the agent tests need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }; \
+		echo "installing Claude Code $(CLAUDE_CODE_VERSION) and Codex $(CODEX_VERSION) into $(SWITCHYARD_AGENTS_DIR)"; \
+		mkdir -p "$(SWITCHYARD_AGENTS_DIR).tmp" && \
+		npm install --silent --no-audit --no-fund --prefix "$(SWITCHYARD_AGENTS_DIR).tmp" \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+		rm -rf "$(SWITCHYARD_AGENTS_DIR)" && mv "$(SWITCHYARD_AGENTS_DIR).tmp" "$(SWITCHYARD_AGENTS_DIR)"; }
+
 # The production shape (PostgreSQL + Redis, both on this machine; .ci/run starts them) runs
 # the gateway's integration tests a second time.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/switchyard
@@ -62,12 +79,12 @@ PRODUCTION_LEG := tests/test_gateway_core.py tests/test_health_routing.py tests/
 TEST_WORKERS ?= auto
 XDIST := -n $(TEST_WORKERS) --dist worksteal
 
-test: install-dev browser
+test: install-dev browser agents
 	$(BIN)/python -m pytest -q $(XDIST)
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(PROD_REDIS_URL) $(BIN)/python -m pytest -q $(XDIST) -m "not browser and not multiprocess" $(PRODUCTION_LEG)
 
 test-fast: install-dev
-	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess"
+	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess and not agents"
 
 # Options go through BENCH_ARGS, e.g. `make bench BENCH_ARGS="--streams g --stream-count 300"`.
 BENCH_ARGS ?=
