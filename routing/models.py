@@ -121,6 +121,8 @@ class Group(models.Model):
     """A virtual model clients address by name; its targets are ordered by position."""
 
     name = models.CharField(max_length=100, unique=True, validators=[GroupNameValidator()])
+    # Model-name globs that also reach this group (routing.config.aliases).
+    aliases = models.JSONField(default=list, blank=True)
     policy = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     file_version = models.PositiveIntegerField(null=True, blank=True, editable=False)

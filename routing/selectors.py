@@ -91,6 +91,7 @@ def _group_out(
     return {
         "name": group.name,
         "version": group.version,
+        "aliases": list(group.aliases or []),
         "targets": [
             {
                 "id": t.pk,

@@ -475,7 +475,7 @@ def _apply_group(
     ]
     before: dict[str, Any] | None = None
     if group is None:
-        group = Group(name=item.name, policy=flat)
+        group = Group(name=item.name, policy=flat, aliases=list(item.aliases))
         group.file_version = group.version
         group.save()
         plan.result.groups_created.append(item.name)
@@ -485,13 +485,15 @@ def _apply_group(
                 "provider_id", "model", "weight", "enabled", "context_window", "options"
             )
         )
-        if group.policy == flat and current == desired:
+        same_aliases = list(group.aliases or []) == list(item.aliases)
+        if group.policy == flat and current == desired and same_aliases:
             _mark_from_file(group)
             return
         if plan.protected("group", item.name, group):
             return
         before = _snapshot(group)
         group.policy = flat
+        group.aliases = list(item.aliases)
         group.version += 1
         group.file_version = group.version
         group.save()
