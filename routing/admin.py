@@ -162,6 +162,7 @@ _PROVIDER_SCHEMA_FIELDS = (
     "kind",
     "base_url",
     "headers",
+    "betas",
     "models",
     *_PROVIDER_FIELD_FOR.values(),
     "health_check_s",
@@ -184,6 +185,7 @@ class ProviderAdminForm(VersionedForm):
             "kind",
             "base_url",
             "headers",
+            "betas",
             "models",
             "connect_timeout_s",
             "first_token_timeout_s",
@@ -201,6 +203,7 @@ class ProviderAdminForm(VersionedForm):
             "kind": cleaned["kind"],
             "base_url": cleaned["base_url"],
             "headers": cleaned["headers"] or {},
+            "betas": cleaned["betas"] or None,
             "models": cleaned["models"] or [],
             "timeouts": {
                 key.removeprefix("timeouts."): cleaned[column]
@@ -244,7 +247,7 @@ class ProviderAdmin(NotifiesConfigChange):
     fieldsets = (
         (None, {"fields": ("name", "kind", "base_url", "based_on_version")}),
         ("Credential", {"fields": ("credential", "api_key", "clear_api_key")}),
-        ("Upstream", {"fields": ("headers", "models", "models_loaded_at")}),
+        ("Upstream", {"fields": ("headers", "betas", "models", "models_loaded_at")}),
         (
             "Timeouts (seconds)",
             {

@@ -63,6 +63,9 @@ class Provider(models.Model):
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
     headers = models.JSONField(default=dict, blank=True)
+    # Which anthropic-beta values reach this provider: {"allow": [...], "strip": [...]};
+    # {} passes every beta the client sent (routing.protocols.betas).
+    betas = models.JSONField(default=dict, blank=True)
     models_loaded_at = models.DateTimeField(null=True, blank=True)
     connect_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["connect_s"])
     first_token_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["first_token_s"])

@@ -326,6 +326,7 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
         provider.kind,
         provider.base_url,
         provider.headers,
+        provider.betas,
         provider.models,
         *(getattr(provider, column) for column in TIMEOUT_FIELDS.values()),
         provider.health_check_s,
@@ -444,6 +445,7 @@ def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     provider.kind = item.kind
     provider.base_url = item.base_url
     provider.headers = dict(item.headers)
+    provider.betas = item.betas.model_dump(exclude_none=True) if item.betas else {}
     if item.models is not None:
         provider.models = list(item.models)
     timeouts = item.timeouts.model_dump() if item.timeouts else {}
@@ -768,6 +770,8 @@ def _export_provider(provider: Provider) -> dict[str, Any]:
         out["api_key"] = "${" + env_var_for(provider.name) + "}"
     if provider.headers:
         out["headers"] = {k: _literal(v) for k, v in sorted(provider.headers.items())}
+    if provider.betas:
+        out["betas"] = _Flow({k: _flow_values(v) for k, v in provider.betas.items()})
     if provider.models:
         out["models"] = _flow_values(list(provider.models))
     out["timeouts"] = _Flow(
@@ -793,6 +797,8 @@ def _export_target(target: Target) -> _Flow:
 def _export_group(group: Group) -> dict[str, Any]:
     policy = _policy_block(group.policy)
     out: dict[str, Any] = {"name": group.name}
+    if group.aliases:
+        out["aliases"] = _flow_values(list(group.aliases))
     if "algorithm" in policy:
         out["algorithm"] = policy.pop("algorithm")
     out["targets"] = [_export_target(t) for t in group.targets.all()]

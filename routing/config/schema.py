@@ -530,6 +530,27 @@ TIMEOUT_DEFAULTS: dict[str, float] = {
 }
 
 
+def _beta_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not name or not printable_ascii(name) or " " in name or "," in name:
+            raise ValueError(f"{_short(name)} is not a beta name (printable, no spaces or commas)")
+    return list(dict.fromkeys(names))
+
+
+BetaNames = Annotated[list[str], AfterValidator(_beta_names)]
+
+
+class BetasIn(_Strict):
+    """Which ``anthropic-beta`` values a client sent reach this provider (SPEC §15).
+
+    ``allow`` absent: every beta passes except ``strip``; ``allow`` given: only those
+    (and never ``strip``). Betas a provider would reject are removed, noted in
+    ``x-switchyard-rewrites``."""
+
+    allow: BetaNames | None = Field(None, description="Only these betas pass (absent: all).")
+    strip: BetaNames = Field(default_factory=list, description="These betas never pass.")
+
+
 class ProviderIn(_Strict):
     """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
     replaces it, ``null`` clears it (``routing.config.loader.new_credential``, every path).
@@ -544,6 +565,7 @@ class ProviderIn(_Strict):
     base_url: BaseUrl
     api_key: Annotated[SecretStr | None, AfterValidator(_credential)] = None
     headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
+    betas: BetasIn | None = None
     models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
     timeouts: TimeoutsIn | None = None
     health_check_s: HealthCheckSeconds | None = None

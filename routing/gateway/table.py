@@ -54,6 +54,9 @@ class ProviderSpec:
     # before validation said so, or a credential the secret key cannot decrypt): its
     # targets fail at dispatch instead of crashing a call or the whole table.
     config_error: str = ""
+    # anthropic-beta filter (routing.protocols.betas): None = every beta may pass
+    betas_allow: frozenset[str] | None = None
+    betas_strip: frozenset[str] = frozenset()
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -344,6 +347,12 @@ def compile_table() -> RoutingTable:
                 default_check_s if row.health_check_s is None else float(row.health_check_s)
             ),
             config_error=unreadable or unsendable(api_key, headers),
+            betas_allow=(
+                frozenset(row.betas["allow"])
+                if isinstance(row.betas, dict) and row.betas.get("allow") is not None
+                else None
+            ),
+            betas_strip=frozenset((row.betas or {}).get("strip") or ()),
             timeouts=Timeouts(
                 connect_s=row.connect_timeout_s,
                 first_token_s=row.first_token_timeout_s,

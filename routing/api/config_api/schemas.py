@@ -152,6 +152,10 @@ class ProviderOut(Schema):
     api_key_set: bool
     api_key_hint: str
     headers: dict[str, str]
+    betas: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="anthropic-beta filter: {allow?: [...], strip: [...]}; {} = all pass",
+    )
     models: list[str]
     models_loaded_at: datetime | None
     timeouts: TimeoutsOut
