@@ -20,6 +20,7 @@ from routing.api.openai import (
     authenticate,
     parse_json,
     prepare,
+    refuse,
     render,
     resolve_group,
     session_key,
@@ -85,19 +86,19 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table, door)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key)
     body = parse_json(request, door)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key)
     invalid = _messages_errors(body) if door is Protocol.MESSAGES else _responses_errors(body)
     if invalid is not None:
-        return render(invalid)
+        return refuse(request, invalid, key=key)
     group = resolve_group(table, key, body["model"], door)
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key)
     prepared = prepare(door, body, group)
     if isinstance(prepared, ErrorReply):
-        return render(prepared)
+        return refuse(request, prepared, key=key, group=group.name)
     call = Call(
         runtime,
         group,
@@ -138,19 +139,27 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key, endpoint="embeddings")
     body = parse_json(request)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key, endpoint="embeddings")
     if not isinstance(body.get("input"), str | list) or not body["input"]:
-        return render(ErrorReply(400, "'input' is required.", "invalid_request", param="input"))
+        return refuse(
+            request,
+            ErrorReply(400, "'input' is required.", "invalid_request", param="input"),
+            key=key,
+            endpoint="embeddings",
+        )
     if body.get("stream"):
-        return render(
-            ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream")
+        return refuse(
+            request,
+            ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream"),
+            key=key,
+            endpoint="embeddings",
         )
     group = resolve_group(table, key, body["model"])
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key, endpoint="embeddings")
     without_embeddings = {
         t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
         for t in group.targets
