@@ -248,7 +248,12 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
 
 
 def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    session = request.headers.get("x-session-id") or body.get("user")
+    # Claude Code names its session in a header of its own.
+    session = (
+        request.headers.get("x-session-id")
+        or request.headers.get("x-claude-code-session-id")
+        or body.get("user")
+    )
     if not session:
         metadata = body.get("metadata")
         if isinstance(metadata, dict):
