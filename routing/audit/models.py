@@ -108,7 +108,7 @@ class Call(models.Model):
     # Served by a target other than the first one the call tried (SPEC §14).
     served_by_fallback = models.BooleanField(default=False)
     # A refused call's reason: the error message the door answered (SPEC §12).
-    reason = models.CharField(max_length=500, blank=True, default="")
+    reason = models.CharField(max_length=500, blank=True, default="", db_default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]
