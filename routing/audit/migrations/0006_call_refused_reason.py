@@ -4,20 +4,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('audit', '0005_attempt_upstream_kind'),
+        ("audit", "0005_attempt_upstream_kind"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='call',
-            name='reason',
-            field=models.CharField(blank=True, db_default='', default='', max_length=500),
+            model_name="call",
+            name="reason",
+            field=models.CharField(blank=True, db_default="", default="", max_length=500),
         ),
         migrations.AlterField(
-            model_name='call',
-            name='outcome',
-            field=models.CharField(choices=[('ok', 'ok'), ('failed', 'failed'), ('aborted', 'aborted'), ('refused', 'refused')], max_length=10),
+            model_name="call",
+            name="outcome",
+            field=models.CharField(
+                choices=[
+                    ("ok", "ok"),
+                    ("failed", "failed"),
+                    ("aborted", "aborted"),
+                    ("refused", "refused"),
+                ],
+                max_length=10,
+            ),
         ),
     ]
