@@ -51,6 +51,11 @@ groups:
   - name: responses-only
     targets:
       - {provider: resp, model: r-model}
+  - name: anthropic-pair
+    retry: {max_retries: 0}
+    targets:
+      - {provider: claude2, model: a-model}
+      - {provider: claude, model: s-model}
   - name: anthropic-then-chat
     retry: {max_retries: 0}
     targets:
@@ -255,3 +260,43 @@ def test_head_and_get_root_answer_json_to_agents_and_redirect_browsers(h: Harnes
     assert got.status_code == 200 and got.json() == {"service": "switchyard"}
     browser = httpx.get(h.gateway.url + "/", headers={"accept": "text/html,*/*"})
     assert browser.status_code == 302
+
+
+def test_another_anthropic_targets_signed_thinking_is_never_sent_on(h: Harness) -> None:
+    """Turn one is answered by one anthropic target with signed thinking (and Claude Code
+    keeps a redacted block); turn two fails over to another anthropic target, which must
+    not get the first one's signatures — while a retry of the same target would."""
+    h.upstream.script("a-model", Reply("Turn one.", reasoning="private thoughts"))
+    first = {
+        "max_tokens": 100,
+        "stream": False,
+        "metadata": {"user_id": "session-7"},
+        "messages": [{"role": "user", "content": "one"}],
+    }
+    answer = send(h, first, model="anthropic-pair", headers={"x-session-id": "s-7"}).json()
+    assert [b["type"] for b in answer["content"]] == ["thinking", "text"]
+    assert answer["content"][0]["signature"] == "sim-signature"
+    history = [
+        {"role": "user", "content": "one"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "redacted_thinking", "data": "opaque"},
+                *answer["content"],
+            ],
+        },
+        {"role": "user", "content": "two"},
+    ]
+    h.upstream.script("a-model", Fail(529, "Overloaded", type="overloaded_error"))
+    h.upstream.script("s-model", Reply("Turn two."))
+    second = send(
+        h, {**first, "messages": history}, model="anthropic-pair", headers={"x-session-id": "s-7"}
+    )
+    assert second.status_code == 200, second.text
+    assert second.json()["content"][-1]["text"] == "Turn two."
+    same, other = [r for r in h.upstream.requests if "two" in json.dumps(r.body)]
+    assert same.model == "a-model" and other.model == "s-model"
+    assert same.body["messages"] == history  # the target that wrote it gets it back intact
+    sent = json.dumps(other.body["messages"])
+    assert "sim-signature" not in sent and "redacted_thinking" not in sent
+    assert "Turn one." in sent and "[model changed:" in sent
