@@ -194,6 +194,9 @@ class ProviderAdminForm(VersionedForm):
             "health_check_s",
         ]
 
+    def clean_betas(self) -> dict[str, Any]:
+        return self.cleaned_data.get("betas") or {}  # empty: every beta passes
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if any(name not in cleaned for name in _PROVIDER_SCHEMA_FIELDS):
