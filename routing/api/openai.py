@@ -23,6 +23,7 @@ from routing.gateway.runtime import TableUnavailable, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
+from routing.protocols.responses_tools import HostedTools
 
 log = logging.getLogger("switchyard.gateway")
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
@@ -177,7 +178,8 @@ def prepare(door: Protocol, body: dict[str, Any], group: GroupSpec) -> Prepared 
         return None
     try:
         kinds = (Protocol(target.provider.kind) for target in group.targets)
-        return translate_request(door, body, kinds)
+        hosted = HostedTools(str(group.policy.get("hosted_tools") or HostedTools.DROP))
+        return translate_request(door, body, kinds, hosted_tools=hosted)
     except Unmappable as exc:
         return ErrorReply(400, str(exc), "unsupported_for_target", param=exc.param, door=door)
 

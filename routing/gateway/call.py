@@ -270,6 +270,7 @@ class Call:
                     kind=kind,
                     endpoint=self.endpoint,
                     headers=self.protocol_headers if kind is self.door else None,
+                    names=self.prepared.tool_names,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -490,7 +491,13 @@ class Call:
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
         reader = answer.reader
-        relay = relay_for(self.door, kind, self.body, reader.decoder if reader else None)
+        relay = relay_for(
+            self.door,
+            kind,
+            self.body,
+            reader.decoder if reader else None,
+            self.prepared.tool_names,
+        )
         self._release_request(answer)
         return StreamReply(
             self._relay_leg(target, answer, relay),
