@@ -202,7 +202,10 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
 
 
 def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    session = request.headers.get("x-session-id") or body.get("user")
+    """``x-session-id``; Codex's ``session-id`` (it sends no ``x-`` one); ``user``;
+    ``metadata.session_id``."""
+    headers = request.headers
+    session = headers.get("x-session-id") or headers.get("session-id") or body.get("user")
     if not session:
         metadata = body.get("metadata")
         if isinstance(metadata, dict):

@@ -260,3 +260,30 @@ def test_remote_compaction_is_served_by_responses_targets_only() -> None:
     assert "'compaction_trigger'" in str(prepared.refused[Protocol.CHAT])
     with pytest.raises(Unmappable):
         legs.translate_request(Protocol.RESPONSES, body, [Protocol.CHAT])
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ],
+    ids=lambda block: block["type"],
+)
+def test_an_anthropic_answer_of_server_tool_use_or_redacted_thinking_is_content(
+    block: dict[str, Any],
+) -> None:
+    from routing.protocols import messages
+
+    decoder = messages.StreamDecoder()
+    events = [
+        {"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {}}},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    chunks = [c for event in events for c in decoder.decode(event)]
+    assert any(has_content(c) for c in chunks)
+    body = {"id": "msg_1", "model": "m", "content": [block], "stop_reason": "end_turn"}
+    assert has_content(messages.completion_to_canonical(body))
