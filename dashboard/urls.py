@@ -24,6 +24,7 @@ urlpatterns = [
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),
+    path("groups/<str:name>/settings/aliases/", policy.group_aliases, name="group-aliases"),
     path("groups/<str:name>/targets/reorder/", groups.targets_reorder, name="targets-reorder"),
     path("groups/<str:name>/targets/add/", groups.target_add, name="target-add"),
     path("groups/<str:name>/targets/models/", groups.provider_models, name="provider-models"),

@@ -34,6 +34,7 @@ EMBEDDING_KINDS = frozenset({Protocol.CHAT.value, Protocol.RESPONSES.value})
 # What a Messages client says about the protocol itself: an anthropic target gets it as
 # sent (Claude Code's betas: interleaved thinking, longer context...); other kinds do not.
 ANTHROPIC_PASS_HEADERS = ("anthropic-beta", "anthropic-version")
+MESSAGE_ROLES = ("user", "assistant", "system")
 
 
 def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
@@ -42,10 +43,12 @@ def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
     if not isinstance(messages, list) or not messages:
         return ErrorReply(400, "messages: must be a non-empty array", "invalid_request", door=door)
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        # "system": a mid-conversation system message (Claude Code's Agent tool, beta
+        # mid-conversation-system); anthropic targets judge it, other kinds get it in place.
+        if not isinstance(message, dict) or message.get("role") not in MESSAGE_ROLES:
             return ErrorReply(
                 400,
-                f"messages.{i}.role: must be 'user' or 'assistant'",
+                f"messages.{i}.role: must be 'user', 'assistant' or 'system'",
                 "invalid_request",
                 door=door,
             )

@@ -147,12 +147,17 @@ def resolve_group(
 ) -> GroupSpec | ErrorReply:
     # A scoped key learns nothing about groups it may not use: the same 404 as for a
     # model that does not exist (SPEC §9).
-    visible = not key.groups or model in key.groups
-    group = table.resolve(model) if visible else None
-    if group is None and visible and model in table.broken:
+    group = table.resolve(model)
+    name = group.name if group is not None else model
+    if group is None and model not in table.broken and table.aliases:
+        name = table.alias_of(model) or model  # an alias of a group that cannot serve
+    visible = not key.groups or name in key.groups
+    if not visible:
+        group = None
+    if group is None and visible and name in table.broken:
         return ErrorReply(
             503,
-            f"The model '{model}' cannot be served: {table.broken[model]}. "
+            f"The model '{model}' cannot be served: {table.broken[name]}. "
             "Fix the group's configuration; other models are unaffected.",
             "group_unavailable",
             "server_error",

@@ -53,6 +53,7 @@ from routing.gateway.replies import (
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
+from routing.protocols.betas import filter_betas
 from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
 from routing.upstream.openai import UpstreamFailure
 
@@ -245,6 +246,13 @@ class Call:
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             body, rewrites = self._outbound_bytes(kind, target, outbound, rewrites)
+        protocol_headers = self.protocol_headers if kind is self.door else None
+        if protocol_headers:
+            provider = target.provider
+            protocol_headers, stripped = filter_betas(
+                protocol_headers, provider.betas_allow, provider.betas_strip
+            )
+            rewrites = [*rewrites, *stripped]
         # orjson's output keeps its growth buffer (about twice the body); the request, and
         # with it the body, lives as long as the stream: keep an exact-size copy.
         body = bytes(memoryview(body))
@@ -269,7 +277,7 @@ class Call:
                     door=self.door,
                     kind=kind,
                     endpoint=self.endpoint,
-                    headers=self.protocol_headers if kind is self.door else None,
+                    headers=protocol_headers,
                     names=self.prepared.tool_names,
                 )
                 committed = True
