@@ -185,3 +185,50 @@ def test_codex_history_is_byte_identical_on_its_target_and_loses_its_reasoning_e
     assert "gAAAAA-r1-only" not in json.dumps(sent)
     assert [i.get("type") for i in sent[-3:-1]] == ["custom_tool_call", "custom_tool_call_output"]
     assert "[model changed:" in json.dumps(sent[-1])
+
+
+def compact(h: Harness, model: str) -> httpx.Response:
+    body = {"model": model, "input": [{"role": "user", "content": "a long conversation"}]}
+    return httpx.post(
+        h.gateway.url + "/v1/responses/compact",
+        json=body,
+        headers={"authorization": f"Bearer {h.key}"},
+        timeout=30,
+    )
+
+
+def test_the_compaction_endpoint_is_served_by_a_responses_target(h: Harness) -> None:
+    h.upstream.script("r1", Reply("summary of the conversation"))
+    response = compact(h, "codex")
+    assert response.status_code == 200, response.text
+    assert response.json()["output"][0]["content"][0]["text"] == "summary of the conversation"
+    sent = [r for r in h.upstream.requests if r.model == "r1"][-1]
+    assert sent.path == "/v1/responses/compact" and sent.body["stream"] is False
+    assert h.upstream.count("c1") == 0
+
+
+def test_the_compaction_endpoint_without_a_responses_target_is_the_doors_400(
+    h: Harness,
+) -> None:
+    response = compact(h, "chat-only")
+    assert response.status_code == 400
+    assert response.headers["x-should-retry"] == "false"
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_for_target" and "compact it locally" in error["message"]
+    assert h.upstream.count("c1") == 0
+
+
+def test_a_compaction_trigger_reaches_only_responses_targets(h: Harness) -> None:
+    """Codex's remote compaction v2 (its built-in provider): a ``compaction_trigger`` item
+    at ``/v1/responses``. A chat target could not answer the ``compaction`` item Codex
+    expects, so a group without a Responses target refuses it in the door's shape."""
+    body = recorded("compaction_trigger", "chat-only")
+    response = post(h, body)
+    assert response.status_code == 400
+    assert "'compaction_trigger'" in response.json()["error"]["message"]
+    assert h.upstream.count("c1") == 0
+    h.upstream.script("r1", Fail(500, "down"))
+    response = post(h, recorded("compaction_trigger", "codex"))
+    assert response.status_code == 502  # c1 skipped: r1's failure is the answer
+    assert "c1 → skipped" in response.text
+    assert h.upstream.count("c1") == 0
