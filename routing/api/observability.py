@@ -99,7 +99,8 @@ class CallOut(Schema):
     group: str
     session: str | None
     stream: bool
-    outcome: Literal["ok", "failed", "aborted"]
+    outcome: Literal["ok", "failed", "aborted", "refused"]
+    reason: str | None = None  # a refused call: what the door answered
     served_by: str | None
     error_code: str | None
     http_status: int
@@ -171,7 +172,7 @@ class CallsQuery(Schema):
     group: Annotated[str | None, Blankable] = None
     target: Annotated[str | None, Blankable] = None
     key_id: Annotated[int | None, Blankable] = None
-    outcome: Annotated[Literal["ok", "failed", "aborted"] | None, Blankable] = None
+    outcome: Annotated[Literal["ok", "failed", "aborted", "refused"] | None, Blankable] = None
     code: Annotated[str | None, Blankable] = None
     session: Annotated[str | None, Blankable] = None
     front_door: Annotated[
@@ -205,6 +206,7 @@ def _call_out(call: Call) -> dict[str, Any]:
         "session": call.session or None,
         "stream": call.stream,
         "outcome": call.outcome,
+        "reason": call.reason or None,
         "served_by": call.served_by or None,
         "error_code": call.error_code or None,
         "http_status": call.http_status,

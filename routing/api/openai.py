@@ -7,8 +7,10 @@ run one ``Call``, render its reply. Every error leaves here in OpenAI's shape
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import uuid
 from typing import Any
 
 import orjson
@@ -18,6 +20,7 @@ from ninja import NinjaAPI
 
 from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
+from routing.gateway.events import CallOutcome, CallRecord
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.gateway.runtime import TableUnavailable, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
@@ -81,6 +84,46 @@ def render(reply: Reply) -> HttpResponseBase:
         # The gateway already retried and switched: a client retry would replay the chain.
         response["x-should-retry"] = "false"
     return response
+
+
+def refuse(
+    request: HttpRequest,
+    reply: ErrorReply,
+    *,
+    key: KeySpec | None = None,
+    group: str = "",
+    endpoint: str | None = None,
+) -> HttpResponseBase:
+    """Answer a request a door turns away before routing, and put it on the record: a
+    call with outcome ``refused``, its reason and key (SPEC §12), in the ledger, on the
+    Calls page and in ``/metrics``. Publishing only enqueues: no I/O on the request path.
+    ``group`` is the group the request resolved to, or ``""`` (never a name the client
+    made up: metric labels stay bounded)."""
+    runtime = get_runtime()
+    now = runtime.clock()
+    started = getattr(request, "scope", {}).get("switchyard.started")
+    elapsed_ms = 0.0
+    if started is not None:
+        elapsed_ms = max(0.0, (asyncio.get_running_loop().time() - started) * 1000)
+    runtime.hub.publish(
+        CallRecord(
+            call_id=uuid.uuid4().hex,
+            group=group,
+            session=None,
+            stream=False,
+            started_at=now,
+            outcome=CallOutcome.REFUSED,
+            elapsed_ms=elapsed_ms,
+            error_code=reply.code,
+            http_status=reply.status,
+            front_door=reply.door.value,
+            endpoint=endpoint,
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else "",
+            reason=reply.message,
+        )
+    )
+    return render(reply)
 
 
 def authenticate(
@@ -207,10 +250,15 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
 
 
 def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    """``x-session-id``; Codex's ``session-id`` (it sends no ``x-`` one); ``user``;
-    ``metadata.session_id``."""
+    """``x-session-id``; the agents' own session headers (Claude Code's
+    ``x-claude-code-session-id``, Codex's ``session-id``); ``user``; ``metadata.session_id``."""
     headers = request.headers
-    session = headers.get("x-session-id") or headers.get("session-id") or body.get("user")
+    session = (
+        headers.get("x-session-id")
+        or headers.get("x-claude-code-session-id")
+        or headers.get("session-id")
+        or body.get("user")
+    )
     if not session:
         metadata = body.get("metadata")
         if isinstance(metadata, dict):
@@ -224,16 +272,16 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key)
     body = parse_body(request)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key)
     group = resolve_group(table, key, body["model"])
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key)
     prepared = prepare(Protocol.CHAT, body, group)
     if isinstance(prepared, ErrorReply):
-        return render(prepared)
+        return refuse(request, prepared, key=key, group=group.name)
     call = Call(
         runtime,
         group,

@@ -70,11 +70,13 @@ class AttemptRecord:
 class CallOutcome(StrEnum):
     """How a call ended. OK: the answer reached the client. FAILED: an error was surfaced,
     every route was exhausted, a stream broke after its commit point, or a bug. ABORTED:
-    the client went away."""
+    the client went away. REFUSED: a door turned the request away before routing (bad
+    shape, unknown model, key not allowed, no target could take it): no upstream called."""
 
     OK = "ok"
     FAILED = "failed"
     ABORTED = "aborted"
+    REFUSED = "refused"
 
 
 # routing.protocols values -> the call ledger's door names (routing.audit.models.FrontDoor)
@@ -101,6 +103,7 @@ class CallRecord:
     endpoint: str | None = None  # "embeddings" for the embeddings door
     key_id: int | None = None  # the gateway key that made the call (never its secret)
     key_name: str = ""
+    reason: str = ""  # a refused call's error message (what the client was told)
 
     @property
     def door(self) -> str:
