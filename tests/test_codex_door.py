@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 
@@ -216,6 +217,9 @@ def test_the_compaction_endpoint_without_a_responses_target_is_the_doors_400(
     error = response.json()["error"]
     assert error["code"] == "unsupported_for_target" and "compact it locally" in error["message"]
     assert h.upstream.count("c1") == 0
+    (record,) = h.events(CallRecord, at_least=1)
+    assert record.outcome.value == "refused" and record.group == "chat-only"
+    assert record.door == "responses"
 
 
 def test_a_compaction_trigger_reaches_only_responses_targets(h: Harness) -> None:

@@ -247,30 +247,33 @@ async def responses_compact(request: HttpRequest) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table, door)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key)
     body = parse_json(request, door)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key)
     invalid = _responses_errors(body)
     if invalid is not None:
-        return render(invalid)
+        return refuse(request, invalid, key=key)
     group = resolve_group(table, key, body["model"], door)
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key)
     others = {
         t.key: f"kind '{t.provider.kind}' has no Responses compaction endpoint"
         for t in group.targets
         if t.provider.kind != Protocol.RESPONSES.value
     }
     if len(others) == len(group.targets):
-        return render(
+        return refuse(
+            request,
             ErrorReply(
                 400,
                 f"The group '{group.name}' has no openai-responses target, so it cannot "
                 "compact a conversation remotely: compact it locally and send it in 'input'.",
                 "unsupported_for_target",
                 door=door,
-            )
+            ),
+            key=key,
+            group=group.name,
         )
     call = Call(
         runtime,
