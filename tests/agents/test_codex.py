@@ -96,8 +96,9 @@ class Codex:
             check=False,
         )
 
-    def prompt(self, text: str) -> str:
-        done = self.run(text)
+    def prompt(self, *args: str) -> str:
+        """``codex exec [options] <prompt>``: its stdout (the final answer)."""
+        done = self.run(*args)
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout
 
@@ -230,3 +231,20 @@ def test_a_switch_inside_the_tool_loop(h: Harness, codex: Codex) -> None:
     assert call["name"] == "exec" and json.loads(call["arguments"])["input"] == JS
     assert chat["messages"][-1]["role"] in ("tool", "user")
     assert MARK in json.dumps(chat["messages"])
+
+
+def test_codex_compacts_locally_through_the_gateway(h: Harness, codex: Codex) -> None:
+    """With a model provider of its own Codex never calls a remote compaction: past its
+    limit it asks the model for a summary through ``/v1/responses`` like any turn —
+    served here by a chat target after the Responses target failed."""
+    h.upstream.script("r1", Reply("First answer."), then=Fail(500, "gone"))
+    h.upstream.set_default(Reply("Summary or answer from chat."))
+    limit = ("-c", "model_auto_compact_token_limit=1")
+    assert "First answer." in codex.prompt(*limit, "hello")
+    done = codex.run(*limit, "resume", "--last", "and again")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "context compacted" in done.stderr
+    chat = json.dumps([b["messages"] for b in bodies(h, "c1")])
+    assert "CONTEXT CHECKPOINT COMPACTION" in chat
+    assert all(r.path == "/v1/chat/completions" for r in h.upstream.requests if r.model == "c1")
+    assert not [r for r in h.upstream.requests if r.path.endswith("/compact")]
