@@ -133,7 +133,7 @@ def codex(h: Harness, codex_bin: Path, tmp_path: Path) -> Iterator[Codex]:
             [model_providers.switchyard]
             name = "Switchyard"
             base_url = "{h.gateway.url}/v1"
-            env_key = "SWITCHYARD_API_KEY"
+            env_key = "SWITCHYARD_KEY"
             """
         )
     )
@@ -143,7 +143,7 @@ def codex(h: Harness, codex_bin: Path, tmp_path: Path) -> Iterator[Codex]:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "CODEX_HOME": str(home / ".codex"),
-        "SWITCHYARD_API_KEY": h.key,
+        "SWITCHYARD_KEY": h.key,
         "NO_COLOR": "1",
     }
     yield Codex(codex_bin, home, work, env)
