@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from routing.protocols import Protocol, Unmappable, messages, responses
+from routing.protocols.canonical import OPAQUE
 from routing.protocols.responses_tools import HostedTools, ToolNames, tool_names
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
@@ -209,6 +210,8 @@ def completion_for_door(
         return orjson.dumps(messages.completion_from_canonical(canonical))
     if door is Protocol.RESPONSES:
         return orjson.dumps(responses.completion_from_canonical(canonical, names))
+    for choice in canonical.get("choices") or ():
+        (choice.get("message") or {}).pop(OPAQUE, None)  # nothing a chat client reads
     return orjson.dumps(canonical)
 
 
@@ -287,8 +290,11 @@ class ToChat(Relay):
         out = []
         for _, _, chunks in items:
             for chunk in chunks:
-                if not chunk["choices"] and not self.include_usage:
+                choices = chunk["choices"]
+                if not choices and not self.include_usage:
                     continue
+                if choices and OPAQUE in choices[0]["delta"]:
+                    continue  # a hosted call's marker: nothing a chat client reads
                 out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
 

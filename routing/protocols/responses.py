@@ -41,6 +41,7 @@ from routing.protocols.fields import (
     refused,
 )
 from routing.protocols.responses_tools import (
+    HOSTED_ITEMS,
     HostedTools,
     ToolNames,
     call_item,
@@ -133,8 +134,21 @@ def to_canonical(
         messages.append({"role": "user", "content": items})
     elif isinstance(items, list):
         pending_reasoning: list[str] = []
+        hosted_calls: list[str] = []
         for i, item in enumerate(items):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in HOSTED_ITEMS:  # a hosted tool's call or result in history
+                if hosted is HostedTools.SKIP:
+                    raise Unmappable(
+                        f"'input[{i}]' is a '{kind}' item, which only openai-responses "
+                        "targets accept.",
+                        param="input",
+                    )
+                if kind not in hosted_calls:
+                    hosted_calls.append(kind)
+                continue
             _item_in(item, f"input[{i}]", messages, pending_reasoning)
+        notes += [f"dropped input {kind} items" for kind in hosted_calls]
     else:
         raise Unmappable("'input' must be a string or an array of items.", param="input")
     out: dict[str, Any] = {"model": body.get("model"), "messages": messages}

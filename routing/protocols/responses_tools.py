@@ -37,6 +37,24 @@ SEPARATOR = "__"
 CUSTOM_ARGUMENT = "input"
 
 
+# History items of hosted tools (their calls and results): under ``drop`` a translated leg
+# leaves them out with the tools themselves; the model's own text about them stays.
+HOSTED_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "computer_call",
+        "computer_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "tool_search_call",
+        "tool_search_output",
+    }
+)
+
+
 class HostedTools(StrEnum):
     """A group's ``hosted_tools``: what a target that cannot run them gets."""
 

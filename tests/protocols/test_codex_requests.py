@@ -287,3 +287,36 @@ def test_an_anthropic_answer_of_server_tool_use_or_redacted_thinking_is_content(
     assert any(has_content(c) for c in chunks)
     body = {"id": "msg_1", "model": "m", "content": [block], "stop_reason": "end_turn"}
     assert has_content(messages.completion_to_canonical(body))
+
+
+def test_hosted_calls_in_history_follow_hosted_tools() -> None:
+    body = {
+        "model": "g",
+        "input": [
+            {"role": "user", "content": "search the web"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "found"}]},
+            {"role": "user", "content": "thanks"},
+        ],
+    }
+    prepared = legs.translate_request(Protocol.RESPONSES, body, ALL_KINDS)
+    chat = orjson.loads(prepared.request(Protocol.CHAT, "m"))
+    assert [m["role"] for m in chat["messages"]] == ["user", "assistant", "user"]
+    assert "dropped input web_search_call items" in prepared.notes[Protocol.CHAT]
+    prepared = legs.translate_request(
+        Protocol.RESPONSES, body, ALL_KINDS, hosted_tools=HostedTools.SKIP
+    )
+    assert set(prepared.refused) == {Protocol.CHAT, Protocol.MESSAGES}
+
+
+def test_a_chat_client_never_sees_the_hosted_call_marker() -> None:
+    item = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
+    decoder = responses.StreamDecoder()
+    relay = legs.relay_for(Protocol.CHAT, Protocol.RESPONSES, {"stream": True})
+    wire = relay.encode(
+        [(b"", event, tuple(decoder.decode(event))) for event in responses_events(item)]
+    )
+    assert b"web_search_call" not in wire and b"finish_reason" in wire
+    body = {"id": "resp_1", "model": "m", "status": "completed", "output": [item]}
+    canonical = responses.completion_to_canonical(body)
+    assert b"opaque" not in legs.completion_for_door(Protocol.CHAT, canonical)
