@@ -236,6 +236,60 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
     return render(await call.run())
 
 
+@api.post("/responses/compact", auth=None, include_in_schema=False)
+async def responses_compact(request: HttpRequest) -> HttpResponseBase:
+    """The Responses compaction endpoint (Codex's remote compaction before 0.171, which
+    posts ``compaction_trigger`` items to ``/v1/responses`` instead): passed to the
+    group's ``openai-responses`` targets (``<base>/responses/compact``) like a JSON call;
+    a group without one answers 400 in the door's shape, and Codex compacts locally."""
+    door = Protocol.RESPONSES
+    runtime = get_runtime()
+    table = await runtime.current_table()
+    key = authenticate(request, table, door)
+    if isinstance(key, ErrorReply):
+        return refuse(request, key)
+    body = parse_json(request, door)
+    if isinstance(body, ErrorReply):
+        return refuse(request, body, key=key)
+    invalid = _responses_errors(body)
+    if invalid is not None:
+        return refuse(request, invalid, key=key)
+    group = resolve_group(table, key, body["model"], door)
+    if isinstance(group, ErrorReply):
+        return refuse(request, group, key=key)
+    others = {
+        t.key: f"kind '{t.provider.kind}' has no Responses compaction endpoint"
+        for t in group.targets
+        if t.provider.kind != Protocol.RESPONSES.value
+    }
+    if len(others) == len(group.targets):
+        return refuse(
+            request,
+            ErrorReply(
+                400,
+                f"The group '{group.name}' has no openai-responses target, so it cannot "
+                "compact a conversation remotely: compact it locally and send it in 'input'.",
+                "unsupported_for_target",
+                door=door,
+            ),
+            key=key,
+            group=group.name,
+        )
+    call = Call(
+        runtime,
+        group,
+        {**body, "stream": False},
+        stream=False,
+        session=session_key(request, body),
+        started=getattr(request, "scope", {}).get("switchyard.started"),
+        door=door,
+        endpoint="responses/compact",
+        skipped=others,
+        key=key,
+    )
+    return render(await call.run())
+
+
 def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponseBase:
     reply = ErrorReply(
         405, f"{request.method} is not supported here; use POST.", "method_not_allowed", door=door

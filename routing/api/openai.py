@@ -26,6 +26,7 @@ from routing.gateway.runtime import TableUnavailable, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
+from routing.protocols.responses_tools import HostedTools
 
 log = logging.getLogger("switchyard.gateway")
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
@@ -225,7 +226,8 @@ def prepare(door: Protocol, body: dict[str, Any], group: GroupSpec) -> Prepared 
         return None
     try:
         kinds = (Protocol(target.provider.kind) for target in group.targets)
-        return translate_request(door, body, kinds)
+        hosted = HostedTools(str(group.policy.get("hosted_tools") or HostedTools.DROP))
+        return translate_request(door, body, kinds, hosted_tools=hosted)
     except Unmappable as exc:
         return ErrorReply(400, str(exc), "unsupported_for_target", param=exc.param, door=door)
 
@@ -248,10 +250,13 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
 
 
 def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    # Claude Code names its session in a header of its own.
+    """``x-session-id``; the agents' own session headers (Claude Code's
+    ``x-claude-code-session-id``, Codex's ``session-id``); ``user``; ``metadata.session_id``."""
+    headers = request.headers
     session = (
-        request.headers.get("x-session-id")
-        or request.headers.get("x-claude-code-session-id")
+        headers.get("x-session-id")
+        or headers.get("x-claude-code-session-id")
+        or headers.get("session-id")
         or body.get("user")
     )
     if not session:

@@ -405,6 +405,12 @@ class PolicyIn(_PolicyBlock):
         description="Declares max(ceil(T*1.25), T+65536) so agents compact near T; "
         "exclusive with the context window.",
     )
+    hosted_tools: Annotated[Literal["drop", "skip"] | None, Policy("drop")] = Field(
+        None,
+        title="Hosted tools",
+        description="A target that cannot run the request's hosted tools (web search…): "
+        "drop = it gets the request without them (noted), skip = it is skipped.",
+    )
     deadline_s: Annotated[float | None, Policy(300.0, unit="s")] = Field(
         None,
         ge=1,

@@ -3,7 +3,7 @@
 Used where a Responses-door request goes to an ``openai-responses`` target as a
 pass-through. A Responses ``input`` has no assistant *messages* as such: an assistant turn
 is a run of consecutive output items (``reasoning``, an assistant ``message``,
-``function_call``). A turn is named by the position of its first item; stripping removes
+``function_call``, ``custom_tool_call``). A turn is named by the position of its first item; stripping removes
 its ``reasoning`` items (their ``encrypted_content`` belongs to them alone), dropping
 removes the whole run. Fingerprints match a served turn's canonical chunks: the
 ``output_text`` joined, the ``call_id``s, the summary text when there is neither.
@@ -22,7 +22,10 @@ from typing import Any
 from routing.continuity.history import Stripped, UnknownShape
 from routing.continuity.provenance import fingerprint_of
 
-OUTPUT_TYPES = frozenset({"reasoning", "function_call"})
+# A Codex turn is reasoning + a ``custom_tool_call`` (its shell) as often as a function call.
+CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+OUTPUT_TYPES = frozenset({"reasoning"}) | CALL_TYPES
+RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
 
 
 def _kind(item: dict[str, Any]) -> str:
@@ -69,7 +72,7 @@ def _check_output(item: dict[str, Any]) -> None:
         if type(summary) is str:
             raise UnknownShape("a reasoning summary is not a list of parts")
         _parts(summary, "a reasoning summary")
-    elif kind == "function_call":
+    elif kind in CALL_TYPES:
         if type(item.get("call_id", "")) is not str:
             raise UnknownShape("a function call's call_id is not text")
     else:
@@ -135,7 +138,7 @@ class ResponsesHistory:
     def fingerprint(self, turn: int) -> str | None:
         items = [self._items[i] for i in self._runs[turn]]
         text = "".join(_text(i) for i in items if _kind(i) == "message")
-        ids = [str(i.get("call_id")) for i in items if _kind(i) == "function_call"]
+        ids = [str(i.get("call_id")) for i in items if _kind(i) in CALL_TYPES]
         reasoning = "".join(
             str(s.get("text", ""))
             for i in items
@@ -149,7 +152,7 @@ class ResponsesHistory:
         return any(_kind(i) == "reasoning" for i in self._run(turn))
 
     def has_tool_calls(self, turn: int) -> bool:
-        return any(_kind(i) == "function_call" for i in self._run(turn))
+        return any(_kind(i) in CALL_TYPES for i in self._run(turn))
 
     def user_texts_after(self, turn: int) -> Iterator[str]:
         for item in self._items[turn + 1 :]:
@@ -162,7 +165,7 @@ class ResponsesHistory:
         if self._appended:
             return False
         kept = [item for i, item in enumerate(self._items) if i not in self._removed]
-        return bool(kept) and _kind(kept[-1]) == "function_call_output"
+        return bool(kept) and _kind(kept[-1]) in RESULT_TYPES
 
     def strip_reasoning(self, turn: int) -> Stripped:
         reasoning = [

@@ -25,6 +25,7 @@ from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.gateway.continuity import ServedTurn
 from routing.gateway.replies import sse
 from routing.protocols import Protocol
+from routing.protocols.canonical import OPAQUE
 from routing.protocols.legs import (
     Decoder,
     Item,
@@ -34,6 +35,7 @@ from routing.protocols.legs import (
     frame_for,
     stream_error,
 )
+from routing.protocols.responses_tools import ToolNames
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
 from routing.upstream.sse import DONE, SSEParser
 
@@ -46,6 +48,7 @@ CONTENT_FIELDS = (
     "tool_calls",
     "function_call",
     "refusal",
+    OPAQUE,
 )
 
 
@@ -423,6 +426,7 @@ async def run_attempt(
     kind: Protocol = Protocol.CHAT,
     endpoint: str | None = None,
     headers: Mapping[str, str] | None = None,
+    names: ToolNames | None = None,
 ) -> Answer:
     """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it.
 
@@ -461,6 +465,7 @@ async def run_attempt(
             kind=kind,
             vectors=endpoint == "embeddings",
             scrub=client.upstream_failure,
+            names=names,
         )
     reader = EventReader(
         response,
@@ -526,6 +531,7 @@ async def _read_completion(
     kind: Protocol = Protocol.CHAT,
     vectors: bool = False,
     scrub: Callable[[Failure], Failure] = lambda failure: failure,
+    names: ToolNames | None = None,
 ) -> Answer:
     try:
         async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
@@ -558,7 +564,7 @@ async def _read_completion(
         completion["model"] = canonical["model"] = model
         raw = orjson.dumps(completion)
     if door is not kind:
-        raw = completion_for_door(door, canonical)
+        raw = completion_for_door(door, canonical, names)
     ttft = asyncio.get_running_loop().time() - started
     return Answer(
         prefix=[raw],

@@ -278,6 +278,7 @@ class Call:
                     kind=kind,
                     endpoint=self.endpoint,
                     headers=protocol_headers,
+                    names=self.prepared.tool_names,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -498,7 +499,13 @@ class Call:
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
         reader = answer.reader
-        relay = relay_for(self.door, kind, self.body, reader.decoder if reader else None)
+        relay = relay_for(
+            self.door,
+            kind,
+            self.body,
+            reader.decoder if reader else None,
+            self.prepared.tool_names,
+        )
         self._release_request(answer)
         return StreamReply(
             self._relay_leg(target, answer, relay),

@@ -11,6 +11,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+# A delta (or message) field naming output items the gateway relays but cannot translate
+# — hosted tool calls (``web_search_call``…), a remote ``compaction`` item: they are content
+# for the commit point (never ``EMPTY_RESPONSE``), and translators ignore them.
+OPAQUE = "opaque"
+
 
 def chunk(
     id_: str, model: str, delta: dict[str, Any], finish_reason: str | None = None

@@ -23,6 +23,8 @@ from typing import Any
 import orjson
 
 from routing.protocols import Protocol, Unmappable, messages, responses
+from routing.protocols.canonical import OPAQUE
+from routing.protocols.responses_tools import HostedTools, ToolNames, tool_names
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 """One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
@@ -76,6 +78,9 @@ class Prepared:
     canonical: dict[str, Any] = field(default_factory=dict)
     door_notes: tuple[str, ...] = ()
     refused: dict[Protocol, Unmappable] = field(default_factory=dict)
+    # The Responses door's tools whose names a translated answer maps back
+    # (``responses_tools``): namespaced and custom tools.
+    tool_names: ToolNames = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.canonical:
@@ -89,7 +94,6 @@ class Prepared:
 
 _TO_CANONICAL: dict[Protocol, Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]]] = {
     Protocol.MESSAGES: messages.to_canonical,
-    Protocol.RESPONSES: responses.to_canonical,
 }
 _FROM_CANONICAL: dict[
     Protocol, Callable[[dict[str, Any], str], tuple[dict[str, Any], list[str]]]
@@ -99,11 +103,18 @@ _FROM_CANONICAL: dict[
 }
 
 
-def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Protocol]) -> Prepared:
+def translate_request(
+    door: Protocol,
+    body: dict[str, Any],
+    kinds: Iterable[Protocol],
+    *,
+    hosted_tools: HostedTools = HostedTools.DROP,
+) -> Prepared:
     """Translate ``body`` for every kind in ``kinds`` (in the group's target order).
 
     A kind that cannot take it lands in ``Prepared.refused``; raises ``Unmappable`` (the
-    first kind's reason) when no kind can — or, on the Responses door, for stored state."""
+    first kind's reason) when no kind can — or, on the Responses door, for stored state.
+    ``hosted_tools`` is the group's: what a kind that cannot run hosted tools gets."""
     if door is Protocol.RESPONSES:
         responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
     wanted = list(dict.fromkeys(kinds))
@@ -112,10 +123,18 @@ def translate_request(door: Protocol, body: dict[str, Any], kinds: Iterable[Prot
         return Prepared(door, body)
     door_notes: list[str] = []
     try:
-        canonical, door_notes = (body, []) if door is Protocol.CHAT else _TO_CANONICAL[door](body)
+        if door is Protocol.CHAT:
+            canonical, door_notes = body, []
+        elif door is Protocol.RESPONSES:
+            canonical, door_notes = responses.to_canonical(body, hosted_tools)
+        else:
+            canonical, door_notes = _TO_CANONICAL[door](body)
     except Unmappable as exc:  # nothing but the door's own kind can take it
         return _refused(door, body, wanted, dict.fromkeys(others, exc))
-    prepared = Prepared(door, body, canonical=canonical, door_notes=tuple(door_notes))
+    names = tool_names(body) if door is Protocol.RESPONSES else {}
+    prepared = Prepared(
+        door, body, canonical=canonical, door_notes=tuple(door_notes), tool_names=names
+    )
     model = str(body.get("model") or "")
     notes: list[str]
     for kind in others:
@@ -183,11 +202,16 @@ def completion_to_canonical(kind: Protocol, body: dict[str, Any]) -> dict[str, A
     return body
 
 
-def completion_for_door(door: Protocol, canonical: dict[str, Any]) -> bytes:
+def completion_for_door(
+    door: Protocol, canonical: dict[str, Any], names: ToolNames | None = None
+) -> bytes:
+    """``names``: the Responses door's tools to map back (``Prepared.tool_names``)."""
     if door is Protocol.MESSAGES:
         return orjson.dumps(messages.completion_from_canonical(canonical))
     if door is Protocol.RESPONSES:
-        return orjson.dumps(responses.completion_from_canonical(canonical))
+        return orjson.dumps(responses.completion_from_canonical(canonical, names))
+    for choice in canonical.get("choices") or ():
+        (choice.get("message") or {}).pop(OPAQUE, None)  # nothing a chat client reads
     return orjson.dumps(canonical)
 
 
@@ -235,10 +259,12 @@ class PassThrough(Relay):
 class Translating(Relay):
     """Any kind → the Messages or Responses door, through the door's encoder."""
 
-    def __init__(self, door: Protocol) -> None:
+    def __init__(self, door: Protocol, names: ToolNames | None = None) -> None:
         self.door = door
         self._encoder: messages.StreamEncoder | responses.StreamEncoder = (
-            messages.StreamEncoder() if door is Protocol.MESSAGES else responses.StreamEncoder()
+            messages.StreamEncoder()
+            if door is Protocol.MESSAGES
+            else responses.StreamEncoder(names)
         )
 
     def encode(self, items: list[Item]) -> bytes:
@@ -264,8 +290,11 @@ class ToChat(Relay):
         out = []
         for _, _, chunks in items:
             for chunk in chunks:
-                if not chunk["choices"] and not self.include_usage:
+                choices = chunk["choices"]
+                if not choices and not self.include_usage:
                     continue
+                if choices and OPAQUE in choices[0]["delta"]:
+                    continue  # a hosted call's marker: nothing a chat client reads
                 out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
 
@@ -277,9 +306,14 @@ class ToChat(Relay):
 
 
 def relay_for(
-    door: Protocol, kind: Protocol, body: dict[str, Any], decoder: Decoder | None = None
+    door: Protocol,
+    kind: Protocol,
+    body: dict[str, Any],
+    decoder: Decoder | None = None,
+    names: ToolNames | None = None,
 ) -> Relay:
-    """``decoder``: the live stream's (a pass-through's error event reads it)."""
+    """``decoder``: the live stream's (a pass-through's error event reads it); ``names``:
+    the Responses door's tools to map back (``Prepared.tool_names``)."""
     if door is kind:
         return PassThrough(door, decoder)
     if door is Protocol.CHAT:
@@ -287,7 +321,7 @@ def relay_for(
         return ToChat(
             include_usage=isinstance(options, dict) and bool(options.get("include_usage"))
         )
-    return Translating(door)
+    return Translating(door, names)
 
 
 # ------------------------------------------------------------------------------- errors

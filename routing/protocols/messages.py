@@ -34,6 +34,7 @@ from routing.protocols import (
     effort_for_budget,
 )
 from routing.protocols.canonical import (
+    OPAQUE,
     chat_usage,
     chunk,
     completion,
@@ -542,7 +543,12 @@ def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
                 }
             )
     usage = body.get("usage") or {}
-    return completion(
+    opaque = [
+        str(b["type"])
+        for b in body.get("content") or ()
+        if isinstance(b, dict) and b.get("type") not in ("text", "thinking", "tool_use", None)
+    ]
+    out = completion(
         id_=str(body.get("id") or ""),
         model=str(body.get("model") or ""),
         content="".join(texts) or None,
@@ -551,6 +557,9 @@ def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
         finish_reason=ANTHROPIC_TO_FINISH.get(str(body.get("stop_reason")), "stop"),
         usage=_usage_in(usage),
     )
+    if opaque:
+        out["choices"][0]["message"][OPAQUE] = opaque
+    return out
 
 
 def _usage_in(usage: dict[str, Any]) -> dict[str, Any]:
@@ -660,6 +669,10 @@ class StreamDecoder:
                 return [chunk(self.id, self.model, {"tool_calls": [call]})]
             if block.get("type") == "text" and block.get("text"):
                 return [chunk(self.id, self.model, {"content": block["text"]})]
+            btype = block.get("type")
+            if isinstance(btype, str) and btype not in ("text", "thinking"):
+                # server_tool_use, web_search_tool_result, redacted_thinking…: content
+                return [chunk(self.id, self.model, {OPAQUE: [btype]})]
             return []
         if kind == "message_start":
             message = event.get("message") or {}

@@ -22,7 +22,14 @@ from typing import Any
 import orjson
 
 from routing.protocols import Unmappable
-from routing.protocols.canonical import chat_usage, chunk, completion, message_text, usage_chunk
+from routing.protocols.canonical import (
+    OPAQUE,
+    chat_usage,
+    chunk,
+    completion,
+    message_text,
+    usage_chunk,
+)
 from routing.protocols.fields import (
     CHAT_ONLY,
     DROPPED,
@@ -32,6 +39,16 @@ from routing.protocols.fields import (
     is_false,
     mapped_parts,
     refused,
+)
+from routing.protocols.responses_tools import (
+    HOSTED_ITEMS,
+    HostedTools,
+    ToolNames,
+    call_item,
+    custom_arguments,
+    custom_input,
+    flat_name,
+    tools_in,
 )
 
 _SAME = ("temperature", "top_p", "stream", "parallel_tool_calls")
@@ -97,8 +114,16 @@ def refuse_stored(body: dict[str, Any]) -> None:
             raise Unmappable(STATELESS.format(field=name), param=name)
 
 
+# Input items that carry nothing for a translated leg: the tools of ``additional_tools``
+# are read with ``tools`` (``responses_tools``); a ``configuration_update`` (Codex: the
+# reasoning effort it switched to) is already in the request's own fields.
+_SKIPPED_ITEMS = ("additional_tools", "configuration_update")
+
+
 # --------------------------------------------------------------------------- requests in
-def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def to_canonical(
+    body: dict[str, Any], hosted: HostedTools = HostedTools.DROP
+) -> tuple[dict[str, Any], list[str]]:
     refuse_stored(body)
     notes = check(DOOR_FIELDS, body, target=DOOR_TARGETS)
     messages: list[dict[str, Any]] = []
@@ -109,8 +134,21 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         messages.append({"role": "user", "content": items})
     elif isinstance(items, list):
         pending_reasoning: list[str] = []
+        hosted_calls: list[str] = []
         for i, item in enumerate(items):
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in HOSTED_ITEMS:  # a hosted tool's call or result in history
+                if hosted is HostedTools.SKIP:
+                    raise Unmappable(
+                        f"'input[{i}]' is a '{kind}' item, which only openai-responses "
+                        "targets accept.",
+                        param="input",
+                    )
+                if kind not in hosted_calls:
+                    hosted_calls.append(kind)
+                continue
             _item_in(item, f"input[{i}]", messages, pending_reasoning)
+        notes += [f"dropped input {kind} items" for kind in hosted_calls]
     else:
         raise Unmappable("'input' must be a string or an array of items.", param="input")
     out: dict[str, Any] = {"model": body.get("model"), "messages": messages}
@@ -121,14 +159,16 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         out["stream_options"] = {"include_usage": True}
     if body.get("max_output_tokens"):
         out["max_tokens"] = body["max_output_tokens"]
-    tools = body.get("tools")
+    tools, dropped = tools_in(body, hosted)
     if tools:
-        out["tools"] = [_tool_in(tool, i) for i, tool in enumerate(tools)]
+        out["tools"] = tools
+    notes += dropped
     choice = body.get("tool_choice")
     if isinstance(choice, str):
         out["tool_choice"] = choice
-    elif isinstance(choice, dict) and choice.get("type") == "function":
-        out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+    elif isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
+        name = flat_name(str(choice.get("name") or ""), choice.get("namespace"))
+        out["tool_choice"] = {"type": "function", "function": {"name": name}}
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort"):
         out["reasoning_effort"] = reasoning["effort"]
@@ -190,11 +230,17 @@ def _item_in(
             message["reasoning_content"] = "".join(pending_reasoning)
             pending_reasoning.clear()
         messages.append(message)
-    elif kind == "function_call":
+    elif kind in ("function_call", "custom_tool_call"):
+        name = flat_name(str(item.get("name") or ""), item.get("namespace"))
+        arguments = (
+            custom_arguments(item.get("input"))
+            if kind == "custom_tool_call"
+            else item.get("arguments") or "{}"
+        )
         call = {
             "id": item.get("call_id"),
             "type": "function",
-            "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+            "function": {"name": name, "arguments": arguments},
         }
         last = messages[-1] if messages else None
         if last is not None and last["role"] == "assistant" and not _after_tools(messages):
@@ -205,7 +251,7 @@ def _item_in(
                 message["reasoning_content"] = "".join(pending_reasoning)
                 pending_reasoning.clear()
             messages.append(message)
-    elif kind == "function_call_output":
+    elif kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         text = output if isinstance(output, str) else message_text(_content_in(output, where))
         messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text})
@@ -218,6 +264,8 @@ def _item_in(
             )
         if text:
             pending_reasoning.append(text)
+    elif kind in _SKIPPED_ITEMS:
+        return
     else:
         raise Unmappable(
             f"'{where}' is a '{kind}' item, which only openai-responses targets accept.",
@@ -227,24 +275,6 @@ def _item_in(
 
 def _after_tools(messages: list[dict[str, Any]]) -> bool:
     return bool(messages) and messages[-1]["role"] == "tool"
-
-
-def _tool_in(tool: Any, index: int) -> dict[str, Any]:
-    if not isinstance(tool, dict) or tool.get("type") != "function":
-        kind = tool.get("type") if isinstance(tool, dict) else None
-        raise Unmappable(
-            f"tools[{index}] is the hosted tool '{kind}', which only openai-responses targets run.",
-            param="tools",
-        )
-    function: dict[str, Any] = {
-        "name": tool.get("name"),
-        "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-    }
-    if tool.get("description"):
-        function["description"] = tool["description"]
-    if "strict" in tool:
-        function["strict"] = tool["strict"]
-    return {"type": "function", "function": function}
 
 
 # -------------------------------------------------------------------------- requests out
@@ -458,10 +488,29 @@ def _finish_from(response: dict[str, Any], has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
+def _call_in(item: dict[str, Any], arguments: str | None = None) -> dict[str, Any]:
+    """A ``function_call`` / ``custom_tool_call`` output item as a canonical tool call."""
+    if arguments is None:
+        arguments = (
+            custom_arguments(item.get("input"))
+            if item.get("type") == "custom_tool_call"
+            else item.get("arguments") or ""
+        )
+    return {
+        "id": item.get("call_id"),
+        "type": "function",
+        "function": {
+            "name": flat_name(str(item.get("name") or ""), item.get("namespace")),
+            "arguments": arguments,
+        },
+    }
+
+
 def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
+    opaque: list[str] = []  # hosted tool calls, compaction…: content all the same
     for item in body.get("output") or ():
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "message":
@@ -475,18 +524,11 @@ def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
                 reasoning.append(str(part.get("text", "")))
             for part in item.get("content") or ():
                 reasoning.append(str(part.get("text", "")))
-        elif kind == "function_call":
-            calls.append(
-                {
-                    "id": item.get("call_id"),
-                    "type": "function",
-                    "function": {
-                        "name": item.get("name"),
-                        "arguments": item.get("arguments") or "",
-                    },
-                }
-            )
-    return completion(
+        elif kind in ("function_call", "custom_tool_call"):
+            calls.append(_call_in(item))
+        elif isinstance(kind, str):
+            opaque.append(kind)
+    out = completion(
         id_=str(body.get("id") or ""),
         model=str(body.get("model") or ""),
         content="".join(texts) or None,
@@ -495,6 +537,9 @@ def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
         finish_reason=_finish_from(body, bool(calls)),
         usage=_usage_in(body.get("usage")),
     )
+    if opaque:
+        out["choices"][0]["message"][OPAQUE] = opaque
+    return out
 
 
 def _ids() -> str:
@@ -545,24 +590,13 @@ def _reasoning_item(text: str, id_: str | None = None) -> dict[str, Any]:
     }
 
 
-def _call_item(
-    call_id: str, name: str, arguments: str, id_: str | None = None, status: str = "completed"
-) -> dict[str, Any]:
-    return {
-        "id": id_ or f"fc_{_ids()}",
-        "type": "function_call",
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
-
-
 def _response_id(id_: str) -> str:
     return id_ if id_.startswith("resp_") else f"resp_{id_ or _ids()}"
 
 
-def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
+def completion_from_canonical(
+    body: dict[str, Any], names: ToolNames | None = None
+) -> dict[str, Any]:
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     output: list[dict[str, Any]] = []
@@ -574,8 +608,12 @@ def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
         output.append(
-            _call_item(
-                str(call.get("id")), str(function.get("name")), function.get("arguments") or ""
+            call_item(
+                str(call.get("id")),
+                str(function.get("name")),
+                function.get("arguments") or "",
+                names or {},
+                id_=f"fc_{_ids()}",
             )
         )
     status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
@@ -616,18 +654,23 @@ class StreamDecoder:
             return [chunk(self.id, self.model, {"tool_calls": [call]})]
         if kind == "response.output_item.added":
             item = event.get("item") or {}
-            if item.get("type") == "function_call":
+            itype = item.get("type")
+            if itype in ("function_call", "custom_tool_call"):
                 index = len(self._calls)
                 self._calls[str(item.get("id"))] = index
-                call = {
-                    "index": index,
-                    "id": item.get("call_id"),
-                    "type": "function",
-                    "function": {
-                        "name": item.get("name"),
-                        "arguments": item.get("arguments") or "",
-                    },
-                }
+                # A custom call's text arrives whole with its ``.done`` (below).
+                arguments = "" if itype == "custom_tool_call" else None
+                call = {"index": index, **_call_in(item, arguments)}
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            if isinstance(itype, str) and itype not in ("message", "reasoning"):
+                return [chunk(self.id, self.model, {OPAQUE: [itype]})]
+            return []
+        if kind == "response.output_item.done":
+            item = event.get("item") or {}
+            if item.get("type") == "custom_tool_call":
+                index = self._calls.get(str(item.get("id")), 0)
+                arguments = custom_arguments(item.get("input"))
+                call = {"index": index, "function": {"arguments": arguments}}
                 return [chunk(self.id, self.model, {"tool_calls": [call]})]
             return []
         if kind == "response.created":
@@ -672,7 +715,8 @@ class StreamEncoder:
     ``.done`` events; ``response.completed`` carries the whole output and usage at ``end``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, names: ToolNames | None = None) -> None:
+        self._names = names or {}  # canonical tool name -> as the client declared it
         self._seq = 0
         self._id = ""
         self._model = ""
@@ -784,10 +828,12 @@ class StreamEncoder:
         function = call.get("function") or {}
         index = int(call.get("index") or 0)
         if call.get("id") or index not in self._tools:
-            item = _call_item(
+            item = call_item(
                 str(call.get("id") or f"call_{_ids()}"),
                 str(function.get("name") or ""),
                 "",
+                self._names,
+                id_=f"fc_{_ids()}",
                 status="in_progress",
             )
             self._begin(item, out)
@@ -795,6 +841,8 @@ class StreamEncoder:
         arguments = function.get("arguments")
         if arguments:
             self._text.append(arguments)
+            if self._open is not None and self._open["type"] == "custom_tool_call":
+                return  # its text is known whole only at the end (``_close``)
             out.append(
                 self._event(
                     "response.function_call_arguments.delta",
@@ -863,6 +911,15 @@ class StreamEncoder:
                 )
             )
             item = {**item, "summary": [part]}
+        elif item["type"] == "custom_tool_call":
+            text = custom_input(text)
+            out.append(
+                self._event(
+                    "response.custom_tool_call_input.done",
+                    {"item_id": item["id"], "output_index": index, "input": text},
+                )
+            )
+            item = {**item, "input": text, "status": "completed"}
         else:
             out.append(
                 self._event(

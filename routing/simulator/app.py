@@ -57,6 +57,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_post("/v1/messages", chat_completions)
     app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/responses", chat_completions)
+    app.router.add_post("/v1/responses/compact", chat_completions)
     app.router.add_post("/v1/embeddings", chat_completions)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/_control/script", control_script)

@@ -486,4 +486,5 @@ WIRES: dict[str, type[ChatWire] | type[MessagesWire] | type[ResponsesWire]] = {
     "/v1/chat/completions": ChatWire,
     "/v1/messages": MessagesWire,
     "/v1/responses": ResponsesWire,
+    "/v1/responses/compact": ResponsesWire,  # answered like a JSON response
 }

@@ -210,12 +210,6 @@ def test_responses_items_become_the_canonical_history() -> None:
         ),
         (
             Protocol.RESPONSES,
-            {"model": "g", "input": "x", "tools": [{"type": "web_search"}]},
-            Protocol.MESSAGES,
-            "tools",
-        ),
-        (
-            Protocol.RESPONSES,
             {"model": "g", "input": [{"type": "item_reference", "id": "x"}]},
             Protocol.CHAT,
             "input",
