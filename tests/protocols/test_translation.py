@@ -435,11 +435,6 @@ def test_a_harmless_field_is_dropped_with_a_note(
         [
             (
                 Protocol.MESSAGES,
-                {"output_config": {"format": {"type": "json_schema", "schema": {}}}},
-                "output_config.format",
-            ),
-            (
-                Protocol.MESSAGES,
                 {"mcp_servers": [{"type": "url", "url": "https://mcp.example", "name": "x"}]},
                 "mcp_servers",
             ),
