@@ -234,6 +234,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         prepared=prepared,
         skipped=skipped(prepared, group),
         key=key,
+        trace_headers=request.headers,
     )
     return render(await call.run())
 

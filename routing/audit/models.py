@@ -106,6 +106,8 @@ class Call(models.Model):
     front_door = models.CharField(max_length=12, choices=FrontDoor.choices, default=FrontDoor.CHAT)
     # Served by a target other than the first one the call tried (SPEC §14).
     served_by_fallback = models.BooleanField(default=False)
+    # Its OpenTelemetry trace (32 hex digits) when tracing is on and the call was sampled.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]

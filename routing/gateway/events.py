@@ -101,6 +101,7 @@ class CallRecord:
     endpoint: str | None = None  # "embeddings" for the embeddings door
     key_id: int | None = None  # the gateway key that made the call (never its secret)
     key_name: str = ""
+    trace_id: str = ""  # the call's sampled OpenTelemetry trace (routing.observability.tracing)
 
     @property
     def door(self) -> str:
