@@ -1,8 +1,8 @@
 """The OpenTelemetry side of tracing (SPEC §18, docs/tracing.md): imported only when
 tracing is on (``routing.observability.tracing.build_tracing``), so a gateway without it
-never loads the SDK. The runtime owns one :class:`Tracing` (its own ``TracerProvider``,
-never the SDK's global one, so a test can build another from an environment of its own)
-and each ``Call`` one :class:`CallTrace`.
+never loads the SDK. The runtime owns one :class:`Tracing` (a processor, exporter, sampler
+and resource of its own, never the SDK's global provider, so a test can build another
+from an environment of its own) and each ``Call`` one :class:`CallTrace`.
 
 A call is one trace::
 
@@ -10,19 +10,27 @@ A call is one trace::
       ├─ CLIENT  chat <concrete model>           attempt 1 (its own traceparent upstream)
       └─ CLIENT  chat <concrete model>           attempt 2 ...
 
-Spans are created when the call and each attempt begin (real start times, and the
-attempt's span context is the ``traceparent`` sent upstream), and ended when the call
-finishes: a failed attempt learns only later whether the call retried or switched after
-it, and a streamed answer's attempt lasts until the stream ends. Ending a span only
-queues it: the ``BatchSpanProcessor`` encodes and sends on its own thread.
+**Record now, build at the end.** On the request path a call only draws ids, reads the
+clock and formats each attempt's ``traceparent`` (the attempt's span id, sent upstream
+before the span exists). When the call finishes, its spans are built as the SDK's
+``ReadableSpan`` with those ids and real start and end times, and handed to the
+``BatchSpanProcessor``, which encodes and sends them on its own thread. Building them
+through ``Tracer.start_span`` instead validated every attribute through the SDK's generic
+checks and cost about four times as much per call (``make bench BENCH_ARGS=--otlp``);
+ending at the call's end is needed anyway: a failed attempt learns only later whether the
+call retried or switched after it, and a streamed answer's attempt lasts until the stream
+ends. ``ReadableSpan`` is the SDK's public span data type, and the one place it is built
+is here; ``tests/observability/test_tracing.py`` decodes what the exporter sent with
+``opentelemetry-proto`` against the pinned SDK version.
 
 What becomes an attribute is chosen here and nowhere else: names, models, codes, counts
-and times. Never a credential, a prompt, a completion, a tool argument or an upstream's
-error text (which may quote the prompt); ``tests/observability/test_tracing.py`` holds it.
+and times, all of types OTLP carries as they are. Never a credential, a prompt, a
+completion, a tool argument or an upstream's error text (which may quote the prompt).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -33,18 +41,21 @@ from urllib.parse import urlsplit
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
     DEFAULT_OFF,
     DEFAULT_ON,
+    Decision,
     ParentBasedTraceIdRatio,
     Sampler,
     TraceIdRatioBased,
 )
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 if TYPE_CHECKING:
@@ -59,17 +70,26 @@ HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
 PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
 # A call that did not reach its client whole. ABORTED (the client left) is not an error.
 ERROR_OUTCOMES = frozenset({"failed", "refused"})
-MODEL_IN_NAME_MAX = 100  # a client's model string in a span name, capped
+MODEL_MAX = 256  # a client's model string, capped (in the span name and its attribute)
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
 
 _propagator = TraceContextTextMapPropagator()
 
 
 class Tracing:
-    """One gateway's tracer: its provider, and the factory of each call's trace."""
+    """One gateway's tracing: the sampler, resource and batch processor every call's
+    spans go through."""
 
-    def __init__(self, provider: TracerProvider) -> None:
-        self.provider = provider
-        self.tracer = provider.get_tracer("switchyard")
+    def __init__(self, processor: BatchSpanProcessor, sampler: Sampler, resource: Resource) -> None:
+        self.processor = processor
+        self.sampler = sampler
+        self.resource = resource
+        self.scope = InstrumentationScope("switchyard")
+        self.ids = RandomIdGenerator()
+        self._closed = False
+        atexit.register(self.shutdown)  # export what is queued when the process ends
 
     def start_call(
         self,
@@ -86,141 +106,134 @@ class Tracing:
         commit: str,
     ) -> CallTrace:
         return CallTrace(
-            self.tracer,
-            headers=headers,
-            started_ns=started_ns,
-            door=door,
-            operation="embeddings" if endpoint == "embeddings" else "chat",
-            requested_model=requested_model,
-            group=group,
-            key_name=key_name,
-            request_id=request_id,
-            stream=stream,
-            commit=commit,
-        )
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Export everything ended so far (tests; the SDK also flushes at exit)."""
-        return self.provider.force_flush(timeout_millis)
-
-    def shutdown(self) -> None:
-        self.provider.shutdown()
-
-
-class _Attempt:
-    """An upstream attempt's span, and what its end needs."""
-
-    __slots__ = ("span", "started_ns", "model", "kind", "record", "ended_ns", "ttft_s")
-
-    def __init__(self, span: Span, started_ns: int, model: str, kind: str) -> None:
-        self.span, self.started_ns, self.model, self.kind = span, started_ns, model, kind
-        self.record: AttemptRecord | None = None
-        self.ended_ns = 0
-        self.ttft_s: float | None = None
-
-
-class CallTrace:
-    """One call's spans. The hooks in ``routing.gateway.call``: ``attempt_started`` (the
-    headers to send, with this attempt's ``traceparent``), ``attempt_ended`` (its record),
-    ``committed`` (the answering attempt's time to first token) and ``finish``."""
-
-    __slots__ = ("_tracer", "_span", "_parent", "_attempts", "_open", "_operation", "_stream")
-
-    def __init__(
-        self,
-        tracer: trace.Tracer,
-        *,
-        headers: Mapping[str, str] | None,
-        started_ns: int,
-        door: str,
-        operation: str,
-        requested_model: str,
-        group: str,
-        key_name: str,
-        request_id: str,
-        stream: bool,
-        commit: str,
-    ) -> None:
-        self._tracer = tracer
-        self._operation = operation
-        self._stream = stream
-        self._attempts: list[_Attempt] = []
-        self._open: _Attempt | None = None
-        self._span = tracer.start_span(
-            f"{operation} {requested_model[:MODEL_IN_NAME_MAX]}",
-            context=_incoming(headers),
-            kind=SpanKind.SERVER,
-            start_time=started_ns,
-            attributes={
-                "gen_ai.operation.name": operation,
-                "gen_ai.request.model": requested_model,
+            self,
+            headers,
+            started_ns,
+            {
+                "gen_ai.operation.name": "embeddings" if endpoint == "embeddings" else "chat",
+                "gen_ai.request.model": requested_model[:MODEL_MAX],
                 "switchyard.door": door,
                 "switchyard.group": group,
                 "switchyard.key.name": key_name,
                 "switchyard.request_id": request_id,
-                "switchyard.stream": stream,
                 "switchyard.commit_point": commit,
+                **({"switchyard.stream": True} if stream else {}),
             },
         )
-        self._parent = trace.set_span_in_context(self._span)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export every span handed over so far (tests; shutdown does it at exit)."""
+        return self.processor.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.shutdown)
+        self.processor.shutdown()  # type: ignore[no-untyped-call]
+
+
+class HashedResource(Resource):
+    """A ``Resource`` that hashes once: the OTLP encoder groups spans by resource, hashing
+    each span's (a JSON dump of every attribute) — a fifth of the encoding of a call's
+    spans, for a value that never changes. Immutable like its base."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return super().__eq__(other)
+
+
+class _Attempt:
+    """What an upstream attempt's span is built from."""
+
+    __slots__ = ("span_id", "started_ns", "ended_ns", "target", "record", "ttft_s")
+
+    def __init__(self, span_id: int, started_ns: int, target: TargetSpec) -> None:
+        self.span_id, self.started_ns, self.target = span_id, started_ns, target
+        self.ended_ns = 0
+        self.record: AttemptRecord | None = None
+        self.ttft_s: float | None = None
+
+
+class CallTrace:
+    """One call's trace. The hooks in ``routing.gateway.call``: ``attempt_started`` (the
+    headers to send, with this attempt's ``traceparent``), ``attempt_ended`` (its record),
+    ``committed`` (the answering attempt's time to first token) and ``finish``."""
+
+    __slots__ = (
+        "_tracing",
+        "_started_ns",
+        "_attributes",
+        "_trace_id",
+        "_span_id",
+        "_parent",
+        "_flags",
+        "_state",
+        "_attempts",
+        "_open",
+    )
+
+    def __init__(
+        self,
+        tracing: Tracing,
+        headers: Mapping[str, str] | None,
+        started_ns: int,
+        attributes: dict[str, Any],
+    ) -> None:
+        self._tracing = tracing
+        self._started_ns = started_ns
+        self._attributes = attributes
+        self._attempts: list[_Attempt] = []
+        self._open: _Attempt | None = None
+        context = _incoming(headers)
+        parent = trace.get_current_span(context).get_span_context() if context else None
+        self._parent = parent
+        self._trace_id = parent.trace_id if parent else tracing.ids.generate_trace_id()
+        self._span_id = tracing.ids.generate_span_id()
+        decision = tracing.sampler.should_sample(
+            context, self._trace_id, "", SpanKind.SERVER, None, None, None
+        )
+        self._flags = SAMPLED if decision.decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED
+        self._state: TraceState = decision.trace_state or TraceState()
+
+    @property
+    def sampled(self) -> bool:
+        return self._flags.sampled
 
     @property
     def trace_id(self) -> str:
         """The trace's id (32 hex digits) when it is sampled, else "" (nothing to find)."""
-        context = self._span.get_span_context()
-        return format(context.trace_id, "032x") if context.trace_flags.sampled else ""
+        return format(self._trace_id, "032x") if self._flags.sampled else ""
 
     def attempt_started(
         self, target: TargetSpec, try_number: int, probe: bool, headers: Mapping[str, str] | None
     ) -> dict[str, str]:
-        """Open the attempt's span; ``headers`` plus its ``traceparent`` (and the incoming
-        ``tracestate``), for the upstream request."""
-        provider = target.provider
-        address = urlsplit(provider.base_url)
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": self._operation,
-            "gen_ai.provider.name": PROVIDER_NAMES.get(provider.kind, provider.kind),
-            "gen_ai.request.model": target.model,
-            "switchyard.target": target.key,
-            "switchyard.provider": provider.name,
-            "switchyard.provider.kind": provider.kind,
-            "switchyard.try": try_number,
-            "switchyard.probe": probe,
-        }
-        if address.hostname:  # never the URL itself: it may carry a user or a query key
-            attributes["server.address"] = address.hostname
-            port = _port(address.port, address.scheme)
-            if port:
-                attributes["server.port"] = port
-        started_ns = time.time_ns()
-        span = self._tracer.start_span(
-            f"{self._operation} {target.model}",
-            context=self._parent,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=started_ns,
-        )
-        self._open = attempt = _Attempt(span, started_ns, target.model, provider.kind)
+        """Note the attempt's start; ``headers`` plus its ``traceparent`` (and the
+        trace's ``tracestate``), for the upstream request."""
+        attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+        self._open = attempt
         self._attempts.append(attempt)
-        context = span.get_span_context()
         out = dict(headers) if headers else {}
         out["traceparent"] = (
-            f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+            f"00-{self._trace_id:032x}-{attempt.span_id:016x}-{int(self._flags):02x}"
         )
-        state = context.trace_state.to_header()
-        if state:
-            out["tracestate"] = state
+        if self._state:
+            out["tracestate"] = self._state.to_header()
         return out
 
     def attempt_ended(self, target: TargetSpec, record: AttemptRecord) -> None:
-        """The attempt's outcome is recorded (its span ends with the call: retry and switch
-        are decided after it). An attempt never sent (a target's configuration error) gets
-        a span of no length."""
+        """The attempt's outcome is recorded. An attempt never sent (a target's
+        configuration error) gets a span of no length."""
         attempt = self._open
         if attempt is None:
-            self.attempt_started(target, record.try_number, record.probe, None)
-            attempt = self._open
-            assert attempt is not None
+            attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+            self._attempts.append(attempt)
         attempt.record, attempt.ended_ns = record, time.time_ns()
         self._open = None
 
@@ -231,52 +244,125 @@ class CallTrace:
             self._attempts[-1].ttft_s = ttft_s
 
     def finish(self, record: CallRecord) -> None:
-        """End every attempt's span, then the call's, from the finished record."""
+        """Build the call's span and each attempt's from the finished record and queue
+        them for export (nothing when the trace is not sampled)."""
+        if not self._flags.sampled:
+            return
         now = time.time_ns()
+        tracing = self._tracing
+        call = SpanContext(self._trace_id, self._span_id, False, self._flags, self._state)
         served: _Attempt | None = None
         for attempt in self._attempts:
             if attempt.record is not None and attempt.record.ok:
                 served = attempt
-            _end_attempt(attempt, record, now if attempt is served and self._stream else None)
-        span = self._span
-        if span.is_recording():
-            span.set_attributes(_call_attributes(record, served))
-            if record.outcome.value in ERROR_OUTCOMES:
-                span.set_status(Status(StatusCode.ERROR, record.error_code or record.outcome.value))
-        span.end(end_time=now)
+            stream_end = attempt is served and record.stream
+            tracing.processor.on_end(_attempt_span(tracing, call, attempt, record, stream_end, now))
+        attributes = {**self._attributes, **_call_attributes(record, served)}
+        error = record.outcome.value in ERROR_OUTCOMES
+        operation = attributes["gen_ai.operation.name"]
+        tracing.processor.on_end(
+            ReadableSpan(
+                name=f"{operation} {attributes['gen_ai.request.model']}",
+                context=call,
+                parent=self._parent,
+                resource=tracing.resource,
+                attributes=attributes,
+                kind=SpanKind.SERVER,
+                status=Status(StatusCode.ERROR, record.error_code or record.outcome.value)
+                if error
+                else UNSET_STATUS,
+                start_time=self._started_ns,
+                end_time=now,
+                instrumentation_scope=tracing.scope,
+            )
+        )
 
 
-def _end_attempt(attempt: _Attempt, call: CallRecord, end_ns: int | None) -> None:
-    span, record = attempt.span, attempt.record
-    end = end_ns or attempt.ended_ns or time.time_ns()
-    if not span.is_recording() or record is None:  # None: cancelled with the call
-        span.end(end_time=end)
-        return
-    attributes: dict[str, Any] = {"switchyard.attempt.ok": record.ok}
-    if record.ok:
-        attributes["gen_ai.response.model"] = attempt.model
-        attributes.update(_usage(call.usage))
-        if attempt.ttft_s is not None:
-            attributes["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
-            first_token_ns = attempt.started_ns + int(attempt.ttft_s * 1e9)
-            span.add_event("gen_ai.first_token", timestamp=first_token_ns)
+def _attempt_span(
+    tracing: Tracing,
+    call: SpanContext,
+    attempt: _Attempt,
+    record: CallRecord,
+    stream_end: bool,
+    now: int,
+) -> ReadableSpan:
+    target, result = attempt.target, attempt.record
+    operation = "embeddings" if record.endpoint == "embeddings" else "chat"
+    attributes = {"gen_ai.operation.name": operation, **_target_attributes(target)}
+    events: list[Event] = []
+    status = UNSET_STATUS
+    if result is None:  # cancelled with the call before its record
+        result_end = now
     else:
-        attributes["error.type"] = record.code or "UNKNOWN"
-        attributes["switchyard.failure.code"] = record.code or "UNKNOWN"
-        if record.status is not None:
-            attributes["http.response.status_code"] = record.status
-        attributes["switchyard.retry"] = record.will_retry
-        if record.switched:
-            attributes["switchyard.switched"] = True
-            if record.reason:
-                attributes["switchyard.switch.reason"] = str(record.reason)
-            if record.switched_to:
-                attributes["switchyard.switched_to"] = record.switched_to
-        span.set_status(Status(StatusCode.ERROR, record.code or "UNKNOWN"))
-    if record.rewrites:
-        attributes["switchyard.rewrites"] = list(record.rewrites)
-    span.set_attributes(attributes)
-    span.end(end_time=end)
+        result_end = now if stream_end else attempt.ended_ns
+        # Only what is not the usual (each attribute costs encoding time per call).
+        if result.try_number > 1:
+            attributes["switchyard.try"] = result.try_number
+        if result.probe:
+            attributes["switchyard.probe"] = True
+        if result.rewrites:
+            attributes["switchyard.rewrites"] = list(result.rewrites)
+        if result.ok:
+            attributes["gen_ai.response.model"] = target.model
+            if attempt.ttft_s is not None:
+                attributes["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
+                first_token = attempt.started_ns + int(attempt.ttft_s * 1e9)
+                events.append(Event("gen_ai.first_token", None, first_token))
+        else:
+            code = result.code or "UNKNOWN"
+            attributes["error.type"] = code  # the failure code (SPEC §2)
+            if result.status is not None:
+                attributes["http.response.status_code"] = result.status
+            if result.will_retry:
+                attributes["switchyard.retry"] = True
+            if result.switched:
+                attributes["switchyard.switch.reason"] = str(result.reason or "")
+                if result.switched_to:
+                    attributes["switchyard.switched_to"] = result.switched_to
+            status = Status(StatusCode.ERROR, code)
+    return ReadableSpan(
+        name=f"{operation} {target.model}",
+        context=SpanContext(
+            call.trace_id, attempt.span_id, False, call.trace_flags, call.trace_state
+        ),
+        parent=call,
+        resource=tracing.resource,
+        attributes=attributes,
+        events=events,
+        kind=SpanKind.CLIENT,
+        status=status,
+        start_time=attempt.started_ns,
+        end_time=max(result_end, attempt.started_ns),
+        instrumentation_scope=tracing.scope,
+    )
+
+
+_static: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+
+def _target_attributes(target: TargetSpec) -> dict[str, Any]:
+    """The attributes an attempt on ``target`` always has (computed once per target)."""
+    provider = target.provider
+    key = (target.key, provider.kind, provider.base_url)
+    found = _static.get(key)
+    if found is not None:
+        return found
+    attributes: dict[str, Any] = {
+        "gen_ai.provider.name": PROVIDER_NAMES.get(provider.kind, provider.kind),
+        "gen_ai.request.model": target.model,
+        "switchyard.target": target.key,
+        "switchyard.provider.kind": provider.kind,
+    }
+    address = urlsplit(provider.base_url)
+    if address.hostname:  # never the URL itself: it may carry a user or a query key
+        attributes["server.address"] = address.hostname
+        port = _port(address.port, address.scheme)
+        if port:
+            attributes["server.port"] = port
+    if len(_static) >= 4096:  # clients may address provider/<any model>: stay bounded
+        _static.clear()
+    _static[key] = attributes
+    return attributes
 
 
 def _call_attributes(record: CallRecord, served: _Attempt | None) -> dict[str, Any]:
@@ -287,17 +373,16 @@ def _call_attributes(record: CallRecord, served: _Attempt | None) -> dict[str, A
     }
     if record.served_by:
         attributes["switchyard.served_by"] = record.served_by
-        attributes["switchyard.served_by_fallback"] = record.served_by_fallback
+        if record.served_by_fallback:
+            attributes["switchyard.served_by_fallback"] = True
     if served is not None:
-        attributes["gen_ai.response.model"] = served.model
-        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(served.kind, served.kind)
+        attributes["gen_ai.response.model"] = served.target.model
+        kind = served.target.provider.kind
+        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(kind, kind)
     if record.error_code:
         attributes["error.type"] = record.error_code
-        attributes["switchyard.error_code"] = record.error_code
     if record.ttft_ms is not None:
         attributes["switchyard.ttft_ms"] = round(record.ttft_ms, 3)
-    if record.overhead_ms is not None:
-        attributes["switchyard.overhead_ms"] = round(record.overhead_ms, 3)
     attributes.update(_usage(record.usage))
     cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
     if isinstance(cost, int | float) and not isinstance(cost, bool):
@@ -495,7 +580,6 @@ def make_tracing(env: Mapping[str, str]) -> Tracing | None:
             "service.name": env.get("OTEL_SERVICE_NAME", "").strip() or SERVICE_NAME,
         }
     )
-    provider = TracerProvider(sampler=_sampler(env), resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OnceLoggingExporter(exporter, endpoint)))
+    processor = BatchSpanProcessor(OnceLoggingExporter(exporter, endpoint))
     log.info("tracing on: OTLP %s to %s", protocol, _where(endpoint))
-    return Tracing(provider)
+    return Tracing(processor, _sampler(env), HashedResource(resource))
