@@ -316,7 +316,8 @@ def _attempt_span(
             if result.will_retry:
                 attributes["switchyard.retry"] = True
             if result.switched:
-                attributes["switchyard.switch.reason"] = str(result.reason or "")
+                if result.reason:
+                    attributes["switchyard.switch.reason"] = str(result.reason)
                 if result.switched_to:
                     attributes["switchyard.switched_to"] = result.switched_to
             status = Status(StatusCode.ERROR, code)
