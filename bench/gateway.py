@@ -174,6 +174,7 @@ class Gateway:
     cpus: set[int] | None = None
     quiet: bool = False
     lag_file: Path | None = None  # serve through bench.lagged, which samples loop lag here
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. OTEL_* for --otlp
     port: int = 0
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
 
@@ -207,7 +208,7 @@ class Gateway:
             )
             if check.returncode != 0:
                 raise GatewayUnavailable("uvicorn is not installed in the venv (a dev extra)")
-        env = dict(self.prepared.env)
+        env = {**self.prepared.env, **self.extra_env}
         if self.redis_url:
             env["REDIS_URL"] = self.redis_url
         if self.lag_file is not None:

@@ -40,6 +40,7 @@ from bench.gateway import (
     http_status,
     prepare,
 )
+from bench.otlp_sink import OTLPSink
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAIN_S = 5.0
@@ -188,6 +189,7 @@ class Runner:
         self.prepared: Prepared | None = None
         self.unavailable: str | None = None
         self.redis: RedisServer | None = None
+        self.otlp = OTLPSink() if args.otlp else None  # --otlp: where the traced gateway exports
         self.notes: list[str] = []
         self.gateway_pinning: str = "-"
         self.idle_cpu: list[float] = []
@@ -218,6 +220,8 @@ class Runner:
         """The THROUGH paths for one scenario: (path or None, label, why unavailable).
         ``lag_file``: serve the gateway through ``bench.lagged`` (its loop lag, sampled)."""
         wanted: list[tuple[str, int, str | None]] = [("through", 1, None)]
+        if self.otlp is not None:
+            wanted.append(("otlp", 1, None))
         if scale_out:
             if self.redis is None:
                 wanted += [("redis x1", 1, "n/a"), ("redis x2", 2, "n/a")]
@@ -237,6 +241,7 @@ class Runner:
                 self.gateway_cpus,
                 self.args.quiet_server,
                 lag_file,
+                self._tracing_env() if label == "otlp" else {},
             )
             self.started.append(gateway)  # close() stops whatever is still running
             try:
@@ -257,6 +262,11 @@ class Runner:
                     sorted({procs.allowed_cpus(p) for p in gateway.pids})
                 )
         return started
+
+    def _tracing_env(self) -> dict[str, str]:
+        """The standard variables that turn tracing on, pointed at the discarding sink."""
+        assert self.otlp is not None
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": self.otlp.endpoint, "OTEL_SERVICE_NAME": "bench"}
 
     def preflight(self, path: BenchPath, scenario: Scenario) -> str | None:
         body = json.dumps(
@@ -494,6 +504,12 @@ class Runner:
         self.loadgen.stop()
         for gateway in self.started:
             gateway.stop()
+        if self.otlp is not None:
+            self.notes.append(
+                f"otlp: the traced gateway exported {self.otlp.exports} batches "
+                f"({self.otlp.bytes / 1e6:.1f} MB) to the loopback sink, which discards them"
+            )
+            self.otlp.stop()
         if self.redis is not None:
             self.redis.stop()
         self.upstream.stop()
@@ -526,6 +542,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="run scenarios of one shape (JSON or stream, same upstream settings) on one "
         "gateway, their rounds interleaved: CPU ratios between them (e.g. a,i,m) that hold "
         "on a machine whose speed drifts; peak RSS is then the shared gateway's",
+    )
+    parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="add an 'otlp' row: a gateway with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set) "
+        "exporting to a loopback collector that discards: what tracing costs per call",
     )
     parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
@@ -635,7 +657,7 @@ def batches(args: argparse.Namespace) -> list[list[Scenario]]:
 
 
 def estimate_s(args: argparse.Namespace) -> float:
-    paths = 2 + (2 if args.scale_out else 0)
+    paths = 2 + (2 if args.scale_out else 0) + (1 if args.otlp else 0)
     # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
     rounds = args.warmup + args.rounds * args.duration + (args.rounds + 1) * 0.15
     streams = sum(

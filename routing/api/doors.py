@@ -117,6 +117,7 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
         skipped=skipped(prepared, group),
         protocol_headers=_protocol_headers(request) if door is Protocol.MESSAGES else None,
         key=key,
+        trace_headers=request.headers,
     )
     return render(await call.run())
 
@@ -232,6 +233,7 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
         endpoint="embeddings",
         skipped=without_embeddings,
         key=key,
+        trace_headers=request.headers,
     )
     return render(await call.run())
 

@@ -113,6 +113,7 @@ class CallOut(Schema):
     key_name: str | None
     front_door: Literal["chat", "messages", "responses", "embeddings"]
     served_by_fallback: bool
+    trace_id: str | None  # its OpenTelemetry trace, when tracing is on (docs/tracing.md)
     attempts: list[AttemptOut]
 
 
@@ -221,6 +222,7 @@ def _call_out(call: Call) -> dict[str, Any]:
         "key_name": call.key_name or None,
         "front_door": call.front_door,
         "served_by_fallback": call.served_by_fallback,
+        "trace_id": call.trace_id or None,
         "attempts": [
             {
                 "index": a.index,

@@ -292,6 +292,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         prepared=prepared,
         skipped=skipped(prepared, group),
         key=key,
+        trace_headers=request.headers,
     )
     return render(await call.run())
 

@@ -109,6 +109,8 @@ class Call(models.Model):
     served_by_fallback = models.BooleanField(default=False)
     # A refused call's reason: the error message the door answered (SPEC §12).
     reason = models.CharField(max_length=500, blank=True, default="", db_default="")
+    # Its OpenTelemetry trace (32 hex digits) when tracing is on and the call was sampled.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]

@@ -95,6 +95,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
             front_door=record.door,
             served_by_fallback=record.served_by_fallback,
             reason=clean(record.reason)[:500],
+            trace_id=record.trace_id,
         )
     )
     for index, attempt in enumerate(record.attempts, start=1):

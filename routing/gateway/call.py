@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -57,6 +58,9 @@ from routing.protocols.betas import filter_betas
 from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
 from routing.upstream.openai import UpstreamFailure
 
+if TYPE_CHECKING:
+    from routing.observability.spans import CallTrace
+
 AFFINITY_TTL_S = 3600.0
 DOOR_VIEWS: dict[Protocol, type[MessagesHistory] | type[ResponsesHistory]] = {
     Protocol.MESSAGES: MessagesHistory,
@@ -90,6 +94,7 @@ class Call:
         skipped: Mapping[str, str] | None = None,
         protocol_headers: Mapping[str, str] | None = None,
         key: KeySpec | None = None,
+        trace_headers: Mapping[str, str] | None = None,
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
         ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
@@ -98,7 +103,9 @@ class Call:
         every kind of the group (``routing.protocols.legs``; None: chat door, chat targets).
         ``endpoint`` ``"embeddings"`` sends the body as-is to ``<base>/embeddings``;
         ``skipped`` targets (key → why) are never tried and say why in an exhaustion;
-        ``protocol_headers`` (the door's ``anthropic-beta``…) go to same-protocol targets."""
+        ``protocol_headers`` (the door's ``anthropic-beta``…) go to same-protocol targets.
+        ``trace_headers`` (the request's, for its ``traceparent``) matter only with
+        tracing on (``routing.observability.tracing``)."""
         self.runtime = runtime
         self.group = group
         self.body = body
@@ -141,7 +148,28 @@ class Call:
             Continuity(runtime.store, body, scope, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
+        self.trace: CallTrace | None = (
+            None if runtime.tracing is None else self._start_trace(trace_headers)
+        )
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
+
+    def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
+        assert self.runtime.tracing is not None
+        model = self.body.get("model")
+        trace = self.runtime.tracing.start_call(
+            headers=headers,
+            started_ns=time.time_ns() - int((self.loop.time() - self.started) * 1e9),
+            door=self.record.door,
+            endpoint=self.endpoint,
+            requested_model=model if isinstance(model, str) else self.group.name,
+            group=self.group.name,
+            key_name=self.record.key_name,
+            request_id=self.call_id,
+            stream=self.stream,
+            commit=self.group.commit.value,
+        )
+        self.record.trace_id = trace.trace_id
+        return trace
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
@@ -266,6 +294,9 @@ class Call:
             if self.track_inflight:
                 await store.inflight_add(target.key, 1)
             committed = False
+            headers = protocol_headers
+            if self.trace is not None:
+                headers = self.trace.attempt_started(target, tries, probe, headers)
             try:
                 answer = await run_attempt(
                     client,
@@ -277,7 +308,7 @@ class Call:
                     door=self.door,
                     kind=kind,
                     endpoint=self.endpoint,
-                    headers=protocol_headers,
+                    headers=headers,
                     names=self.prepared.tool_names,
                 )
                 committed = True
@@ -412,6 +443,8 @@ class Call:
             kind=target.provider.kind,
         )
         self.record.attempts.append(record)
+        if self.trace is not None:
+            self.trace.attempt_ended(target, record)
         return record
 
     async def _charge(self, target: TargetSpec, failure: Failure, probe: bool) -> list[HealthEvent]:
@@ -463,6 +496,8 @@ class Call:
     async def _commit(self, target: TargetSpec, answer: Answer, probe: bool) -> Reply:
         store = self.runtime.store
         ttft_ms = answer.ttft_s * 1000 if answer.ttft_s is not None else None
+        if self.trace is not None:
+            self.trace.committed(answer.ttft_s)
         self.group.algorithm.on_success(target.candidate, ttft_ms)
         # A target that had no health state needs no success recorded, unless its latency
         # feeds the algorithm: with a shared store that saves a round trip per call.
@@ -747,6 +782,8 @@ class Call:
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
         self.runtime.calls_open -= 1
+        if self.trace is not None:
+            self.trace.finish(record)
         self.runtime.hub.publish(record)
 
 

@@ -104,6 +104,7 @@ class CallRecord:
     key_id: int | None = None  # the gateway key that made the call (never its secret)
     key_name: str = ""
     reason: str = ""  # a refused call's error message (what the client was told)
+    trace_id: str = ""  # the call's sampled OpenTelemetry trace (routing.observability.tracing)
 
     @property
     def door(self) -> str:

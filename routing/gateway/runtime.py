@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 
@@ -22,9 +24,13 @@ from routing.engine.failures import Redactor
 from routing.gateway.events import EventHub
 from routing.gateway.limits import upstream_connections
 from routing.gateway.table import ProviderSpec, RoutingTable, compile_table, group_summary
+from routing.observability.tracing import build_tracing
 from routing.state import HealthStore, build_store
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
+
+if TYPE_CHECKING:
+    from routing.observability.spans import Tracing
 
 log = logging.getLogger("switchyard.gateway")
 
@@ -54,8 +60,10 @@ class Runtime:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         compile: Callable[[], RoutingTable] = compile_table,
+        tracing: Tracing | None = None,
     ) -> None:
         self.store = store
+        self.tracing = tracing  # None: tracing off, and every hook on the call path skipped
         self._compile = compile
         self._subscribers = _load_subscribers()
         self.hub = hub or EventHub()
@@ -216,7 +224,10 @@ def get_runtime() -> Runtime:
             if _runtime is None:
                 conf = switchyard_settings()
                 options = {"url": conf.REDIS_URL} if conf.STATE_STORE == "redis" else {}
-                _runtime = Runtime(store=build_store(conf.STATE_STORE, **options))
+                _runtime = Runtime(
+                    store=build_store(conf.STATE_STORE, **options),
+                    tracing=build_tracing(os.environ),
+                )
             runtime = _runtime
     return runtime
 

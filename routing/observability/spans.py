@@ -1,0 +1,586 @@
+"""The OpenTelemetry side of tracing (SPEC §18, docs/tracing.md): imported only when
+tracing is on (``routing.observability.tracing.build_tracing``), so a gateway without it
+never loads the SDK. The runtime owns one :class:`Tracing` (a processor, exporter, sampler
+and resource of its own, never the SDK's global provider, so a test can build another
+from an environment of its own) and each ``Call`` one :class:`CallTrace`.
+
+A call is one trace::
+
+    SERVER  chat <model the client asked>        the call, from the ASGI entry to its end
+      ├─ CLIENT  chat <concrete model>           attempt 1 (its own traceparent upstream)
+      └─ CLIENT  chat <concrete model>           attempt 2 ...
+
+**Record now, build at the end.** On the request path a call only draws ids, reads the
+clock and formats each attempt's ``traceparent`` (the attempt's span id, sent upstream
+before the span exists). When the call finishes, its spans are built as the SDK's
+``ReadableSpan`` with those ids and real start and end times, and handed to the
+``BatchSpanProcessor``, which encodes and sends them on its own thread. Building them
+through ``Tracer.start_span`` instead validated every attribute through the SDK's generic
+checks and cost about twice as much on the request path (profiled in process). Ending
+them at the call's end is needed anyway: a failed attempt learns only later whether the
+call retried or switched after it, and a streamed answer's attempt lasts until the stream
+ends. ``ReadableSpan`` is the SDK's public span data type, and the one place it is built
+is here; ``tests/observability/test_tracing.py`` decodes what the exporter sent with
+``opentelemetry-proto`` against the pinned SDK version.
+
+What becomes an attribute is chosen here and nowhere else: names, models, codes, counts
+and times, all of types OTLP carries as they are. Never a credential, a prompt, a
+completion, a tool argument or an upstream's error text (which may quote the prompt).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    DEFAULT_OFF,
+    DEFAULT_ON,
+    Decision,
+    ParentBasedTraceIdRatio,
+    Sampler,
+    TraceIdRatioBased,
+)
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+if TYPE_CHECKING:
+    from routing.gateway.events import AttemptRecord, CallRecord
+    from routing.gateway.table import TargetSpec
+
+log = logging.getLogger("switchyard.tracing")
+
+SERVICE_NAME = "switchyard"
+HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
+# gen_ai.provider.name by upstream kind (the GenAI conventions' well-known values)
+PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
+# A call that did not reach its client whole. ABORTED (the client left) is not an error.
+ERROR_OUTCOMES = frozenset({"failed", "refused"})
+MODEL_MAX = 256  # a client's model string, capped (in the span name and its attribute)
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
+
+_propagator = TraceContextTextMapPropagator()
+
+
+class Tracing:
+    """One gateway's tracing: the sampler, resource and batch processor every call's
+    spans go through."""
+
+    def __init__(self, processor: BatchSpanProcessor, sampler: Sampler, resource: Resource) -> None:
+        self.processor = processor
+        self.sampler = sampler
+        self.resource = resource
+        self.scope = InstrumentationScope("switchyard")
+        self.ids = RandomIdGenerator()
+        self._closed = False
+        atexit.register(self.shutdown)  # export what is queued when the process ends
+
+    def start_call(
+        self,
+        *,
+        headers: Mapping[str, str] | None,
+        started_ns: int,
+        door: str,
+        endpoint: str | None,
+        requested_model: str,
+        group: str,
+        key_name: str,
+        request_id: str,
+        stream: bool,
+        commit: str,
+    ) -> CallTrace:
+        return CallTrace(
+            self,
+            headers,
+            started_ns,
+            {
+                "gen_ai.operation.name": "embeddings" if endpoint == "embeddings" else "chat",
+                "gen_ai.request.model": requested_model[:MODEL_MAX],
+                "switchyard.door": door,
+                "switchyard.group": group,
+                "switchyard.key.name": key_name,
+                "switchyard.request_id": request_id,
+                "switchyard.commit_point": commit,
+                **({"switchyard.stream": True} if stream else {}),
+            },
+        )
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export every span handed over so far (tests; shutdown does it at exit)."""
+        return self.processor.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.shutdown)
+        self.processor.shutdown()  # type: ignore[no-untyped-call]
+
+
+class HashedResource(Resource):
+    """A ``Resource`` that hashes once: the OTLP encoder groups spans by resource, hashing
+    each span's (a JSON dump of every attribute) — a fifth of the encoding of a call's
+    spans, for a value that never changes. Immutable like its base."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return super().__eq__(other)
+
+
+class _Attempt:
+    """What an upstream attempt's span is built from."""
+
+    __slots__ = ("span_id", "started_ns", "ended_ns", "target", "record", "ttft_s")
+
+    def __init__(self, span_id: int, started_ns: int, target: TargetSpec) -> None:
+        self.span_id, self.started_ns, self.target = span_id, started_ns, target
+        self.ended_ns = 0
+        self.record: AttemptRecord | None = None
+        self.ttft_s: float | None = None
+
+
+class CallTrace:
+    """One call's trace. The hooks in ``routing.gateway.call``: ``attempt_started`` (the
+    headers to send, with this attempt's ``traceparent``), ``attempt_ended`` (its record),
+    ``committed`` (the answering attempt's time to first token) and ``finish``."""
+
+    __slots__ = (
+        "_tracing",
+        "_started_ns",
+        "_attributes",
+        "_trace_id",
+        "_span_id",
+        "_parent",
+        "_flags",
+        "_state",
+        "_attempts",
+        "_open",
+    )
+
+    def __init__(
+        self,
+        tracing: Tracing,
+        headers: Mapping[str, str] | None,
+        started_ns: int,
+        attributes: dict[str, Any],
+    ) -> None:
+        self._tracing = tracing
+        self._started_ns = started_ns
+        self._attributes = attributes
+        self._attempts: list[_Attempt] = []
+        self._open: _Attempt | None = None
+        context = _incoming(headers)
+        parent = trace.get_current_span(context).get_span_context() if context else None
+        self._parent = parent
+        self._trace_id = parent.trace_id if parent else tracing.ids.generate_trace_id()
+        self._span_id = tracing.ids.generate_span_id()
+        decision = tracing.sampler.should_sample(
+            context, self._trace_id, "", SpanKind.SERVER, None, None, None
+        )
+        self._flags = SAMPLED if decision.decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED
+        self._state: TraceState = decision.trace_state or TraceState()
+
+    @property
+    def sampled(self) -> bool:
+        return self._flags.sampled
+
+    @property
+    def trace_id(self) -> str:
+        """The trace's id (32 hex digits) when it is sampled, else "" (nothing to find)."""
+        return format(self._trace_id, "032x") if self._flags.sampled else ""
+
+    def attempt_started(
+        self, target: TargetSpec, try_number: int, probe: bool, headers: Mapping[str, str] | None
+    ) -> dict[str, str]:
+        """Note the attempt's start; ``headers`` plus its ``traceparent`` (and the
+        trace's ``tracestate``), for the upstream request."""
+        attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+        self._open = attempt
+        self._attempts.append(attempt)
+        out = dict(headers) if headers else {}
+        out["traceparent"] = (
+            f"00-{self._trace_id:032x}-{attempt.span_id:016x}-{int(self._flags):02x}"
+        )
+        if self._state:
+            out["tracestate"] = self._state.to_header()
+        return out
+
+    def attempt_ended(self, target: TargetSpec, record: AttemptRecord) -> None:
+        """The attempt's outcome is recorded. An attempt never sent (a target's
+        configuration error) gets a span of no length."""
+        attempt = self._open
+        if attempt is None:
+            attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+            self._attempts.append(attempt)
+        attempt.record, attempt.ended_ns = record, time.time_ns()
+        self._open = None
+
+    def committed(self, ttft_s: float | None) -> None:
+        """The answering attempt reached the commit point after ``ttft_s`` (send → first
+        content; for a JSON answer, the whole answer)."""
+        if self._attempts:
+            self._attempts[-1].ttft_s = ttft_s
+
+    def finish(self, record: CallRecord) -> None:
+        """Build the call's span and each attempt's from the finished record and queue
+        them for export (nothing when the trace is not sampled)."""
+        if not self._flags.sampled:
+            return
+        now = time.time_ns()
+        tracing = self._tracing
+        call = SpanContext(self._trace_id, self._span_id, False, self._flags, self._state)
+        served: _Attempt | None = None
+        for attempt in self._attempts:
+            if attempt.record is not None and attempt.record.ok:
+                served = attempt
+            stream_end = attempt is served and record.stream
+            tracing.processor.on_end(_attempt_span(tracing, call, attempt, record, stream_end, now))
+        attributes = {**self._attributes, **_call_attributes(record, served)}
+        error = record.outcome.value in ERROR_OUTCOMES
+        operation = attributes["gen_ai.operation.name"]
+        tracing.processor.on_end(
+            ReadableSpan(
+                name=f"{operation} {attributes['gen_ai.request.model']}",
+                context=call,
+                parent=self._parent,
+                resource=tracing.resource,
+                attributes=attributes,
+                kind=SpanKind.SERVER,
+                status=Status(StatusCode.ERROR, record.error_code or record.outcome.value)
+                if error
+                else UNSET_STATUS,
+                start_time=self._started_ns,
+                end_time=now,
+                instrumentation_scope=tracing.scope,
+            )
+        )
+
+
+def _attempt_span(
+    tracing: Tracing,
+    call: SpanContext,
+    attempt: _Attempt,
+    record: CallRecord,
+    stream_end: bool,
+    now: int,
+) -> ReadableSpan:
+    target, result = attempt.target, attempt.record
+    operation = "embeddings" if record.endpoint == "embeddings" else "chat"
+    attributes = {"gen_ai.operation.name": operation, **_target_attributes(target)}
+    events: list[Event] = []
+    status = UNSET_STATUS
+    if result is None:  # cancelled with the call before its record
+        result_end = now
+    else:
+        result_end = now if stream_end else attempt.ended_ns
+        # Only what is not the usual (each attribute costs encoding time per call).
+        if result.try_number > 1:
+            attributes["switchyard.try"] = result.try_number
+        if result.probe:
+            attributes["switchyard.probe"] = True
+        if result.rewrites:
+            attributes["switchyard.rewrites"] = list(result.rewrites)
+        if result.ok:
+            attributes["gen_ai.response.model"] = target.model
+            if attempt.ttft_s is not None:
+                attributes["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
+                first_token = attempt.started_ns + int(attempt.ttft_s * 1e9)
+                events.append(Event("gen_ai.first_token", None, first_token))
+        else:
+            code = result.code or "UNKNOWN"
+            attributes["error.type"] = code  # the failure code (SPEC §2)
+            if result.status is not None:
+                attributes["http.response.status_code"] = result.status
+            if result.will_retry:
+                attributes["switchyard.retry"] = True
+            if result.switched:
+                if result.reason:
+                    attributes["switchyard.switch.reason"] = str(result.reason)
+                if result.switched_to:
+                    attributes["switchyard.switched_to"] = result.switched_to
+            status = Status(StatusCode.ERROR, code)
+    return ReadableSpan(
+        name=f"{operation} {target.model}",
+        context=SpanContext(
+            call.trace_id, attempt.span_id, False, call.trace_flags, call.trace_state
+        ),
+        parent=call,
+        resource=tracing.resource,
+        attributes=attributes,
+        events=events,
+        kind=SpanKind.CLIENT,
+        status=status,
+        start_time=attempt.started_ns,
+        end_time=max(result_end, attempt.started_ns),
+        instrumentation_scope=tracing.scope,
+    )
+
+
+_static: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+
+def _target_attributes(target: TargetSpec) -> dict[str, Any]:
+    """The attributes an attempt on ``target`` always has (computed once per target)."""
+    provider = target.provider
+    key = (target.key, provider.kind, provider.base_url)
+    found = _static.get(key)
+    if found is not None:
+        return found
+    attributes: dict[str, Any] = {
+        "gen_ai.provider.name": PROVIDER_NAMES.get(provider.kind, provider.kind),
+        "gen_ai.request.model": target.model,
+        "switchyard.target": target.key,
+        "switchyard.provider.kind": provider.kind,
+    }
+    address = urlsplit(provider.base_url)
+    if address.hostname:  # never the URL itself: it may carry a user or a query key
+        attributes["server.address"] = address.hostname
+        port = _port(address.port, address.scheme)
+        if port:
+            attributes["server.port"] = port
+    if len(_static) >= 4096:  # clients may address provider/<any model>: stay bounded
+        _static.clear()
+    _static[key] = attributes
+    return attributes
+
+
+def _call_attributes(record: CallRecord, served: _Attempt | None) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "switchyard.outcome": record.outcome.value,
+        "switchyard.attempts": len(record.attempts),
+        "http.response.status_code": record.http_status,
+    }
+    if record.served_by:
+        attributes["switchyard.served_by"] = record.served_by
+        if record.served_by_fallback:
+            attributes["switchyard.served_by_fallback"] = True
+    if served is not None:
+        attributes["gen_ai.response.model"] = served.target.model
+        kind = served.target.provider.kind
+        attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(kind, kind)
+    if record.error_code:
+        attributes["error.type"] = record.error_code
+    if record.ttft_ms is not None:
+        attributes["switchyard.ttft_ms"] = round(record.ttft_ms, 3)
+    attributes.update(_usage(record.usage))
+    cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        attributes["switchyard.cost"] = float(cost)
+    return attributes
+
+
+def _usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
+    """The GenAI token counts of a usage object (chat's names or the Messages and
+    Responses ones)."""
+    if not usage:
+        return {}
+    out: dict[str, int] = {}
+    for name, keys in (
+        ("gen_ai.usage.input_tokens", ("prompt_tokens", "input_tokens")),
+        ("gen_ai.usage.output_tokens", ("completion_tokens", "output_tokens")),
+    ):
+        for key in keys:
+            value = usage.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                out[name] = value
+                break
+    return out
+
+
+def _incoming(headers: Mapping[str, str] | None) -> Context | None:
+    """The client's W3C trace context to continue; None (a new trace) when it sent none
+    or one that does not parse: a malformed ``traceparent`` is never the client's error."""
+    if headers is None:
+        return None
+    parent = headers.get("traceparent")
+    if not parent:
+        return None
+    carrier = {"traceparent": parent}
+    state = headers.get("tracestate")
+    if state:
+        carrier["tracestate"] = state
+    context = _propagator.extract(carrier)
+    if not trace.get_current_span(context).get_span_context().is_valid:
+        return None
+    return context
+
+
+class OnceLoggingExporter(SpanExporter):
+    """The OTLP exporter, saying once that the collector stopped answering (and once that
+    it answers again) instead of a line per failed batch; the exporter's own lines, which
+    repeat per batch and retry, are held back (the latest is quoted in ours)."""
+
+    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+        self.inner = inner
+        self.endpoint = endpoint
+        self.failing = False
+        self._lock = threading.Lock()
+        self._quiet = _Quiet()
+        logging.getLogger(type(inner).__module__).addFilter(self._quiet)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception as exc:  # noqa: BLE001 - an exporter must not kill the worker
+            self._quiet.last = repr(exc)
+            result = SpanExportResult.FAILURE
+        with self._lock:
+            if result is SpanExportResult.SUCCESS:
+                if self.failing:
+                    self.failing = False
+                    log.warning("trace export to %s works again", _where(self.endpoint))
+            elif not self.failing:
+                self.failing = True
+                log.warning(
+                    "trace export to %s failed (%s); spans are dropped until the collector "
+                    "answers (said once, not per call; calls are not affected)",
+                    _where(self.endpoint),
+                    self._quiet.last or "no detail",
+                )
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+        logging.getLogger(type(self.inner).__module__).removeFilter(self._quiet)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _Quiet(logging.Filter):
+    """Drops the OTLP exporter's per-batch lines, keeping the latest for our one line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            self.last = record.getMessage()[:300]
+            return False
+        return True
+
+
+def _sampler(env: Mapping[str, str]) -> Sampler:
+    name = env.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
+    fixed: dict[str, Sampler] = {
+        "always_on": ALWAYS_ON,
+        "always_off": ALWAYS_OFF,
+        "parentbased_always_on": DEFAULT_ON,
+        "parentbased_always_off": DEFAULT_OFF,
+    }
+    if name in fixed:
+        return fixed[name]
+    if name in ("traceidratio", "parentbased_traceidratio"):
+        try:
+            rate = float(env.get("OTEL_TRACES_SAMPLER_ARG", "1.0"))
+        except ValueError:
+            rate = 1.0
+        rate = min(max(rate, 0.0), 1.0)
+        return TraceIdRatioBased(rate) if name == "traceidratio" else ParentBasedTraceIdRatio(rate)
+    log.warning("OTEL_TRACES_SAMPLER=%s is not known: using parentbased_always_on", name)
+    return DEFAULT_ON
+
+
+def _pairs(text: str | None) -> dict[str, str]:
+    """``k=v,k2=v2`` (``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_HEADERS``),
+    percent-decoded; malformed members skipped."""
+    from urllib.parse import unquote
+
+    out: dict[str, str] = {}
+    for member in (text or "").split(","):
+        name, sep, value = member.partition("=")
+        if sep and name.strip():
+            out[unquote(name.strip())] = unquote(value.strip())
+    return out
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _port(port: int | None, scheme: str) -> int | None:
+    return port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _where(endpoint: str) -> str:
+    """An endpoint for a log line: scheme, host and path, never a user or a query."""
+    parts = urlsplit(endpoint)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def make_tracing(env: Mapping[str, str]) -> Tracing | None:
+    """The tracing ``env`` asks for (``routing.observability.tracing.build_tracing`` has
+    checked that it asks for any); None when it cannot be had (gRPC without its extra)."""
+    signal_endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    base_endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or ""
+    ).strip().lower() or HTTP_PROTOBUF
+    timeout = _seconds(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or env.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    )
+    headers = _pairs(
+        env.get("OTEL_EXPORTER_OTLP_TRACES_HEADERS") or env.get("OTEL_EXPORTER_OTLP_HEADERS")
+    )
+    exporter: SpanExporter
+    if protocol == GRPC:
+        try:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found,unused-ignore]
+                OTLPSpanExporter as GrpcExporter,
+            )
+        except ImportError:
+            log.error(
+                "tracing is off: OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the grpc extra "
+                "(pip install 'switchyard[grpc]'); http/protobuf needs nothing more"
+            )
+            return None
+        endpoint = signal_endpoint or base_endpoint
+        exporter = GrpcExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter as HttpExporter,
+        )
+
+        if protocol != HTTP_PROTOBUF:  # http/json: a collector takes protobuf on the same path
+            log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: exporting http/protobuf", protocol)
+            protocol = HTTP_PROTOBUF
+        endpoint = signal_endpoint or f"{base_endpoint.removesuffix('/')}/v1/traces"
+        exporter = HttpExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
+    resource = Resource.create(
+        {
+            **_pairs(env.get("OTEL_RESOURCE_ATTRIBUTES")),
+            "service.name": env.get("OTEL_SERVICE_NAME", "").strip() or SERVICE_NAME,
+        }
+    )
+    processor = BatchSpanProcessor(OnceLoggingExporter(exporter, endpoint))
+    log.info("tracing on: OTLP %s to %s", protocol, _where(endpoint))
+    return Tracing(processor, _sampler(env), HashedResource(resource))
