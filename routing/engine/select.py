@@ -9,8 +9,10 @@ API and the page's badges all render, so they cannot drift apart:
 - :func:`choose` — the algorithm's order, the verdicts, the session's sticky target and
   what this call already excluded → the :class:`Choice` list the driver walks: the first
   target to SERVE ends it; a PROBE is tried only if its single probe lease can be taken
-  (another call may hold it); when nothing is eligible, REVIVE the cooling targets
-  earliest-deadline first (never before a ``Retry-After`` the provider gave);
+  (another call may hold it); when nothing is eligible, REVIVE the one cooling target
+  whose deadline comes first, once per cooling window (never before a ``Retry-After``
+  the provider gave, never while a probe of the chain is out or a failed revive's window
+  runs: SPEC §16, a full outage sheds load);
 - :func:`charge` — a call gave up on a target: what that costs the target's health
   (SPEC §3.9: once per call), and :func:`switch_reason` names the move for the record.
 
@@ -61,6 +63,7 @@ class Verdict:
     message: str = ""
     consecutive_failures: int = 0
     provider_disabled: bool = False
+    revived: bool = False  # its window was opened by a force-revive (in flight or failed)
 
     @property
     def standing(self) -> str:
@@ -145,6 +148,7 @@ def judge(health: TargetHealth | None, provider: ProviderHealth | None, now: flo
         code=health.last_code,
         message=health.last_message,
         consecutive_failures=health.consecutive_failures,
+        revived=health.revived,
     )
 
 
@@ -185,8 +189,11 @@ def choose(
     ``order`` is the algorithm's, ``excluded`` the targets this call may not use (already
     failed or skipped, or known too small for a context that overflowed). The list stops
     at the first target that can SERVE; PROBE entries before it are tried first in
-    algorithm order (each needs its lease). REVIVE entries come only when no target can
-    serve: the cooling targets, earliest deadline first."""
+    algorithm order (each needs its lease). A REVIVE entry comes only when no target can
+    serve: the single cooling target whose deadline comes first, and none while any target
+    of the chain (excluded or not) is being probed or cools after a failed force-revive —
+    its verdict, or its window, comes first; every other call gets the fast 503. Every
+    call picks the same target, so the store's compare-and-set lets exactly one through."""
     out = set(excluded)
     ordered = [key for key in sticky_first(order, sticky, out) if key not in out]
     choices: list[Choice] = []
@@ -197,13 +204,24 @@ def choose(
             return choices
         if verdict.availability is Availability.PROBE_ELIGIBLE:
             choices.append(Choice(key, Use.PROBE))
+    if any(_blocks_revival(v) for v in verdicts.values()):
+        return choices
     cooling = [
         (verdicts[key].revives_at or now, key)
         for key in ordered
         if key in verdicts and verdicts[key].revivable(now)
     ]
-    choices.extend(Choice(key, Use.REVIVE) for _, key in sorted(cooling))
+    if cooling:
+        choices.append(Choice(min(cooling)[1], Use.REVIVE))
     return choices
+
+
+def _blocks_revival(verdict: Verdict) -> bool:
+    """A probe of the chain is out (its verdict comes first), or a force-revive already
+    spent this cooling window."""
+    if verdict.availability is Availability.PROBING:
+        return True
+    return verdict.availability is Availability.COOLING and verdict.revived
 
 
 class Charge(StrEnum):

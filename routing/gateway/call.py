@@ -3,7 +3,8 @@
 The loop, in SPEC §3 terms::
 
     pick a target (algorithm order → affinity → health: skip disabled/cooling/failed,
-                   take the probe lease of a probe-eligible one, else force-revive)
+                   take the probe lease of a probe-eligible one, else force-revive the
+                   earliest-cooling one, once per cooling window)
       └─ attempt → Answer (commit point reached) → relay, record success
                └─ Failure → decide(): RETRY in place after a delay
                                       SWITCH: charge health once, record a fallback, pick again
@@ -212,7 +213,9 @@ class Call:
                     return target, True
                 continue
             # Nothing eligible: force-revive the cooling target that expires first, so the
-            # model stays up instead of failing while a route may well have recovered.
+            # model stays up instead of failing while a route may well have recovered. It is
+            # the only REVIVE offered, once per cooling window: if the store refuses (another
+            # call or process won it), this call gets the fast 503.
             events = await store.force_revive(target.key, now)
             if events:
                 self.runtime.hub.publish_all(events)
