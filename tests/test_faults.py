@@ -87,8 +87,8 @@ def test_the_sdk_with_its_default_retries_replays_the_chain_only_once(harness: H
     assert caught.value.response.headers["x-should-retry"] == "false"
     # both targets are cooling now (10 s base): the earliest revival
     assert caught.value.response.headers["retry-after"] == "10"
-    # one chain: 1 try + 5 in-place retries per target, exactly once
-    assert harness.upstream.count("a") == 6 and harness.upstream.count("b") == 6
+    # one chain, exactly once: a until switch_after_ms, b (the last) its 5 retries
+    assert harness.upstream.count("a") == 3 and harness.upstream.count("b") == 6
 
 
 def test_rate_limited_everywhere_says_when_and_is_never_force_revived_early(
@@ -259,7 +259,11 @@ def test_a_retry_after_date_is_read_on_the_runtimes_clock(
     from email.utils import formatdate
 
     clock.advance(86_400 * 365)  # the runtime's clock is a year ahead of the machine's
-    harness.configure(TWO_ROUTES)
+    harness.configure(  # a 4 s wait in place, within the switch budget
+        TWO_ROUTES.replace(
+            "  - name: auto\n", "  - name: auto\n    retry: {switch_after_ms: 6000}\n"
+        )
+    )
     when = formatdate(clock.now + 4, usegmt=True)
     harness.upstream.script("a", Fail(429, headers={"Retry-After": when}), then=Reply())
     reply = harness.client().chat.completions.with_raw_response.create(

@@ -81,6 +81,32 @@ def test_in_place_retry_uses_the_same_target_three_times(h: Harness) -> None:
     assert h.sleeps.delays == [0.5, 1.0]
 
 
+def test_an_overloaded_first_target_switches_within_the_budget(h: Harness) -> None:
+    # SPEC §16: a 529 on the first of two targets reaches the second within ~2.5 s of
+    # waits (switch_after_ms 2000), not after the whole 15.5 s in-place schedule.
+    h.upstream.script("a", then=Fail(529, "overloaded"))
+    raw = h.client().chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+    assert raw.headers["x-switchyard-target"] == "p2/b"
+    assert h.sleeps.delays == [0.5, 1.0]  # a third wait (2 s) would pass the budget
+    assert sum(h.sleeps.delays) <= 2.5
+    assert h.upstream.count("a") == 3 and h.upstream.count("b") == 1
+    [fallback] = h.events(FallbackEvent)
+    assert (fallback.from_target, fallback.to_target, fallback.reason) == (
+        "p1/a",
+        "p2/b",
+        "retry-exhausted",
+    )
+
+
+def test_the_switch_budget_is_a_policy_field(harness: Harness) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {switch_after_ms: 0}\n")
+    )
+    harness.upstream.script("a", then=Fail(503))
+    assert harness.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
+    assert harness.sleeps.delays == []  # no wait fits a budget of 0: switch at once
+
+
 def test_backoff_follows_the_policy_with_jitter_bounds(harness: Harness) -> None:
     harness.configure(
         TWO_ROUTES.replace(
@@ -143,7 +169,9 @@ def test_usage_chunk_then_error_is_invisible_and_next_target_answers(h: Harness)
     assert text == "Hello from b."
     assert {c.model for c in chunks} == {"b"}
     assert sum(1 for c in chunks if c.usage is not None) == 1
-    assert h.upstream.count("a") == 6  # first try + 5 in-place retries, all invisible
+    # first try + 2 in-place retries, all invisible: a third wait would pass the 2 s
+    # switch_after_ms budget while b is eligible (SPEC §16)
+    assert h.upstream.count("a") == 3
 
 
 @pytest.mark.parametrize("behaviour", [DropAfter(40), StallAfter(40)], ids=["cut", "stall"])
@@ -162,9 +190,9 @@ def test_commit_complete_fails_over_even_late_in_the_stream(
 @pytest.mark.parametrize(
     ("behaviour", "code", "tries"),
     [
-        (Empty(), "EMPTY_RESPONSE", 6),
-        (Malformed("json"), "TRANSPORT", 6),
-        (Reset(), "TRANSPORT", 6),
+        (Empty(), "EMPTY_RESPONSE", 3),  # 2 retries: switch_after_ms while b is eligible
+        (Malformed("json"), "TRANSPORT", 3),
+        (Reset(), "TRANSPORT", 3),
         (Silent(), "TIMEOUT", 1),
         (StallAfter(0), "TIMEOUT", 1),
     ],
@@ -261,8 +289,9 @@ def test_all_targets_failing_returns_routes_exhausted_naming_each(h: Harness) ->
     assert error.code == "ROUTES_EXHAUSTED"
     assert "p1/a → SERVER (HTTP 503): a is down" in error.message
     assert "p2/b → SERVER (HTTP 500): b is down" in error.message
-    assert "6 attempts" in error.message
-    assert h.upstream.count("a") == 6 and h.upstream.count("b") == 6
+    # a switches once its waits would pass switch_after_ms; b, the last, gets every retry
+    assert "3 attempts" in error.message and "6 attempts" in error.message
+    assert h.upstream.count("a") == 3 and h.upstream.count("b") == 6
 
 
 def test_cancelling_a_stream_closes_the_upstream_connection(h: Harness) -> None:

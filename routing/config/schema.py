@@ -76,6 +76,7 @@ RENAMED_KEYS: dict[str, str] = {
     "initialDelayMs": "retry.initial_delay_ms",
     "maxDelayMs": "retry.max_delay_ms",
     "jitterRatio": "retry.jitter_ratio",
+    "switchAfterMs": "retry.switch_after_ms",
     "retry_codes": "retry.retry_codes",
     "max_retries": "retry.max_retries",
     # switching and cooling
@@ -342,6 +343,16 @@ class RetryPolicyIn(_PolicyBlock):
     )
     jitter_ratio: Annotated[float | None, Policy(0.1, step="0.01")] = Field(
         None, ge=0, le=1, title="Jitter", description="± fraction of each delay."
+    )
+    switch_after_ms: Annotated[int | None, Policy(2_000, unit="ms")] = Field(
+        None,
+        ge=0,
+        le=3_600_000,
+        title="Switch after",
+        description=(
+            "While another target is eligible, stop retrying in place once the waits "
+            "would pass this, and switch. The last eligible target keeps every retry."
+        ),
     )
 
 

@@ -216,6 +216,15 @@ def choose(
     return choices
 
 
+def has_alternative(
+    keys: Sequence[str], verdicts: Mapping[str, Verdict], now: float, excluded: Iterable[str]
+) -> bool:
+    """Another target of the chain could serve this call now (healthy, or its cooldown is
+    over): while one can, in-place retries stop at ``retry.switch_after_ms`` (SPEC §16). A
+    force-revive is not somewhere to go."""
+    return any(c.use is not Use.REVIVE for c in choose(keys, verdicts, now, excluded=excluded))
+
+
 def _blocks_revival(verdict: Verdict) -> bool:
     """A probe of the chain is out (its verdict comes first), or a force-revive already
     spent this cooling window."""

@@ -32,7 +32,15 @@ from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
-from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
+from routing.engine.select import (
+    Charge,
+    Use,
+    Verdict,
+    charge,
+    choose,
+    has_alternative,
+    switch_reason,
+)
 from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import (
@@ -255,6 +263,7 @@ class Call:
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
         first_started = self.loop.time()
+        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
         while True:
             tries += 1
             attempt_started = self.loop.time()
@@ -316,6 +325,8 @@ class Call:
                 switch_codes=group.switch_codes,
                 is_probe=probe,
                 time_left_s=self.deadline - self.loop.time(),
+                alternative=not probe and await self._has_alternative(target),
+                waited_s=waited_s,
                 rand=self.runtime.rand,
             )
             if decision.action is not Action.RETRY:
@@ -341,6 +352,18 @@ class Call:
             slept_from = self.loop.time()
             await self.runtime.sleep(decision.delay_s)
             self.upstream_s += self.loop.time() - slept_from
+            waited_s += decision.delay_s
+
+    async def _has_alternative(self, target: TargetSpec) -> bool:
+        """Whether another target of the chain could take this call now (only asked after
+        a failure, so a call that does not fail pays nothing for it)."""
+        group = self.group
+        if len(group.targets) < 2:
+            return False
+        snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
+        now = self.runtime.clock()
+        verdicts = snapshot.verdicts(group.members, now)
+        return has_alternative(group.keys, verdicts, now, self._excluded() | {target.key})
 
     def _outbound_bytes(
         self, kind: Protocol, target: TargetSpec, outbound: dict[str, Any], rewrites: list[str]

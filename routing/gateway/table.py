@@ -140,7 +140,8 @@ def group_summary(group: GroupSpec) -> str:
     retry = group.retry
     retries = (
         f"{retry.max_retries} retries per target on {' '.join(sorted(c.value for c in retry.retry_codes))}, "
-        f"backoff {retry.initial_delay_ms}→{retry.max_delay_ms} ms jitter {retry.jitter_ratio:g}"
+        f"backoff {retry.initial_delay_ms}→{retry.max_delay_ms} ms jitter {retry.jitter_ratio:g}, "
+        f"switch after {retry.switch_after_ms} ms"
         if retry.max_retries
         else "no in-place retries"
     )
