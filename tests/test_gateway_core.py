@@ -4,6 +4,8 @@ a scripted fake upstream (real sockets). Each test maps to a line of the core is
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 
 import httpx
@@ -292,6 +294,52 @@ def test_all_targets_failing_returns_routes_exhausted_naming_each(h: Harness) ->
     # a switches once its waits would pass switch_after_ms; b, the last, gets every retry
     assert "3 attempts" in error.message and "6 attempts" in error.message
     assert h.upstream.count("a") == 3 and h.upstream.count("b") == 6
+
+
+def test_only_real_switches_are_fallbacks_and_exhaustion_lines_give_both_times(
+    h: Harness,
+) -> None:
+    h.upstream.script("a", then=Fail(503, "a is down"))
+    h.upstream.script("b", then=Fail(500, "b is down"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    # a → b is a switch; b failing last is on the call's record, not a fallback
+    [fallback] = h.events(FallbackEvent)
+    assert (fallback.from_target, fallback.to_target, fallback.attempts) == ("p1/a", "p2/b", 3)
+    [call] = h.events(CallRecord, at_least=1)
+    assert [a.switched_to for a in call.attempts if a.switched] == ["p2/b"]
+    assert call.attempts[-1].reason == "retry-exhausted" and not call.attempts[-1].switched
+    # the last attempt's time, then the total on that target
+    lines = caught.value.message.splitlines()[1:]
+    assert re.fullmatch(
+        r"p1/a → SERVER \(HTTP 503\): a is down \(\d+ ms; 3 attempts in \d+\.\d s\)", lines[0]
+    ), lines[0]
+    assert re.fullmatch(
+        r"p2/b → SERVER \(HTTP 500\): b is down \(\d+ ms; 6 attempts in \d+\.\d s\)", lines[1]
+    ), lines[1]
+
+
+def test_one_warning_per_retry_and_per_switch_and_none_for_a_success(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    h.upstream.script("a", Fail(503, "busy key upstream-key-p1"), then=Fail(401, "bad key"))
+    assert h.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
+    lines = [r.getMessage() for r in caplog.records if r.name == "switchyard.events"]
+    retries = [line for line in lines if line.startswith("retry ")]
+    switches = [line for line in lines if line.startswith("switch ")]
+    [retry] = retries
+    assert "target=p1/a try=1 code=SERVER status=503 in 0.500s (4 retries left)" in retry
+    assert retry.endswith(": busy key [redacted]")  # scrubbed upstream text
+    [switch] = switches
+    assert "from=p1/a to=p2/b reason=not-retryable after 2 attempts code=AUTH status=401" in switch
+    assert switch.endswith(": bad key")
+    assert all(
+        r.levelno == logging.WARNING for r in caplog.records if r.name == "switchyard.events"
+    )
 
 
 def test_cancelling_a_stream_closes_the_upstream_connection(h: Harness) -> None:

@@ -122,7 +122,7 @@ def test_a_401_disables_every_target_of_that_provider_until_re_enabled(harness: 
 
 def test_every_target_disabled_fails_fast_with_503(harness: Harness) -> None:
     harness.configure(TWO_ROUTES)
-    harness.upstream.script("a", Fail(401, "nope"))
+    harness.upstream.script("a", Fail(401, "key upstream-key-p1 is revoked"))
     harness.upstream.script("b", Fail(403, "forbidden"))
     with pytest.raises(openai.APIStatusError) as first:
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
@@ -130,7 +130,9 @@ def test_every_target_disabled_fails_fast_with_503(harness: Harness) -> None:
     with pytest.raises(openai.APIStatusError) as second:
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
     assert second.value.status_code == 503
-    assert "p1/a → disabled: AUTH" in second.value.message
+    # the provider's own words, scrubbed of its credential (SPEC §16)
+    assert "p1/a → disabled: AUTH: key [redacted] is revoked" in second.value.message
+    assert "upstream-key-p1" not in second.value.message
     assert "p2/b → disabled: FORBIDDEN" in second.value.message
     assert harness.upstream.count() == 2
 

@@ -116,6 +116,7 @@ class ProviderHealth:
     disabled: bool = False
     code: str | None = None
     since: float = 0.0
+    message: str = ""  # the upstream's own (scrubbed) words, for the exhaustion message
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -126,6 +127,7 @@ class ProviderHealth:
             disabled=bool(d.get("disabled", False)),
             code=d.get("code"),
             since=float(d.get("since", 0.0)),
+            message=str(d.get("message", "")),
         )
 
 
@@ -420,7 +422,7 @@ def disable_provider(
     """Disable every target of ``provider``. Idempotent: the first failure's code is kept."""
     if p.disabled:
         return p, []
-    new = ProviderHealth(disabled=True, code=failure.code.value, since=now)
+    new = ProviderHealth(disabled=True, code=failure.code.value, since=now, message=failure.message)
     return new, [
         HealthEvent(
             EventKind.DISABLED,

@@ -104,8 +104,12 @@ class Verdict:
     def exhaustion_line(self) -> str | None:
         """Why an untried target did not serve, for the exhaustion message (None: it was
         not in the way: it simply was not reached)."""
-        if self.provider_disabled:
-            return f"disabled: {self.code}"
+        if self.provider_disabled:  # with the upstream's own (scrubbed) words when known
+            return (
+                f"disabled: {self.code}: {self.message}"
+                if self.message
+                else f"disabled: {self.code}"
+            )
         match self.availability:
             case Availability.DISABLED:
                 return f"disabled: {self.code}: {self.message}"
@@ -126,6 +130,7 @@ def judge(health: TargetHealth | None, provider: ProviderHealth | None, now: flo
             HealthState.DISABLED,
             Availability.DISABLED,
             code=provider.code,
+            message=provider.message,
             consecutive_failures=health.consecutive_failures if health is not None else 0,
             provider_disabled=True,
         )

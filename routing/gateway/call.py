@@ -78,7 +78,8 @@ PROBE_LEASE_CAP_S = 120.0
 class TargetOutcome:
     failure: Failure
     attempts: int
-    elapsed_ms: float
+    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
+    last_ms: float  # the last attempt alone
 
 
 class Call:
@@ -170,6 +171,8 @@ class Call:
         while True:
             pick = await self._pick(ticket)
             if switched_from is not None:
+                # A switch only when there is somewhere to go: the last target's failure
+                # is in the call's record, not a fallback (SPEC §16).
                 self._publish_fallback(*switched_from, to=pick[0] if pick else None)
                 switched_from = None
             if pick is None:
@@ -331,7 +334,7 @@ class Call:
             )
             if decision.action is not Action.RETRY:
                 self.outcomes[target.key] = TargetOutcome(
-                    failure, tries, (self.loop.time() - first_started) * 1000
+                    failure, tries, (self.loop.time() - first_started) * 1000, record.elapsed_ms
                 )
                 group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
@@ -347,6 +350,7 @@ class Call:
                     delay_s=decision.delay_s,
                     message=failure.message,
                     at=self.runtime.clock(),
+                    retries_left=group.retry.max_retries - tries,
                 )
             )
             slept_from = self.loop.time()
@@ -400,7 +404,7 @@ class Call:
             time_left_s=self.deadline - self.loop.time(),
             rand=self.runtime.rand,
         )
-        self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0)
+        self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0, 0.0)
         self.group.algorithm.on_failure(target.candidate, failure.code)
         return decision, failure
 
@@ -460,19 +464,25 @@ class Call:
     ) -> None:
         last = self.record.attempts[-1] if self.record.attempts else None
         if last is not None:
-            last.switched, last.switched_to, last.reason = True, to.key if to else None, reason
+            last.reason = reason
+        if to is None:
+            return  # nowhere to go: not a switch
+        if last is not None:
+            last.switched, last.switched_to = True, to.key
+        outcome = self.outcomes.get(source.key)
         self.runtime.hub.publish(
             FallbackEvent(
                 call_id=self.call_id,
                 group=self.group.name,
                 from_target=source.key,
-                to_target=to.key if to else None,
+                to_target=to.key,
                 reason=reason,
                 code=failure.code.value,
                 status=failure.status,
                 message=failure.message,
                 cooldown_s=cooldown,
                 at=self.runtime.clock(),
+                attempts=outcome.attempts if outcome is not None else 1,
             )
         )
 
@@ -701,9 +711,11 @@ class Call:
         if outcome is not None:
             f, attempts = outcome.failure, outcome.attempts
             status = f" (HTTP {f.status})" if f.status is not None else ""
+            # the last attempt's own time, then the total spent on the target
             return (
-                f"{f.code.value}{status}: {f.message} "
-                f"({outcome.elapsed_ms:.0f} ms, {attempts} attempt{'s' if attempts != 1 else ''})"
+                f"{f.code.value}{status}: {f.message} ({outcome.last_ms:.0f} ms; "
+                f"{attempts} attempt{'s' if attempts != 1 else ''} "
+                f"in {outcome.elapsed_ms / 1000:.1f} s)"
             )
         if target.key in self.skipped:
             return f"skipped: {self.skipped[target.key]}"

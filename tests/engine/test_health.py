@@ -409,7 +409,7 @@ def test_reset(start: TargetHealth, by: str, message: str) -> None:
 def test_disable_provider_is_idempotent_and_enable_reverses_it() -> None:
     p = ProviderHealth()
     p, events = disable_provider(p, "primary", Failure(F.AUTH, "bad key", 401), T0)
-    assert p == ProviderHealth(disabled=True, code="AUTH", since=T0)
+    assert p == ProviderHealth(disabled=True, code="AUTH", since=T0, message="bad key")
     assert kinds(events) == [E.DISABLED]
     assert (events[0].target, events[0].provider, events[0].code) == (None, "primary", "AUTH")
     again, events = disable_provider(p, "primary", Failure(F.QUOTA, "broke", 402), T0 + 5)
