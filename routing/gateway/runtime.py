@@ -21,7 +21,13 @@ from routing.conf import switchyard_settings
 from routing.engine.failures import Redactor
 from routing.gateway.events import EventHub
 from routing.gateway.limits import upstream_connections
-from routing.gateway.table import ProviderSpec, RoutingTable, compile_table, group_summary
+from routing.gateway.table import (
+    ProviderSpec,
+    RoutingTable,
+    compile_table,
+    group_summary,
+    keep_algorithms,
+)
 from routing.state import HealthStore, build_store
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
@@ -125,7 +131,7 @@ class Runtime:
         with self._lock:
             generation = self._generation
             try:
-                table = self._compile()
+                table = keep_algorithms(self._last_good, self._compile())
             except Exception:
                 if self._last_good is None:
                     raise

@@ -208,6 +208,29 @@ class RoutingTable:
         return group
 
 
+def keep_algorithms(previous: RoutingTable | None, table: RoutingTable) -> RoutingTable:
+    """``table`` with each group's algorithm instance carried over from ``previous`` when
+    the change did not touch that group: same group version, same algorithm class, same
+    candidates. A third-party algorithm may keep state in its hooks (learned weights, a
+    cursor of its own); rebuilding every group on any change would wipe it (SPEC §16)."""
+    if previous is None:
+        return table
+    carried = False
+    groups = dict(table.groups)
+    for name, group in table.groups.items():
+        old = previous.groups.get(name)
+        if (
+            old is not None
+            and old.algorithm is not group.algorithm
+            and old.version == group.version
+            and type(old.algorithm) is type(group.algorithm)
+            and [t.candidate for t in old.targets] == [t.candidate for t in group.targets]
+        ):
+            groups[name] = dataclasses.replace(group, algorithm=old.algorithm)
+            carried = True
+    return dataclasses.replace(table, groups=groups) if carried else table
+
+
 # A layer that declares one of these clears the other below it (SPEC §13: exclusive).
 _EXCLUSIVE = {"context_window": "compact_window", "compact_window": "context_window"}
 
