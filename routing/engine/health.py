@@ -243,6 +243,10 @@ def _cool(
     until = max(h.until, now + seconds, hold)
     new = TargetHealth(
         revived=h.state is HealthState.PROBING and h.revived,
+        # The active checks keep their cadence: a failed client probe re-arming them would
+        # push the next check a whole interval later, and recovery with it (SPEC §4: back
+        # in service within 15 s of recovering).
+        next_check=h.next_check,
         state=HealthState.COOLING,
         consecutive_failures=consecutive,
         openings=h.openings + 1,

@@ -64,6 +64,7 @@ class Verdict:
     consecutive_failures: int = 0
     provider_disabled: bool = False
     revived: bool = False  # its window was opened by a force-revive (in flight or failed)
+    next_check: float = 0.0  # when an active health check may revive it (0: none armed)
 
     @property
     def standing(self) -> str:
@@ -76,6 +77,16 @@ class Verdict:
     def eligible(self) -> bool:
         """A fresh call may use it now (directly, or as its single probe)."""
         return self.availability in (Availability.AVAILABLE, Availability.PROBE_ELIGIBLE)
+
+    @property
+    def earliest_revival(self) -> float | None:
+        """When it may serve again at the earliest, for ``Retry-After``: its cooling
+        deadline, or sooner its next active health check (never before the provider's own
+        ``Retry-After``), so a client that honours the header comes back when a recovered
+        route can be serving, not a doubled window later."""
+        if self.revives_at is None or self.next_check <= 0:
+            return self.revives_at
+        return min(self.revives_at, max(self.next_check, self.held_until))
 
     def revivable(self, now: float) -> bool:
         """Cooling, and no provider's ``Retry-After`` forbids a force-revive now."""
@@ -154,6 +165,7 @@ def judge(health: TargetHealth | None, provider: ProviderHealth | None, now: flo
         message=health.last_message,
         consecutive_failures=health.consecutive_failures,
         revived=health.revived,
+        next_check=health.next_check if avail is Availability.COOLING else 0.0,
     )
 
 

@@ -737,8 +737,8 @@ class Call:
             if target.key in self.skipped:
                 continue  # it can never serve this call
             verdict, outcome = judged[target.key], self.outcomes.get(target.key)
-            if verdict.revives_at is not None:
-                waits.append(verdict.revives_at)
+            if verdict.earliest_revival is not None:
+                waits.append(verdict.earliest_revival)
             elif (
                 all_waiting
                 and outcome is not None
