@@ -405,6 +405,12 @@ class PolicyIn(_PolicyBlock):
         description="When the answer starts flowing to the client (failover is "
         "invisible before it).",
     )
+    resume: Annotated[Literal["off", "continuation"] | None, Policy("off")] = Field(
+        None,
+        title="Mid-stream rescue",
+        description="continuation: a stream cut or stalled after the commit point while "
+        "producing text continues on the next eligible target (never spliced).",
+    )
     context_window: Annotated[ContextWindow | None, Policy(None, unit="tokens")] = Field(
         None,
         title="Context window",
@@ -470,6 +476,14 @@ class TargetCircuitIn(CircuitPolicyIn):
     """Per-target circuit overrides (SPEC §4): absent fields follow the group's."""
 
 
+class CapabilitiesIn(_Strict):
+    """What a target's upstream is known to accept (SPEC §16). ``prefill``: an assistant
+    message last in the request is continued, not answered (a mid-stream rescue sends the
+    partial text that way)."""
+
+    prefill: bool = False
+
+
 class TargetIn(_Strict):
     """One target. The options after ``context_window`` (SPEC §4, §13) are stored together
     in ``Target.options`` by :func:`target_options`; absent = the default."""
@@ -484,6 +498,7 @@ class TargetIn(_Strict):
     reasoning_effort: Literal["inherit", "max", "drop"] = "inherit"
     efforts: Annotated[list[Effort], AfterValidator(_unique_efforts)] | None = None
     circuit: TargetCircuitIn | None = None
+    capabilities: CapabilitiesIn | None = None
 
     @model_validator(mode="after")
     def _max_needs_efforts(self) -> TargetIn:
@@ -506,6 +521,7 @@ TARGET_OPTIONS: tuple[str, ...] = (
     "reasoning_effort",
     "efforts",
     "circuit",
+    "capabilities",
 )
 
 
@@ -515,7 +531,7 @@ def target_options(item: TargetIn) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in TARGET_OPTIONS:
         value = getattr(item, name)
-        if name == "circuit":
+        if name in ("circuit", "capabilities"):
             value = value.model_dump(exclude_none=True) if value is not None else None
         if value != TargetIn.model_fields[name].default and value not in (None, {}):
             out[name] = value

@@ -32,6 +32,7 @@ from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
+from routing.engine.rescue import Resume, may_rescue
 from routing.engine.select import (
     Charge,
     Use,
@@ -59,6 +60,7 @@ from routing.gateway.replies import (
     sse,
     sse_error,
 )
+from routing.gateway.rescue import Rescue, continue_elsewhere
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
@@ -150,6 +152,15 @@ class Call:
             Continuity(runtime.store, body, scope, view=view) if view is not None else None
         )
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
+        # A chat stream of a group that resumes keeps its text and request past the commit
+        # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
+        self.rescuable = (
+            group.resume is Resume.CONTINUATION
+            and stream
+            and not endpoint
+            and door is Protocol.CHAT
+        )
+        self.rescue: Rescue | None = None
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     # ------------------------------------------------------------------ main loop
@@ -285,6 +296,7 @@ class Call:
                     kind=kind,
                     endpoint=self.endpoint,
                     headers=self.protocol_headers if kind is self.door else None,
+                    partial=self.rescuable and kind is Protocol.CHAT,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -521,7 +533,8 @@ class Call:
             return JsonReply(answer.prefix[0], headers=headers)
         kind = Protocol(target.provider.kind)
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
-            self._release_request(answer)
+            if not self.rescuable:  # a rescue needs the request again
+                self._release_request(answer)
             return StreamReply(
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
@@ -583,6 +596,21 @@ class Call:
                         # charged before the error event, which a client may close on (the
                         # server then closes this generator at the yield).
                         await self._charge(target, failure, probe=False)
+                        partial = reader.partial
+                        if partial is not None and may_rescue(
+                            self.group.resume,
+                            failure.code,
+                            text=partial.text,
+                            tool_began=partial.tool_began,
+                        ):
+                            self.rescue = rescue = Rescue()
+                            async for out in continue_elsewhere(self, target, partial, rescue):
+                                yield out
+                            if rescue.ok:
+                                outcome, error_code = CallOutcome.OK, None
+                                return
+                            if rescue.target is not None:  # it began, and ended in an error
+                                return
                         yield sse_error(failure.message, code=failure.code.value)
                         return
                     if frames is None:
@@ -649,7 +677,9 @@ class Call:
     ) -> None:
         reader = answer.reader
         if reader is not None:
-            self.record.usage = reader.usage
+            # usage counted once: a rescued stream's is its continuation's
+            rescued = self.rescue is not None and self.rescue.target is not None
+            self.record.usage = self.rescue.usage if rescued and self.rescue else reader.usage
             await reader.aclose()
             if self.track_inflight:
                 await self.runtime.store.inflight_add(target.key, -1)

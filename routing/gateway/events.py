@@ -67,6 +67,7 @@ class AttemptRecord:
     probe: bool = False
     rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
+    continuation: bool = False  # a mid-stream rescue of a cut stream (SPEC §16)
 
 
 class CallOutcome(StrEnum):
@@ -119,7 +120,7 @@ class CallRecord:
     def trail(self) -> str:
         """Compact per-attempt trail for the ``x-switchyard-trail`` header."""
         return ",".join(
-            f"{a.target}:ok"
+            (f"{a.target}:continuation" if a.continuation else f"{a.target}:ok")
             if a.ok
             else f"{a.target}:{a.code}:{a.status if a.status is not None else '-'}"
             for a in self.attempts

@@ -68,6 +68,9 @@ class Runtime:
         self.clock = clock
         self.sleep = sleep
         self.rand = rand
+        # Targets a 400 taught not to take an assistant prefill (SPEC §16): rescues restart
+        # there instead. Per process, and never charged to health.
+        self.no_prefill: set[str] = set()
         self.table: RoutingTable | None = None
         self._last_good: RoutingTable | None = None
         self._generation = 0

@@ -28,6 +28,7 @@ from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
 from routing.engine.plan import CommitPoint
+from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
 from routing.upstream.openai import Timeouts
@@ -78,6 +79,7 @@ class TargetSpec:
     reasoning_effort: EffortPolicy = EffortPolicy.INHERIT
     efforts: tuple[str, ...] = ()
     circuit: CircuitPolicy | None = None  # None: the group's
+    prefill: bool = False  # takes an assistant prefill (capabilities.prefill, SPEC §16)
     continuity: TargetContinuity = field(init=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +109,7 @@ class GroupSpec:
     deadline_s: float
     version: int
     policy: Mapping[str, object]  # the effective flat policy, for status pages
+    resume: Resume = Resume.OFF
     # Derived once at compile time so a call's selection does not rebuild them:
     keys: tuple[str, ...] = field(init=False)  # target keys in configured order
     provider_names: tuple[str, ...] = field(init=False)  # providers used, for health reads
@@ -269,6 +272,7 @@ def _build_group(
         deadline_s=float(policy["deadline_s"]),
         version=version,
         policy=dict(policy),
+        resume=Resume(policy.get("resume", "off")),
     )
 
 
@@ -282,6 +286,9 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
         out["reasoning_effort"] = EffortPolicy(options["reasoning_effort"])
     if options.get("efforts"):
         out["efforts"] = tuple(options["efforts"])
+    capabilities = options.get("capabilities")
+    if isinstance(capabilities, Mapping) and capabilities.get("prefill"):
+        out["prefill"] = True
     return out
 
 

@@ -1,0 +1,127 @@
+"""Mid-stream rescue at the chat door (SPEC §16, issue 24 item 5), against the scripted
+upstream: a cut and a stall after the commit point, restart and prefill, a diverging
+restart, a prefill learned to be refused."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from routing.gateway.events import CallRecord
+from routing.simulator.script import DropAfter, Fail, Reply, StallAfter
+from tests.conftest import Harness
+
+MESSAGES = [{"role": "user", "content": "What is the answer?"}]
+SENT = "The answer is "  # what the cut stream gave the client, in two chunks
+WHOLE = "The answer is forty-two, as everyone knows."
+
+RESUMING = """
+providers:
+  - name: p1
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p1
+    timeouts: {connect_s: 2, first_token_s: 0.6, idle_s: 0.6, total_s: 10}
+  - name: p2
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p2
+groups:
+  - name: auto
+    resume: continuation
+    targets:
+      - {provider: p1, model: a}
+      - {provider: p2, model: b}
+"""
+PREFILL = RESUMING.replace(
+    "{provider: p2, model: b}", "{provider: p2, model: b, capabilities: {prefill: true}}"
+)
+
+
+def stream(h: Harness, usage: list[object] | None = None) -> tuple[str, Exception | None]:
+    text, error = "", None
+    try:
+        for chunk in h.client().chat.completions.create(
+            model="auto", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        ):
+            if chunk.usage is not None and usage is not None:
+                usage.append(chunk.usage)
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+    except openai.APIError as exc:
+        error = exc
+    return text, error
+
+
+def record(h: Harness) -> CallRecord:
+    [call] = h.events(CallRecord, at_least=1)
+    return call
+
+
+@pytest.mark.parametrize(
+    "cut", [DropAfter(2, content=SENT), StallAfter(2, content=SENT)], ids=["cut", "stall"]
+)
+def test_a_restart_elsewhere_relays_only_what_the_client_does_not_have(
+    harness: Harness, cut: object
+) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", cut)
+    harness.upstream.script("b", Reply(WHOLE, chunks=6))
+    usage: list[object] = []
+    text, error = stream(harness, usage)
+    assert error is None
+    assert len(usage) == 1  # counted once
+    assert text == WHOLE  # never "The answer is The answer is ..."
+    [_, restart] = harness.upstream.requests
+    assert restart.body["messages"] == MESSAGES  # no prefill: b does not take one
+    call = record(harness)
+    assert call.outcome == "ok"
+    assert call.trail().endswith("p2/b:continuation")
+    assert call.usage is not None  # the continuation's, counted once
+
+
+def test_a_diverging_restart_is_never_spliced(harness: Harness) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply("Well, it depends on the question.", chunks=4))
+    text, error = stream(harness)
+    assert text == SENT
+    assert error is not None and "diverged" in str(error)
+    assert record(harness).outcome == "failed"
+
+
+def test_a_prefill_target_continues_from_the_partial_text(harness: Harness) -> None:
+    harness.configure(PREFILL)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply("forty-two, as everyone knows.", chunks=3))
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    [_, rescue] = harness.upstream.requests
+    assert rescue.body["messages"] == [*MESSAGES, {"role": "assistant", "content": SENT}]
+    assert record(harness).trail().endswith("p2/b:continuation")
+
+
+def test_a_refused_prefill_is_learned_without_a_health_charge(harness: Harness) -> None:
+    from asgiref.sync import async_to_sync
+
+    harness.configure(PREFILL)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script(
+        "b", Fail(400, "assistant prefill is not supported"), Reply(WHOLE, chunks=5)
+    )
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    [_, prefilled, restart] = harness.upstream.requests
+    assert prefilled.body["messages"][-1]["role"] == "assistant"
+    assert restart.body["messages"] == MESSAGES
+    assert "p2/b" in harness.runtime.no_prefill
+    snapshot = async_to_sync(harness.runtime.store.snapshot)(["p2/b"], ["p2"])
+    assert "p2/b" not in snapshot.targets  # never charged: the request was at fault
+
+
+def test_without_resume_the_honest_error_event_stands(harness: Harness) -> None:
+    harness.configure(RESUMING.replace("    resume: continuation\n", ""))
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    text, error = stream(harness)
+    assert text == SENT and error is not None
+    assert harness.upstream.count("b") == 0
