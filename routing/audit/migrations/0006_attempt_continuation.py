@@ -1,0 +1,15 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("audit", "0005_attempt_upstream_kind"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="attempt",
+            name="continuation",
+            field=models.BooleanField(default=False),
+        ),
+    ]
