@@ -1,6 +1,7 @@
-"""Mid-stream rescue at the chat door (SPEC §16, issue 24 item 5), against the scripted
-upstream: a cut and a stall after the commit point, restart and prefill, a diverging
-restart, a prefill learned to be refused."""
+"""Mid-stream rescue (SPEC §16, issue 24 item 5) against the scripted upstream: a cut and
+a stall after the commit point, restart and prefill, a diverging restart, a prefill
+learned to be refused; at the chat door, the Messages door (pass-through and translated)
+and the Responses door (translated)."""
 
 from __future__ import annotations
 
@@ -125,3 +126,102 @@ def test_without_resume_the_honest_error_event_stands(harness: Harness) -> None:
     text, error = stream(harness)
     assert text == SENT and error is not None
     assert harness.upstream.count("b") == 0
+
+
+# -- the other doors ----------------------------------------------------------------------
+DOORS = """
+providers:
+  - name: claude
+    kind: anthropic
+    base_url: {upstream}
+    api_key: upstream-key-claude
+  - name: chat
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-chat
+groups:
+  - name: claudes
+    resume: continuation
+    targets:
+      - {provider: claude, model: a1}
+      - {provider: claude, model: a2, capabilities: {prefill: PREFILL}}
+  - name: chats
+    resume: continuation
+    targets:
+      - {provider: chat, model: c1}
+      - {provider: chat, model: c2}
+"""
+
+
+def messages_stream(h: Harness, model: str) -> tuple[str, Exception | None, object]:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    text, error, final = "", None, None
+    try:
+        with client.messages.stream(
+            model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ) as events:
+            for event in events:
+                if event.type == "text":
+                    text += event.text
+            final = events.get_final_message()
+    except anthropic.APIError as exc:
+        error = exc
+    return text, error, final
+
+
+@pytest.mark.parametrize("prefill", [False, True], ids=["restart", "prefill"])
+def test_the_messages_door_continues_a_pass_through_stream(harness: Harness, prefill: bool) -> None:
+    harness.configure(DOORS.replace("PREFILL", "true" if prefill else "false"))
+    harness.upstream.script("a1", DropAfter(2, content=SENT))
+    rest = "forty-two, as everyone knows." if prefill else WHOLE
+    harness.upstream.script("a2", Reply(rest, chunks=4))
+    text, error, final = messages_stream(harness, "claudes")
+    assert error is None and text == WHOLE
+    assert final is not None and final.stop_reason == "end_turn"  # type: ignore[attr-defined]
+    [_, rescue] = harness.upstream.requests
+    last = rescue.body["messages"][-1]
+    if prefill:
+        assert last == {"role": "assistant", "content": SENT}
+    else:
+        assert last["role"] == "user"
+    assert record(harness).trail().endswith("claude/a2:continuation")
+
+
+def test_the_messages_door_continues_a_translated_stream(harness: Harness) -> None:
+    harness.configure(
+        DOORS.replace("PREFILL", "false").replace(
+            "api_key: upstream-key-chat",
+            "api_key: upstream-key-chat\n    timeouts: {idle_s: 0.6, first_token_s: 0.6}",
+        )
+    )
+    harness.upstream.script("c1", StallAfter(2, content=SENT))  # a stall, this time
+    harness.upstream.script("c2", Reply(WHOLE, chunks=5))
+    text, error, _ = messages_stream(harness, "chats")
+    assert error is None and text == WHOLE
+
+
+def test_the_messages_door_never_splices_a_diverging_restart(harness: Harness) -> None:
+    harness.configure(DOORS.replace("PREFILL", "false"))
+    harness.upstream.script("a1", DropAfter(2, content=SENT))
+    harness.upstream.script("a2", Reply("Something else entirely.", chunks=3))
+    text, error, _ = messages_stream(harness, "claudes")
+    assert text == SENT and error is not None and "diverged" in str(error)
+
+
+def test_the_responses_door_continues_a_translated_stream(harness: Harness) -> None:
+    harness.configure(DOORS.replace("PREFILL", "false"))
+    harness.upstream.script("c1", DropAfter(2, content=SENT))
+    harness.upstream.script("c2", Reply(WHOLE, chunks=5))
+    text, error = "", None
+    try:
+        with harness.client().responses.stream(model="chats", input="hi") as events:
+            for event in events:
+                if event.type == "response.output_text.delta":
+                    text += event.delta
+            final = events.get_final_response()
+        assert final.output_text == WHOLE
+    except openai.APIError as exc:
+        error = exc
+    assert error is None and text == WHOLE

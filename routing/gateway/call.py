@@ -60,7 +60,7 @@ from routing.gateway.replies import (
     sse,
     sse_error,
 )
-from routing.gateway.rescue import Rescue, continue_elsewhere
+from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
@@ -154,12 +154,7 @@ class Call:
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
         # A chat stream of a group that resumes keeps its text and request past the commit
         # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
-        self.rescuable = (
-            group.resume is Resume.CONTINUATION
-            and stream
-            and not endpoint
-            and door is Protocol.CHAT
-        )
+        self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
         self.rescue: Rescue | None = None
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
@@ -296,7 +291,7 @@ class Call:
                     kind=kind,
                     endpoint=self.endpoint,
                     headers=self.protocol_headers if kind is self.door else None,
-                    partial=self.rescuable and kind is Protocol.CHAT,
+                    partial=self.rescuable,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -540,7 +535,8 @@ class Call:
             )
         reader = answer.reader
         relay = relay_for(self.door, kind, self.body, reader.decoder if reader else None)
-        self._release_request(answer)
+        if not self.rescuable:  # a rescue needs the request again
+            self._release_request(answer)
         return StreamReply(
             self._relay_leg(target, answer, relay),
             headers=headers,
@@ -596,22 +592,13 @@ class Call:
                         # charged before the error event, which a client may close on (the
                         # server then closes this generator at the yield).
                         await self._charge(target, failure, probe=False)
-                        partial = reader.partial
-                        if partial is not None and may_rescue(
-                            self.group.resume,
-                            failure.code,
-                            text=partial.text,
-                            tool_began=partial.tool_began,
-                        ):
-                            self.rescue = rescue = Rescue()
-                            async for out in continue_elsewhere(self, target, partial, rescue):
-                                yield out
-                            if rescue.ok:
-                                outcome, error_code = CallOutcome.OK, None
-                                return
-                            if rescue.target is not None:  # it began, and ended in an error
-                                return
-                        yield sse_error(failure.message, code=failure.code.value)
+                        async for out in self._rescue(target, reader, failure, None):
+                            yield out
+                        if self.rescue is not None and self.rescue.ok:
+                            outcome, error_code = CallOutcome.OK, None
+                            return
+                        if self.rescue is None or self.rescue.target is None:
+                            yield sse_error(failure.message, code=failure.code.value)
                         return
                     if frames is None:
                         break
@@ -655,7 +642,13 @@ class Call:
                             failure.message,
                         )
                         await self._charge(target, failure, probe=False)  # as in _relay
-                        yield relay.error(failure.message, code=failure.code.value)
+                        async for out in self._rescue(target, reader, failure, relay):
+                            yield out
+                        if self.rescue is not None and self.rescue.ok:
+                            outcome, error_code = CallOutcome.OK, None
+                            return
+                        if self.rescue is None or self.rescue.target is None:
+                            yield relay.error(failure.message, code=failure.code.value)
                         return
                     if out is None:
                         break
@@ -671,6 +664,23 @@ class Call:
             raise
         finally:
             await self._stream_ended(target, answer, outcome, error_code)
+
+    async def _rescue(
+        self, target: TargetSpec, reader: EventReader, failure: Failure, relay: Relay | None
+    ) -> AsyncIterator[bytes]:
+        """A mid-stream rescue when the group resumes and the rules allow it (SPEC §16):
+        the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
+        partial = reader.partial
+        if partial is None or not may_rescue(
+            self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
+        ):
+            return
+        sink = sink_for(self.door, relay, reader, self.body)
+        if sink is None:
+            return
+        self.rescue = rescue = Rescue()
+        async for out in continue_elsewhere(self, target, partial, sink, rescue):
+            yield out
 
     async def _stream_ended(
         self, target: TargetSpec, answer: Answer, outcome: CallOutcome, error_code: str | None
