@@ -225,3 +225,28 @@ def test_the_responses_door_continues_a_translated_stream(harness: Harness) -> N
     except openai.APIError as exc:
         error = exc
     assert error is None and text == WHOLE
+
+
+def test_a_rescue_that_probes_a_cooling_target_records_its_verdict(harness: Harness) -> None:
+    from asgiref.sync import async_to_sync
+
+    from routing.engine.failures import Failure, FailureCode
+    from routing.engine.health import CircuitPolicy
+
+    harness.configure(RESUMING)
+    store = harness.runtime.store
+    clock = harness.runtime.clock
+    # b cooled a while ago and its window is over: the rescue is its probe
+    async_to_sync(store.record_failure)(
+        "p2/b",
+        Failure(FailureCode.SERVER, "x", 500),
+        CircuitPolicy(),
+        clock() - 60,
+        was_probe=False,
+    )
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply(WHOLE, chunks=6))
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    snapshot = async_to_sync(store.snapshot)(["p2/b"], ["p2"])
+    assert "p2/b" not in snapshot.targets or snapshot.targets["p2/b"].state == "healthy"

@@ -581,7 +581,7 @@ class Call:
                         outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(surfaced as an SSE error: too late to retry or switch)",
+                            "(too late to retry or switch: an SSE error, unless the group resumes it)",
                             self.call_id,
                             self.group.name,
                             target.key,
@@ -634,7 +634,7 @@ class Call:
                         outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(surfaced as the door's error event: too late to retry or switch)",
+                            "(too late to retry or switch: the door's error event, unless the group resumes it)",
                             self.call_id,
                             self.group.name,
                             target.key,

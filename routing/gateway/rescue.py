@@ -193,6 +193,10 @@ async def continue_elsewhere(
         record = call._attempt(target, 1, started, ok=True, probe=probe)
         record.continuation = True
         rescue.target, rescue.mode = target.key, mode
+        # It answered: a probe's verdict, and health for everyone (as a commit records it).
+        runtime.hub.publish_all(
+            await runtime.store.record_success(target.key, runtime.clock(), None)
+        )
         log.warning(
             "rescuing call=%s group=%s from=%s to=%s mode=%s after %d characters",
             call.call_id,
