@@ -76,6 +76,11 @@ HOT_GROUP = """\
     retry: {{max_retries: 0}}
     circuit: {{cooldown_base_ms: 0, cooldown_cap_ms: 0}}
     targets: [{{provider: down, model: fail503}}, {{provider: up, model: fast}}]
+  - name: bench-rescue
+    algorithm: priority
+    resume: continuation
+    circuit: {{cooldown_base_ms: 0, cooldown_cap_ms: 0}}
+    targets: [{{provider: down, model: cut40}}, {{provider: up, model: fast}}]
 """
 
 
@@ -135,9 +140,10 @@ def prepare(*, repo: Path, work: Path, upstream_port: int, stub: bool) -> Prepar
         config.write_text(base)
         _manage(python, repo, env, "loadconfig", str(config))
         prepared.aliases["bench-failover-hot"] = "bench-failover"
+        prepared.aliases["bench-rescue"] = "bench"
         prepared.notes.append(
-            f"the gateway rejected group bench-failover-hot ({exc}); "
-            "scenario e used bench-failover, whose failing target cools"
+            f"the gateway rejected group bench-failover-hot or bench-rescue ({exc}); "
+            "scenario e used bench-failover, whose failing target cools, and r plain bench"
         )
     lines = _manage(python, repo, env, "createkey", "bench").strip().splitlines()
     prepared.secret = lines[-1].strip() if lines else ""

@@ -80,6 +80,15 @@ SCENARIOS = {
             group="bench-failover",
         ),
         Scenario(
+            "r",
+            "streaming 60 chunks, c=1, the first target cut at chunk 40 (group bench-rescue, "
+            "resume: continuation): price of a mid-stream rescue (a restart elsewhere)",
+            1,
+            stream=True,
+            chunks=60,
+            group="bench-rescue",
+        ),
+        Scenario(
             "i",
             "(a) through the Messages door to an anthropic target: pass-through",
             1,

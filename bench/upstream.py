@@ -15,6 +15,9 @@ Behaviour is chosen by the requested ``model``:
     with its ``sequence_number``). The first byte waits ``delay_ms``; ``gap_ms`` separates chunks.
 ``fail503``
     always HTTP 503 with an OpenAI-shaped error body.
+``cut<N>`` (e.g. ``cut40``)
+    a chat stream like ``fast`` (same text) cut after its first ``N`` content chunks: the
+    connection closes with no finish and no ``[DONE]`` (a mid-stream rescue's price).
 anything else
     HTTP 404 ``model_not_found``.
 
@@ -441,6 +444,13 @@ class UpstreamProtocol(asyncio.Protocol):
         if model == "fail503":
             settings.stats["fail503 503"] += 1
             self._finish(FAIL_503)
+            return
+        cut = model[3:] if model.startswith("cut") and request.get("stream") else ""
+        if cut.isdigit() and not (messages or responses):
+            settings.stats[f"{model[:40]} cut"] += 1
+            events = stream_events(model, settings.chunks, False)
+            self.close_after = True  # the cut: no finish, no [DONE], no chunked terminator
+            self._finish(b"".join([STREAM_HEAD, *events[: 1 + int(cut)]]))
             return
         if model != "fast":
             settings.stats[f"{model[:40]} 404"] += 1

@@ -56,6 +56,7 @@ class Step:
     probe: bool
     rewrites: tuple[str, ...] = ()  # of the step's last attempt (SPEC §13)
     kind: str = "openai"  # the target's upstream kind: the protocol the step spoke (§12)
+    continuation: bool = False  # a mid-stream rescue of a cut stream (§16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ def fold_attempts(attempts: Iterable[AttemptLike]) -> tuple[Step, ...]:
                 probe=any(a.probe for a in run),
                 rewrites=_rewrites(last),
                 kind=_kind(last),
+                continuation=bool(getattr(last, "continuation", False)),
             )
         )
     return tuple(steps)

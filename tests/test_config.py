@@ -181,6 +181,38 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
         "must be a valid integer",
     ),
     (
+        "switch budget below range",
+        lambda d: _group(d)["retry"].update(switch_after_ms=-1),
+        "groups.0.retry.switch_after_ms",
+        "must be greater than or equal to 0",
+    ),
+    (
+        "switch budget above range",
+        lambda d: (
+            d.setdefault("defaults", {}).setdefault("retry", {}).update(switch_after_ms=3_600_001)
+        ),
+        "defaults.retry.switch_after_ms",
+        "must be less than or equal to 3600000",
+    ),
+    (
+        "renamed switch budget",
+        lambda d: _group(d).update(switchAfterMs=1000),
+        "groups.0.switchAfterMs",
+        "`switchAfterMs` was renamed: write `retry.switch_after_ms` instead",
+    ),
+    (
+        "unknown resume value",
+        lambda d: _group(d).update(resume="sometimes"),
+        "groups.0.resume",
+        "must be 'off' or 'continuation'",
+    ),
+    (
+        "unknown capability",
+        lambda d: _group(d)["targets"][1].update(capabilities={"prefil": True}),
+        "groups.0.targets.1.capabilities.prefil",
+        "unknown key; allowed keys: prefill",
+    ),
+    (
         "initial delay above max delay",
         lambda d: _group(d)["retry"].update(initial_delay_ms=20000, max_delay_ms=10000),
         "groups.0.retry.max_delay_ms",
@@ -320,6 +352,11 @@ def test_every_error_is_listed_at_once() -> None:
         "groups.0.circuit.cooldown_cap_ms",
         "defaults.retry.jitter_ratio",
         "groups.0.retry.max_delay_ms",
+        "groups.0.retry.switch_after_ms",
+        "defaults.retry.switch_after_ms",
+        "groups.0.switchAfterMs",
+        "groups.0.resume",
+        "groups.0.targets.1.capabilities.prefil",
         "groups.0.quarantineBaseMs",
         "groups.0.retry_codes",
         "providers.1.base_url",

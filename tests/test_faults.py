@@ -87,8 +87,8 @@ def test_the_sdk_with_its_default_retries_replays_the_chain_only_once(harness: H
     assert caught.value.response.headers["x-should-retry"] == "false"
     # both targets are cooling now (10 s base): the earliest revival
     assert caught.value.response.headers["retry-after"] == "10"
-    # one chain: 1 try + 5 in-place retries per target, exactly once
-    assert harness.upstream.count("a") == 6 and harness.upstream.count("b") == 6
+    # one chain, exactly once: a until switch_after_ms, b (the last) its 5 retries
+    assert harness.upstream.count("a") == 3 and harness.upstream.count("b") == 6
 
 
 def test_rate_limited_everywhere_says_when_and_is_never_force_revived_early(
@@ -156,6 +156,64 @@ def test_a_target_serves_within_15_s_of_recovering_from_a_long_outage(
     # opened at 0, 10, 30, 70, 150 and 310 s), the active checks carried the rest.
     assert client_tries_into_a == 6
     assert 25 <= checks <= 40  # about one ping per 10 s, off the client's path
+
+
+def test_failed_client_probes_do_not_push_the_active_checks_back(
+    harness: Harness, clock: FakeClock, checks_every_10_s: None
+) -> None:
+    # Issue 24 item 7: each failed client probe (one per doubled window) re-armed the
+    # checks a whole interval later, so the checker saw a recovery late and client calls
+    # came back later still. The checks keep their 10 s cadence whatever clients do.
+    harness.configure(no_retries(TWO_ROUTES))
+    harness.upstream.script("a", then=Fail(503, "outage"))
+    client = harness.client()
+    started = clock.now
+    checked_at: list[float] = []
+    client_tries_into_a = 0
+    while clock.now - started < 100:
+        raw = client.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+        client_tries_into_a += raw.headers["x-switchyard-trail"].count("p1/a:")
+        if check_pass(harness):
+            checked_at.append(clock.now - started)
+        clock.advance(1)
+    assert client_tries_into_a == 4  # windows opened at 0, 10, 30 and 70 s
+    assert checked_at == [10, 20, 30, 40, 50, 60, 70, 80, 90]
+    # and a recovery one tick after a failed client probe is served within an interval
+    harness.upstream.script("a", then=Reply())
+    recovered_at = clock.now
+    while clock.now - recovered_at <= 15:
+        raw = client.chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+        if raw.headers["x-switchyard-target"] == "p1/a":
+            break
+        check_pass(harness)
+        clock.advance(1)
+    assert clock.now - recovered_at <= 10
+
+
+def test_a_full_outage_says_to_come_back_at_the_next_active_check(
+    harness: Harness, clock: FakeClock, checks_every_10_s: None
+) -> None:
+    # A client that honours Retry-After (Codex does) comes back when a recovered route
+    # can be serving again: the next active check, not a doubled cooling window later.
+    harness.configure(no_retries(TWO_ROUTES))
+    harness.upstream.script("a", then=Fail(503, "outage"))
+    harness.upstream.script("b", then=Fail(503, "outage"))
+    client = harness.client()
+    with pytest.raises(openai.APIStatusError):  # both cool for 10 s
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert check_pass(harness) == []  # arms the checks: due at +10 s
+    clock.advance(10)
+    assert sorted(check_pass(harness)) == ["p1/a", "p2/b"]  # they fail: next at +20 s
+    with pytest.raises(openai.APIStatusError):  # the client's probes fail: cool till +30 s
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    clock.advance(1)
+    with pytest.raises(openai.APIStatusError):  # this window's one force-revive (of a)
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    with pytest.raises(openai.APIStatusError) as shed:
+        client.chat.completions.create(model="auto", messages=MESSAGES)
+    assert shed.value.status_code == 503
+    assert "p2/b → cooling for 19 s" in shed.value.message
+    assert shed.value.response.headers["retry-after"] == "9"  # the next check, not 19 s
 
 
 @pytest.mark.parametrize("status", [429, 503])
@@ -259,7 +317,11 @@ def test_a_retry_after_date_is_read_on_the_runtimes_clock(
     from email.utils import formatdate
 
     clock.advance(86_400 * 365)  # the runtime's clock is a year ahead of the machine's
-    harness.configure(TWO_ROUTES)
+    harness.configure(  # a 4 s wait in place, within the switch budget
+        TWO_ROUTES.replace(
+            "  - name: auto\n", "  - name: auto\n    retry: {switch_after_ms: 6000}\n"
+        )
+    )
     when = formatdate(clock.now + 4, usegmt=True)
     harness.upstream.script("a", Fail(429, headers={"Retry-After": when}), then=Reply())
     reply = harness.client().chat.completions.with_raw_response.create(

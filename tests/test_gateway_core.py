@@ -4,6 +4,8 @@ a scripted fake upstream (real sockets). Each test maps to a line of the core is
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 
 import httpx
@@ -81,6 +83,32 @@ def test_in_place_retry_uses_the_same_target_three_times(h: Harness) -> None:
     assert h.sleeps.delays == [0.5, 1.0]
 
 
+def test_an_overloaded_first_target_switches_within_the_budget(h: Harness) -> None:
+    # SPEC §16: a 529 on the first of two targets reaches the second within ~2.5 s of
+    # waits (switch_after_ms 2000), not after the whole 15.5 s in-place schedule.
+    h.upstream.script("a", then=Fail(529, "overloaded"))
+    raw = h.client().chat.completions.with_raw_response.create(model="auto", messages=MESSAGES)
+    assert raw.headers["x-switchyard-target"] == "p2/b"
+    assert h.sleeps.delays == [0.5, 1.0]  # a third wait (2 s) would pass the budget
+    assert sum(h.sleeps.delays) <= 2.5
+    assert h.upstream.count("a") == 3 and h.upstream.count("b") == 1
+    [fallback] = h.events(FallbackEvent)
+    assert (fallback.from_target, fallback.to_target, fallback.reason) == (
+        "p1/a",
+        "p2/b",
+        "retry-exhausted",
+    )
+
+
+def test_the_switch_budget_is_a_policy_field(harness: Harness) -> None:
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {switch_after_ms: 0}\n")
+    )
+    harness.upstream.script("a", then=Fail(503))
+    assert harness.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
+    assert harness.sleeps.delays == []  # no wait fits a budget of 0: switch at once
+
+
 def test_backoff_follows_the_policy_with_jitter_bounds(harness: Harness) -> None:
     harness.configure(
         TWO_ROUTES.replace(
@@ -143,7 +171,9 @@ def test_usage_chunk_then_error_is_invisible_and_next_target_answers(h: Harness)
     assert text == "Hello from b."
     assert {c.model for c in chunks} == {"b"}
     assert sum(1 for c in chunks if c.usage is not None) == 1
-    assert h.upstream.count("a") == 6  # first try + 5 in-place retries, all invisible
+    # first try + 2 in-place retries, all invisible: a third wait would pass the 2 s
+    # switch_after_ms budget while b is eligible (SPEC §16)
+    assert h.upstream.count("a") == 3
 
 
 @pytest.mark.parametrize("behaviour", [DropAfter(40), StallAfter(40)], ids=["cut", "stall"])
@@ -162,9 +192,9 @@ def test_commit_complete_fails_over_even_late_in_the_stream(
 @pytest.mark.parametrize(
     ("behaviour", "code", "tries"),
     [
-        (Empty(), "EMPTY_RESPONSE", 6),
-        (Malformed("json"), "TRANSPORT", 6),
-        (Reset(), "TRANSPORT", 6),
+        (Empty(), "EMPTY_RESPONSE", 3),  # 2 retries: switch_after_ms while b is eligible
+        (Malformed("json"), "TRANSPORT", 3),
+        (Reset(), "TRANSPORT", 3),
         (Silent(), "TIMEOUT", 1),
         (StallAfter(0), "TIMEOUT", 1),
     ],
@@ -261,8 +291,55 @@ def test_all_targets_failing_returns_routes_exhausted_naming_each(h: Harness) ->
     assert error.code == "ROUTES_EXHAUSTED"
     assert "p1/a → SERVER (HTTP 503): a is down" in error.message
     assert "p2/b → SERVER (HTTP 500): b is down" in error.message
-    assert "6 attempts" in error.message
-    assert h.upstream.count("a") == 6 and h.upstream.count("b") == 6
+    # a switches once its waits would pass switch_after_ms; b, the last, gets every retry
+    assert "3 attempts" in error.message and "6 attempts" in error.message
+    assert h.upstream.count("a") == 3 and h.upstream.count("b") == 6
+
+
+def test_only_real_switches_are_fallbacks_and_exhaustion_lines_give_both_times(
+    h: Harness,
+) -> None:
+    h.upstream.script("a", then=Fail(503, "a is down"))
+    h.upstream.script("b", then=Fail(500, "b is down"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    # a → b is a switch; b failing last is on the call's record, not a fallback
+    [fallback] = h.events(FallbackEvent)
+    assert (fallback.from_target, fallback.to_target, fallback.attempts) == ("p1/a", "p2/b", 3)
+    [call] = h.events(CallRecord, at_least=1)
+    assert [a.switched_to for a in call.attempts if a.switched] == ["p2/b"]
+    assert call.attempts[-1].reason == "retry-exhausted" and not call.attempts[-1].switched
+    # the last attempt's time, then the total on that target
+    lines = caught.value.message.splitlines()[1:]
+    assert re.fullmatch(
+        r"p1/a → SERVER \(HTTP 503\): a is down \(\d+ ms; 3 attempts in \d+\.\d s\)", lines[0]
+    ), lines[0]
+    assert re.fullmatch(
+        r"p2/b → SERVER \(HTTP 500\): b is down \(\d+ ms; 6 attempts in \d+\.\d s\)", lines[1]
+    ), lines[1]
+
+
+def test_one_warning_per_retry_and_per_switch_and_none_for_a_success(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    h.upstream.script("a", Fail(503, "busy key upstream-key-p1"), then=Fail(401, "bad key"))
+    assert h.client().chat.completions.create(model="auto", messages=MESSAGES).model == "b"
+    lines = [r.getMessage() for r in caplog.records if r.name == "switchyard.events"]
+    retries = [line for line in lines if line.startswith("retry ")]
+    switches = [line for line in lines if line.startswith("switch ")]
+    [retry] = retries
+    assert "target=p1/a try=1 code=SERVER status=503 in 0.500s (4 retries left)" in retry
+    assert retry.endswith(": busy key [redacted]")  # scrubbed upstream text
+    [switch] = switches
+    assert "from=p1/a to=p2/b reason=not-retryable after 2 attempts code=AUTH status=401" in switch
+    assert switch.endswith(": bad key")
+    assert all(
+        r.levelno == logging.WARNING for r in caplog.records if r.name == "switchyard.events"
+    )
 
 
 def test_cancelling_a_stream_closes_the_upstream_connection(h: Harness) -> None:

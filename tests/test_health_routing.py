@@ -122,7 +122,7 @@ def test_a_401_disables_every_target_of_that_provider_until_re_enabled(harness: 
 
 def test_every_target_disabled_fails_fast_with_503(harness: Harness) -> None:
     harness.configure(TWO_ROUTES)
-    harness.upstream.script("a", Fail(401, "nope"))
+    harness.upstream.script("a", Fail(401, "key upstream-key-p1 is revoked"))
     harness.upstream.script("b", Fail(403, "forbidden"))
     with pytest.raises(openai.APIStatusError) as first:
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
@@ -130,7 +130,9 @@ def test_every_target_disabled_fails_fast_with_503(harness: Harness) -> None:
     with pytest.raises(openai.APIStatusError) as second:
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
     assert second.value.status_code == 503
-    assert "p1/a → disabled: AUTH" in second.value.message
+    # the provider's own words, scrubbed of its credential (SPEC §16)
+    assert "p1/a → disabled: AUTH: key [redacted] is revoked" in second.value.message
+    assert "upstream-key-p1" not in second.value.message
     assert "p2/b → disabled: FORBIDDEN" in second.value.message
     assert harness.upstream.count() == 2
 
@@ -147,6 +149,41 @@ def test_force_revive_keeps_the_model_up_when_everything_is_cooling(
         harness.client().chat.completions.create(model="auto", messages=MESSAGES)
     clock.advance(1)  # both cooling; a expires first (it cooled first, same duration)
     assert served_by(harness) == "p1/a"
+
+
+def test_a_full_outage_sends_one_call_per_cooling_window_into_a_dead_route(
+    harness: Harness, clock: FakeClock
+) -> None:
+    # SPEC §16. Both targets answer 500; once both cool, one call force-revives the one
+    # whose cooling ends first, and every other call in that window gets the fast 503.
+    harness.configure(
+        TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    retry: {max_retries: 0}\n")
+    )
+    harness.upstream.script("a", then=Fail(500))
+    harness.upstream.script("b", then=Fail(500))
+    with pytest.raises(openai.APIStatusError) as first:
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert first.value.status_code == 502
+    assert (harness.upstream.count("a"), harness.upstream.count("b")) == (1, 1)
+    clock.advance(4)  # both cooling (10 s); a cooled first
+    with pytest.raises(openai.APIStatusError) as revived:
+        harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    assert revived.value.status_code == 502  # a was revived, failed; b was left alone
+    assert (harness.upstream.count("a"), harness.upstream.count("b")) == (2, 1)
+    for _ in range(3):  # the window is spent: nothing goes upstream until b's deadline
+        clock.advance(1)
+        with pytest.raises(openai.APIStatusError) as shed:
+            harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+        assert shed.value.status_code == 503
+        assert shed.value.response.headers["x-should-retry"] == "false"
+        retry_after = int(shed.value.response.headers["retry-after"])
+        assert 1 <= retry_after <= 10 - 4 - 1  # b's deadline, the earliest revival
+        assert "p2/b → cooling for" in shed.value.message
+    assert (harness.upstream.count("a"), harness.upstream.count("b")) == (2, 1)
+    clock.advance(retry_after)  # a client honouring Retry-After meets b's ordinary probe
+    harness.upstream.script("b", Reply("back"))
+    assert served_by(harness) == "p2/b"
+    assert (harness.upstream.count("a"), harness.upstream.count("b")) == (2, 2)
 
 
 THREE = """

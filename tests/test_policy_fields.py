@@ -129,7 +129,7 @@ def test_a_field_declared_once_reaches_every_derived_shape() -> None:
     declared = {item.name: item for item in declared_fields(_Extended)}
     budget = declared["retry.budget_ms"]
     # the flat list and the built-in default
-    assert list(declared) == [*POLICY_FIELDS[:7], "retry.budget_ms", *POLICY_FIELDS[7:]]
+    assert list(declared) == [*POLICY_FIELDS[:8], "retry.budget_ms", *POLICY_FIELDS[8:]]
     assert budget.default == 2_000
     # the form row
     spec = _spec(budget)

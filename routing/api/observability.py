@@ -92,6 +92,7 @@ class AttemptOut(Schema):
     probe: bool
     rewrites: list[str]  # what this attempt's outbound copy changed (SPEC §13)
     upstream_kind: Literal["openai", "anthropic", "openai-responses"]  # protocol spoken (§12)
+    continuation: bool  # a mid-stream rescue of a cut stream (§16)
 
 
 class CallOut(Schema):
@@ -240,6 +241,7 @@ def _call_out(call: Call) -> dict[str, Any]:
                 "probe": a.probe,
                 "rewrites": [r for r in a.rewrites.split(",") if r],
                 "upstream_kind": a.upstream_kind,
+                "continuation": a.continuation,
             }
             for a in call.attempts.all()
         ],

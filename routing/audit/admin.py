@@ -58,6 +58,7 @@ class AttemptInline(AttemptInlineBase):
         "switched",
         "switched_to",
         "probe",
+        "continuation",
         "rewrites",
         "message",
     )
@@ -145,7 +146,16 @@ class AttemptAdmin(ReadOnlyAdmin):
         "elapsed",
         "switched_to",
     )
-    list_filter = ("ok", "code", "target", "upstream_kind", "reason", "will_retry", "switched")
+    list_filter = (
+        "ok",
+        "code",
+        "target",
+        "upstream_kind",
+        "reason",
+        "will_retry",
+        "switched",
+        "continuation",
+    )
     search_fields = ("^call__call_id",)
 
     @admin.display(description="elapsed", ordering="elapsed_ms")

@@ -160,6 +160,8 @@ class Attempt(models.Model):
     upstream_kind = models.CharField(
         max_length=20, choices=UpstreamKind.choices, default=UpstreamKind.OPENAI
     )
+    # a mid-stream rescue: this attempt continued a stream cut after its commit point (§16)
+    continuation = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering: ClassVar[list[str]] = ["call_id", "index"]

@@ -117,6 +117,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
                 probe=attempt.probe,
                 rewrites=",".join(attempt.rewrites)[:500],
                 upstream_kind=attempt.kind,
+                continuation=attempt.continuation,
             )
         )
 

@@ -76,6 +76,7 @@ RENAMED_KEYS: dict[str, str] = {
     "initialDelayMs": "retry.initial_delay_ms",
     "maxDelayMs": "retry.max_delay_ms",
     "jitterRatio": "retry.jitter_ratio",
+    "switchAfterMs": "retry.switch_after_ms",
     "retry_codes": "retry.retry_codes",
     "max_retries": "retry.max_retries",
     # switching and cooling
@@ -343,6 +344,16 @@ class RetryPolicyIn(_PolicyBlock):
     jitter_ratio: Annotated[float | None, Policy(0.1, step="0.01")] = Field(
         None, ge=0, le=1, title="Jitter", description="± fraction of each delay."
     )
+    switch_after_ms: Annotated[int | None, Policy(2_000, unit="ms")] = Field(
+        None,
+        ge=0,
+        le=3_600_000,
+        title="Switch after",
+        description=(
+            "While another target is eligible, stop retrying in place once the waits "
+            "would pass this, and switch. The last eligible target keeps every retry."
+        ),
+    )
 
 
 class CircuitPolicyIn(_PolicyBlock):
@@ -393,6 +404,12 @@ class PolicyIn(_PolicyBlock):
         title="Commit point",
         description="When the answer starts flowing to the client (failover is "
         "invisible before it).",
+    )
+    resume: Annotated[Literal["off", "continuation"] | None, Policy("off")] = Field(
+        None,
+        title="Mid-stream rescue",
+        description="continuation: a stream cut or stalled after the commit point while "
+        "producing text continues on the next eligible target (never spliced).",
     )
     context_window: Annotated[ContextWindow | None, Policy(None, unit="tokens")] = Field(
         None,
@@ -465,6 +482,14 @@ class TargetCircuitIn(CircuitPolicyIn):
     """Per-target circuit overrides (SPEC §4): absent fields follow the group's."""
 
 
+class CapabilitiesIn(_Strict):
+    """What a target's upstream is known to accept (SPEC §16). ``prefill``: an assistant
+    message last in the request is continued, not answered (a mid-stream rescue sends the
+    partial text that way)."""
+
+    prefill: bool = False
+
+
 class TargetIn(_Strict):
     """One target. The options after ``context_window`` (SPEC §4, §13) are stored together
     in ``Target.options`` by :func:`target_options`; absent = the default."""
@@ -479,6 +504,7 @@ class TargetIn(_Strict):
     reasoning_effort: Literal["inherit", "max", "drop"] = "inherit"
     efforts: Annotated[list[Effort], AfterValidator(_unique_efforts)] | None = None
     circuit: TargetCircuitIn | None = None
+    capabilities: CapabilitiesIn | None = None
 
     @model_validator(mode="after")
     def _max_needs_efforts(self) -> TargetIn:
@@ -501,6 +527,7 @@ TARGET_OPTIONS: tuple[str, ...] = (
     "reasoning_effort",
     "efforts",
     "circuit",
+    "capabilities",
 )
 
 
@@ -510,7 +537,7 @@ def target_options(item: TargetIn) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in TARGET_OPTIONS:
         value = getattr(item, name)
-        if name == "circuit":
+        if name in ("circuit", "capabilities"):
             value = value.model_dump(exclude_none=True) if value is not None else None
         if value != TargetIn.model_fields[name].default and value not in (None, {}):
             out[name] = value

@@ -10,7 +10,9 @@ the :class:`HealthEvent` values to whoever records and broadcasts them.
   doubled duration: ``base · 2^(n−1)`` capped, ``n`` = consecutive openings).
 - PROBING: one call was let through after cooling ended (:func:`begin_probe`), or the
   driver force-revived the target because nothing else was eligible
-  (:func:`force_revive`). Success -> HEALTHY; failure -> COOLING, doubled.
+  (:func:`force_revive`). Success -> HEALTHY; failure -> COOLING, doubled. A window opened
+  by a failed force-revive is marked (``revived``): it is not force-revived again, and
+  selection revives no other target of the chain while it runs (SPEC §16).
 - Active checks (:func:`begin_check`): off the client's path a cooling target is pinged
   once per check interval; a success makes it HEALTHY (so recovery after an outage of
   any length is bounded by the interval, not by the doubled cooling window). Neither a
@@ -83,6 +85,11 @@ class TargetHealth:
     hold_until: float = 0.0
     # When the next active health check of this cooling target may run (0: not yet armed).
     next_check: float = 0.0
+    # This cooling window was opened by a failed force-revive (or one is in flight): no
+    # call force-revives it, or any target sharing a chain with it, until the window ends
+    # (SPEC §16: one client call per cooling window into a dead route). Cleared by a
+    # success and by an ordinary probe.
+    revived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "state": self.state.value}
@@ -100,6 +107,7 @@ class TargetHealth:
             last_message=str(d.get("last_message", "")),
             hold_until=float(d.get("hold_until", 0.0)),
             next_check=float(d.get("next_check", 0.0)),
+            revived=bool(d.get("revived", False)),
         )
 
 
@@ -108,6 +116,7 @@ class ProviderHealth:
     disabled: bool = False
     code: str | None = None
     since: float = 0.0
+    message: str = ""  # the upstream's own (scrubbed) words, for the exhaustion message
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,6 +127,7 @@ class ProviderHealth:
             disabled=bool(d.get("disabled", False)),
             code=d.get("code"),
             since=float(d.get("since", 0.0)),
+            message=str(d.get("message", "")),
         )
 
 
@@ -168,7 +178,7 @@ def begin_probe(h: TargetHealth, now: float, *, lease_s: float) -> TargetHealth:
     """Take the single probe slot for ``lease_s`` seconds. Raises unless probe-eligible."""
     if availability(h, now) is not Availability.PROBE_ELIGIBLE:
         raise HealthTransitionError(f"cannot probe a target that is {availability(h, now)}")
-    return replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
+    return replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s, revived=False)
 
 
 def begin_check(h: TargetHealth, now: float, *, interval_s: float) -> tuple[TargetHealth, bool]:
@@ -232,6 +242,11 @@ def _cool(
     hold = _hold(h, failure, now)
     until = max(h.until, now + seconds, hold)
     new = TargetHealth(
+        revived=h.state is HealthState.PROBING and h.revived,
+        # The active checks keep their cadence: a failed client probe re-arming them would
+        # push the next check a whole interval later, and recovery with it (SPEC §4: back
+        # in service within 15 s of recovering).
+        next_check=h.next_check,
         state=HealthState.COOLING,
         consecutive_failures=consecutive,
         openings=h.openings + 1,
@@ -367,13 +382,14 @@ def force_revive(
     h: TargetHealth, key: str, now: float, *, lease_s: float = FORCE_REVIVE_LEASE_S
 ) -> tuple[TargetHealth, list[HealthEvent]]:
     """Nothing else is eligible: probe this cooling target now instead of failing the call
-    — unless the provider asked for a wait (``Retry-After``) that has not passed: then
+    — unless the provider asked for a wait (``Retry-After``) that has not passed, or this
+    window was already opened by a failed force-revive (once per cooling window): then
     nothing changes and no event is returned."""
     if h.state is not HealthState.COOLING:
         raise HealthTransitionError(f"only a cooling target can be force-revived, not {h.state}")
-    if now < h.hold_until:
+    if now < h.hold_until or h.revived:
         return h, []
-    new = replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s)
+    new = replace(h, state=HealthState.PROBING, probe_lease_until=now + lease_s, revived=True)
     event = HealthEvent(
         EventKind.FORCE_REVIVED,
         key,
@@ -410,7 +426,7 @@ def disable_provider(
     """Disable every target of ``provider``. Idempotent: the first failure's code is kept."""
     if p.disabled:
         return p, []
-    new = ProviderHealth(disabled=True, code=failure.code.value, since=now)
+    new = ProviderHealth(disabled=True, code=failure.code.value, since=now, message=failure.message)
     return new, [
         HealthEvent(
             EventKind.DISABLED,

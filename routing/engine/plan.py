@@ -11,7 +11,10 @@ match wins:
    (the same prompt cannot fit the same window). The wait is the upstream's
    ``Retry-After`` when given — one beyond ``max_delay_ms`` means "switch now" — else
    exponential backoff. A wait that would outlast the call's deadline counts as retries
-   exhausted;
+   exhausted, and so does one that would take the waits ``waited_s`` already spent on this
+   target past ``switch_after_ms`` while another target of the chain is eligible (``alternative``)
+   and the code is a switch code: switch fast when there is somewhere to go (SPEC §16).
+   The last eligible target keeps the full schedule;
 4. otherwise SWITCH when the code is a switch code, else SURFACE.
 
 :class:`SwitchReason.THRESHOLD` is never returned here: the driver uses it when it skips
@@ -77,9 +80,12 @@ def decide(
     is_probe: bool = False,
     committed: bool = False,
     time_left_s: float | None = None,
+    alternative: bool = False,
+    waited_s: float = 0.0,
     rand: Callable[[], float],
 ) -> Decision:
-    """Next step after ``failure`` on a target already retried ``retries_done`` times."""
+    """Next step after ``failure`` on a target already retried ``retries_done`` times,
+    after waiting ``waited_s`` seconds in place on it."""
     code = failure.code
     if committed or code is FailureCode.ABORTED:
         return SURFACE
@@ -96,6 +102,9 @@ def decide(
             delay = backoff_ms(policy, retries_done + 1, rand) / 1000.0
         if time_left_s is not None and delay >= time_left_s:
             return _move_on(code, switch_codes, SwitchReason.RETRY_EXHAUSTED)
+        over_budget = (waited_s + delay) * 1000 > policy.switch_after_ms
+        if alternative and over_budget and code in switch_codes:
+            return Decision(Action.SWITCH, reason=SwitchReason.RETRY_EXHAUSTED)
         return Decision(Action.RETRY, delay_s=delay)
     reason = SwitchReason.RETRY_EXHAUSTED if retryable else SwitchReason.NOT_RETRYABLE
     return _move_on(code, switch_codes, reason)

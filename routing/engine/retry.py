@@ -21,6 +21,8 @@ class RetryPolicy:
     """At most ``max_retries`` retries per target, for ``retry_codes`` only.
 
     Delays grow ``initial_delay_ms · 2^(n−1)`` up to ``max_delay_ms``, ±``jitter_ratio``.
+    ``switch_after_ms`` bounds the waits spent on one target while another target of the
+    chain is eligible (SPEC §16: switch fast when there is somewhere to go).
     Values are validated by the configuration schema, not here. The defaults are the
     engine's own (stdlib only); tests/test_policy_fields.py holds them to the declared
     built-in policy (``routing.config.schema.RetryPolicyIn``).
@@ -31,6 +33,7 @@ class RetryPolicy:
     initial_delay_ms: int = 500
     max_delay_ms: int = 10_000
     jitter_ratio: float = 0.1
+    switch_after_ms: int = 2_000
 
 
 def backoff_ms(policy: RetryPolicy, retry_number: int, rand: Callable[[], float]) -> float:

@@ -9,8 +9,10 @@ API and the page's badges all render, so they cannot drift apart:
 - :func:`choose` — the algorithm's order, the verdicts, the session's sticky target and
   what this call already excluded → the :class:`Choice` list the driver walks: the first
   target to SERVE ends it; a PROBE is tried only if its single probe lease can be taken
-  (another call may hold it); when nothing is eligible, REVIVE the cooling targets
-  earliest-deadline first (never before a ``Retry-After`` the provider gave);
+  (another call may hold it); when nothing is eligible, REVIVE the one cooling target
+  whose deadline comes first, once per cooling window (never before a ``Retry-After``
+  the provider gave, never while a probe of the chain is out or a failed revive's window
+  runs: SPEC §16, a full outage sheds load);
 - :func:`charge` — a call gave up on a target: what that costs the target's health
   (SPEC §3.9: once per call), and :func:`switch_reason` names the move for the record.
 
@@ -61,6 +63,8 @@ class Verdict:
     message: str = ""
     consecutive_failures: int = 0
     provider_disabled: bool = False
+    revived: bool = False  # its window was opened by a force-revive (in flight or failed)
+    next_check: float = 0.0  # when an active health check may revive it (0: none armed)
 
     @property
     def standing(self) -> str:
@@ -73,6 +77,16 @@ class Verdict:
     def eligible(self) -> bool:
         """A fresh call may use it now (directly, or as its single probe)."""
         return self.availability in (Availability.AVAILABLE, Availability.PROBE_ELIGIBLE)
+
+    @property
+    def earliest_revival(self) -> float | None:
+        """When it may serve again at the earliest, for ``Retry-After``: its cooling
+        deadline, or sooner its next active health check (never before the provider's own
+        ``Retry-After``), so a client that honours the header comes back when a recovered
+        route can be serving, not a doubled window later."""
+        if self.revives_at is None or self.next_check <= 0:
+            return self.revives_at
+        return min(self.revives_at, max(self.next_check, self.held_until))
 
     def revivable(self, now: float) -> bool:
         """Cooling, and no provider's ``Retry-After`` forbids a force-revive now."""
@@ -101,8 +115,12 @@ class Verdict:
     def exhaustion_line(self) -> str | None:
         """Why an untried target did not serve, for the exhaustion message (None: it was
         not in the way: it simply was not reached)."""
-        if self.provider_disabled:
-            return f"disabled: {self.code}"
+        if self.provider_disabled:  # with the upstream's own (scrubbed) words when known
+            return (
+                f"disabled: {self.code}: {self.message}"
+                if self.message
+                else f"disabled: {self.code}"
+            )
         match self.availability:
             case Availability.DISABLED:
                 return f"disabled: {self.code}: {self.message}"
@@ -123,6 +141,7 @@ def judge(health: TargetHealth | None, provider: ProviderHealth | None, now: flo
             HealthState.DISABLED,
             Availability.DISABLED,
             code=provider.code,
+            message=provider.message,
             consecutive_failures=health.consecutive_failures if health is not None else 0,
             provider_disabled=True,
         )
@@ -145,6 +164,8 @@ def judge(health: TargetHealth | None, provider: ProviderHealth | None, now: flo
         code=health.last_code,
         message=health.last_message,
         consecutive_failures=health.consecutive_failures,
+        revived=health.revived,
+        next_check=health.next_check if avail is Availability.COOLING else 0.0,
     )
 
 
@@ -185,8 +206,11 @@ def choose(
     ``order`` is the algorithm's, ``excluded`` the targets this call may not use (already
     failed or skipped, or known too small for a context that overflowed). The list stops
     at the first target that can SERVE; PROBE entries before it are tried first in
-    algorithm order (each needs its lease). REVIVE entries come only when no target can
-    serve: the cooling targets, earliest deadline first."""
+    algorithm order (each needs its lease). A REVIVE entry comes only when no target can
+    serve: the single cooling target whose deadline comes first, and none while any target
+    of the chain (excluded or not) is being probed or cools after a failed force-revive —
+    its verdict, or its window, comes first; every other call gets the fast 503. Every
+    call picks the same target, so the store's compare-and-set lets exactly one through."""
     out = set(excluded)
     ordered = [key for key in sticky_first(order, sticky, out) if key not in out]
     choices: list[Choice] = []
@@ -197,13 +221,33 @@ def choose(
             return choices
         if verdict.availability is Availability.PROBE_ELIGIBLE:
             choices.append(Choice(key, Use.PROBE))
+    if any(_blocks_revival(v) for v in verdicts.values()):
+        return choices
     cooling = [
         (verdicts[key].revives_at or now, key)
         for key in ordered
         if key in verdicts and verdicts[key].revivable(now)
     ]
-    choices.extend(Choice(key, Use.REVIVE) for _, key in sorted(cooling))
+    if cooling:
+        choices.append(Choice(min(cooling)[1], Use.REVIVE))
     return choices
+
+
+def has_alternative(
+    keys: Sequence[str], verdicts: Mapping[str, Verdict], now: float, excluded: Iterable[str]
+) -> bool:
+    """Another target of the chain could serve this call now (healthy, or its cooldown is
+    over): while one can, in-place retries stop at ``retry.switch_after_ms`` (SPEC §16). A
+    force-revive is not somewhere to go."""
+    return any(c.use is not Use.REVIVE for c in choose(keys, verdicts, now, excluded=excluded))
+
+
+def _blocks_revival(verdict: Verdict) -> bool:
+    """A probe of the chain is out (its verdict comes first), or a force-revive already
+    spent this cooling window."""
+    if verdict.availability is Availability.PROBING:
+        return True
+    return verdict.availability is Availability.COOLING and verdict.revived
 
 
 class Charge(StrEnum):

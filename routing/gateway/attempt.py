@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from routing.engine.failures import Failure, FailureCode, classify_error_object
+from routing.engine.rescue import Partial
 from routing.gateway.continuity import ServedTurn
 from routing.gateway.replies import sse
 from routing.protocols import Protocol
@@ -125,6 +126,7 @@ class EventReader:
         self.started = started
         self.first_content_at: float | None = None
         self.turn = ServedTurn()  # the assistant turn being streamed, for provenance
+        self.partial: Partial | None = None  # the text so far, when the group may rescue
 
     @property
     def decoder(self) -> Decoder | None:
@@ -282,6 +284,8 @@ class EventReader:
                 self.got_content = True
                 self.first_content_at = self._loop.time()
             self.turn.feed(chunk)
+            if self.partial is not None:
+                self.partial.feed(chunk)
             if usage and not choices:  # usage-only: the client gets the first one
                 if self._usage_chunk is not None and framing:
                     continue
@@ -318,6 +322,8 @@ class EventReader:
             chunks = decoder.decode(event)
             for canonical in chunks:
                 self.turn.feed(canonical)
+                if self.partial is not None:
+                    self.partial.feed(canonical)
             if not self.got_content and any(has_content(c) for c in chunks):
                 self.got_content = True
                 self.first_content_at = self._loop.time()
@@ -427,8 +433,10 @@ async def run_attempt(
     endpoint: str | None = None,
     headers: Mapping[str, str] | None = None,
     names: ToolNames | None = None,
+    partial: bool = False,
 ) -> Answer:
     """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it.
+    ``partial``: keep the streamed text (``reader.partial``) for a mid-stream rescue.
 
     ``endpoint`` ``"embeddings"`` posts to ``<base>/embeddings`` (JSON only; an answer
     without vectors is ``EMPTY_RESPONSE``).
@@ -475,6 +483,8 @@ async def run_attempt(
         kind=kind,
         scrub=client.upstream_failure,
     )
+    if partial:
+        reader.partial = Partial()
     try:
         return await _read_to_commit(reader, commit=commit)
     except BaseException:

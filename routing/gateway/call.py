@@ -3,7 +3,8 @@
 The loop, in SPEC §3 terms::
 
     pick a target (algorithm order → affinity → health: skip disabled/cooling/failed,
-                   take the probe lease of a probe-eligible one, else force-revive)
+                   take the probe lease of a probe-eligible one, else force-revive the
+                   earliest-cooling one, once per cooling window)
       └─ attempt → Answer (commit point reached) → relay, record success
                └─ Failure → decide(): RETRY in place after a delay
                                       SWITCH: charge health once, record a fallback, pick again
@@ -32,7 +33,16 @@ from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
-from routing.engine.select import Charge, Use, Verdict, charge, choose, switch_reason
+from routing.engine.rescue import Resume, may_rescue
+from routing.engine.select import (
+    Charge,
+    Use,
+    Verdict,
+    charge,
+    choose,
+    has_alternative,
+    switch_reason,
+)
 from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import (
@@ -51,6 +61,7 @@ from routing.gateway.replies import (
     sse,
     sse_error,
 )
+from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.protocols import Protocol
@@ -74,7 +85,8 @@ PROBE_LEASE_CAP_S = 120.0
 class TargetOutcome:
     failure: Failure
     attempts: int
-    elapsed_ms: float
+    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
+    last_ms: float  # the last attempt alone
 
 
 class Call:
@@ -151,6 +163,10 @@ class Call:
         self.trace: CallTrace | None = (
             None if runtime.tracing is None else self._start_trace(trace_headers)
         )
+        # A chat stream of a group that resumes keeps its text and request past the commit
+        # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
+        self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
+        self.rescue: Rescue | None = None
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
@@ -190,6 +206,8 @@ class Call:
         while True:
             pick = await self._pick(ticket)
             if switched_from is not None:
+                # A switch only when there is somewhere to go: the last target's failure
+                # is in the call's record, not a fallback (SPEC §16).
                 self._publish_fallback(*switched_from, to=pick[0] if pick else None)
                 switched_from = None
             if pick is None:
@@ -241,7 +259,9 @@ class Call:
                     return target, True
                 continue
             # Nothing eligible: force-revive the cooling target that expires first, so the
-            # model stays up instead of failing while a route may well have recovered.
+            # model stays up instead of failing while a route may well have recovered. It is
+            # the only REVIVE offered, once per cooling window: if the store refuses (another
+            # call or process won it), this call gets the fast 503.
             events = await store.force_revive(target.key, now)
             if events:
                 self.runtime.hub.publish_all(events)
@@ -288,6 +308,7 @@ class Call:
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
         first_started = self.loop.time()
+        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
         while True:
             tries += 1
             attempt_started = self.loop.time()
@@ -310,6 +331,7 @@ class Call:
                     endpoint=self.endpoint,
                     headers=headers,
                     names=self.prepared.tool_names,
+                    partial=self.rescuable,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -353,11 +375,13 @@ class Call:
                 switch_codes=group.switch_codes,
                 is_probe=probe,
                 time_left_s=self.deadline - self.loop.time(),
+                alternative=not probe and await self._has_alternative(target),
+                waited_s=waited_s,
                 rand=self.runtime.rand,
             )
             if decision.action is not Action.RETRY:
                 self.outcomes[target.key] = TargetOutcome(
-                    failure, tries, (self.loop.time() - first_started) * 1000
+                    failure, tries, (self.loop.time() - first_started) * 1000, record.elapsed_ms
                 )
                 group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
@@ -373,11 +397,24 @@ class Call:
                     delay_s=decision.delay_s,
                     message=failure.message,
                     at=self.runtime.clock(),
+                    retries_left=group.retry.max_retries - tries,
                 )
             )
             slept_from = self.loop.time()
             await self.runtime.sleep(decision.delay_s)
             self.upstream_s += self.loop.time() - slept_from
+            waited_s += decision.delay_s
+
+    async def _has_alternative(self, target: TargetSpec) -> bool:
+        """Whether another target of the chain could take this call now (only asked after
+        a failure, so a call that does not fail pays nothing for it)."""
+        group = self.group
+        if len(group.targets) < 2:
+            return False
+        snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
+        now = self.runtime.clock()
+        verdicts = snapshot.verdicts(group.members, now)
+        return has_alternative(group.keys, verdicts, now, self._excluded() | {target.key})
 
     def _outbound_bytes(
         self, kind: Protocol, target: TargetSpec, outbound: dict[str, Any], rewrites: list[str]
@@ -414,7 +451,7 @@ class Call:
             time_left_s=self.deadline - self.loop.time(),
             rand=self.runtime.rand,
         )
-        self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0)
+        self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0, 0.0)
         self.group.algorithm.on_failure(target.candidate, failure.code)
         return decision, failure
 
@@ -476,19 +513,25 @@ class Call:
     ) -> None:
         last = self.record.attempts[-1] if self.record.attempts else None
         if last is not None:
-            last.switched, last.switched_to, last.reason = True, to.key if to else None, reason
+            last.reason = reason
+        if to is None:
+            return  # nowhere to go: not a switch
+        if last is not None:
+            last.switched, last.switched_to = True, to.key
+        outcome = self.outcomes.get(source.key)
         self.runtime.hub.publish(
             FallbackEvent(
                 call_id=self.call_id,
                 group=self.group.name,
                 from_target=source.key,
-                to_target=to.key if to else None,
+                to_target=to.key,
                 reason=reason,
                 code=failure.code.value,
                 status=failure.status,
                 message=failure.message,
                 cooldown_s=cooldown,
                 at=self.runtime.clock(),
+                attempts=outcome.attempts if outcome is not None else 1,
             )
         )
 
@@ -529,7 +572,8 @@ class Call:
             return JsonReply(answer.prefix[0], headers=headers)
         kind = Protocol(target.provider.kind)
         if kind is Protocol.CHAT and self.door is Protocol.CHAT:
-            self._release_request(answer)
+            if not self.rescuable:  # a rescue needs the request again
+                self._release_request(answer)
             return StreamReply(
                 self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
             )
@@ -541,7 +585,8 @@ class Call:
             reader.decoder if reader else None,
             self.prepared.tool_names,
         )
-        self._release_request(answer)
+        if not self.rescuable:  # a rescue needs the request again
+            self._release_request(answer)
         return StreamReply(
             self._relay_leg(target, answer, relay),
             headers=headers,
@@ -586,7 +631,7 @@ class Call:
                         outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(surfaced as an SSE error: too late to retry or switch)",
+                            "(too late to retry or switch: an SSE error, unless the group resumes it)",
                             self.call_id,
                             self.group.name,
                             target.key,
@@ -597,7 +642,13 @@ class Call:
                         # charged before the error event, which a client may close on (the
                         # server then closes this generator at the yield).
                         await self._charge(target, failure, probe=False)
-                        yield sse_error(failure.message, code=failure.code.value)
+                        async for out in self._rescue(target, reader, failure, None):
+                            yield out
+                        if self.rescue is not None and self.rescue.ok:
+                            outcome, error_code = CallOutcome.OK, None
+                            return
+                        if self.rescue is None or self.rescue.target is None:
+                            yield sse_error(failure.message, code=failure.code.value)
                         return
                     if frames is None:
                         break
@@ -633,7 +684,7 @@ class Call:
                         outcome, error_code = CallOutcome.FAILED, failure.code.value
                         log.warning(
                             "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(surfaced as the door's error event: too late to retry or switch)",
+                            "(too late to retry or switch: the door's error event, unless the group resumes it)",
                             self.call_id,
                             self.group.name,
                             target.key,
@@ -641,7 +692,13 @@ class Call:
                             failure.message,
                         )
                         await self._charge(target, failure, probe=False)  # as in _relay
-                        yield relay.error(failure.message, code=failure.code.value)
+                        async for out in self._rescue(target, reader, failure, relay):
+                            yield out
+                        if self.rescue is not None and self.rescue.ok:
+                            outcome, error_code = CallOutcome.OK, None
+                            return
+                        if self.rescue is None or self.rescue.target is None:
+                            yield relay.error(failure.message, code=failure.code.value)
                         return
                     if out is None:
                         break
@@ -658,12 +715,31 @@ class Call:
         finally:
             await self._stream_ended(target, answer, outcome, error_code)
 
+    async def _rescue(
+        self, target: TargetSpec, reader: EventReader, failure: Failure, relay: Relay | None
+    ) -> AsyncIterator[bytes]:
+        """A mid-stream rescue when the group resumes and the rules allow it (SPEC §16):
+        the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
+        partial = reader.partial
+        if partial is None or not may_rescue(
+            self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
+        ):
+            return
+        sink = sink_for(self.door, relay, reader, self.body)
+        if sink is None:
+            return
+        self.rescue = rescue = Rescue()
+        async for out in continue_elsewhere(self, target, partial, sink, rescue):
+            yield out
+
     async def _stream_ended(
         self, target: TargetSpec, answer: Answer, outcome: CallOutcome, error_code: str | None
     ) -> None:
         reader = answer.reader
         if reader is not None:
-            self.record.usage = reader.usage
+            # usage counted once: a rescued stream's is its continuation's
+            rescued = self.rescue is not None and self.rescue.target is not None
+            self.record.usage = self.rescue.usage if rescued and self.rescue else reader.usage
             await reader.aclose()
             if self.track_inflight:
                 await self.runtime.store.inflight_add(target.key, -1)
@@ -725,9 +801,11 @@ class Call:
         if outcome is not None:
             f, attempts = outcome.failure, outcome.attempts
             status = f" (HTTP {f.status})" if f.status is not None else ""
+            # the last attempt's own time, then the total spent on the target
             return (
-                f"{f.code.value}{status}: {f.message} "
-                f"({outcome.elapsed_ms:.0f} ms, {attempts} attempt{'s' if attempts != 1 else ''})"
+                f"{f.code.value}{status}: {f.message} ({outcome.last_ms:.0f} ms; "
+                f"{attempts} attempt{'s' if attempts != 1 else ''} "
+                f"in {outcome.elapsed_ms / 1000:.1f} s)"
             )
         if target.key in self.skipped:
             return f"skipped: {self.skipped[target.key]}"
@@ -749,8 +827,8 @@ class Call:
             if target.key in self.skipped:
                 continue  # it can never serve this call
             verdict, outcome = judged[target.key], self.outcomes.get(target.key)
-            if verdict.revives_at is not None:
-                waits.append(verdict.revives_at)
+            if verdict.earliest_revival is not None:
+                waits.append(verdict.earliest_revival)
             elif (
                 all_waiting
                 and outcome is not None

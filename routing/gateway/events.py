@@ -33,6 +33,7 @@ class RetryEvent:
     delay_s: float
     message: str
     at: float  # the runtime's clock: no event reads the wall clock on its own
+    retries_left: int = 0  # in-place retries the policy still allows after this one
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class FallbackEvent:
     message: str
     cooldown_s: float | None
     at: float  # the runtime's clock: no event reads the wall clock on its own
+    attempts: int = 1  # the call's attempts on ``from_target`` before it moved on
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ class AttemptRecord:
     probe: bool = False
     rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
+    continuation: bool = False  # a mid-stream rescue of a cut stream (SPEC §16)
 
 
 class CallOutcome(StrEnum):
@@ -121,7 +124,7 @@ class CallRecord:
     def trail(self) -> str:
         """Compact per-attempt trail for the ``x-switchyard-trail`` header."""
         return ",".join(
-            f"{a.target}:ok"
+            (f"{a.target}:continuation" if a.continuation else f"{a.target}:ok")
             if a.ok
             else f"{a.target}:{a.code}:{a.status if a.status is not None else '-'}"
             for a in self.attempts
@@ -158,27 +161,36 @@ class EventHub:
 
 
 def _log(event: Event) -> None:
+    # Messages are the upstream's words, already scrubbed of every credential (SPEC §9).
     if isinstance(event, RetryEvent):
-        log.info(
-            "retry call=%s group=%s target=%s try=%d code=%s status=%s in %.3fs",
+        log.warning(
+            "retry call=%s group=%s target=%s try=%d code=%s status=%s in %.3fs "
+            "(%d retr%s left): %s",
             event.call_id,
             event.group,
             event.target,
             event.try_number,
             event.code,
-            event.status,
+            event.status if event.status is not None else "-",
             event.delay_s,
+            event.retries_left,
+            "y" if event.retries_left == 1 else "ies",
+            event.message,
         )
     elif isinstance(event, FallbackEvent):
         log.warning(
-            "switch call=%s group=%s from=%s to=%s reason=%s code=%s status=%s",
+            "switch call=%s group=%s from=%s to=%s reason=%s after %d attempt%s "
+            "code=%s status=%s: %s",
             event.call_id,
             event.group,
             event.from_target,
             event.to_target or "-",
             event.reason,
+            event.attempts,
+            "" if event.attempts == 1 else "s",
             event.code,
-            event.status,
+            event.status if event.status is not None else "-",
+            event.message,
         )
     elif isinstance(event, HealthEvent):
         log.warning(

@@ -23,7 +23,13 @@ from routing.conf import switchyard_settings
 from routing.engine.failures import Redactor
 from routing.gateway.events import EventHub
 from routing.gateway.limits import upstream_connections
-from routing.gateway.table import ProviderSpec, RoutingTable, compile_table, group_summary
+from routing.gateway.table import (
+    ProviderSpec,
+    RoutingTable,
+    compile_table,
+    group_summary,
+    keep_algorithms,
+)
 from routing.observability.tracing import build_tracing
 from routing.state import HealthStore, build_store
 from routing.upstream import client_class
@@ -70,6 +76,9 @@ class Runtime:
         self.clock = clock
         self.sleep = sleep
         self.rand = rand
+        # Targets a 400 taught not to take an assistant prefill (SPEC §16): rescues restart
+        # there instead. Per process, and never charged to health.
+        self.no_prefill: set[str] = set()
         self.table: RoutingTable | None = None
         self._last_good: RoutingTable | None = None
         self._generation = 0
@@ -133,7 +142,7 @@ class Runtime:
         with self._lock:
             generation = self._generation
             try:
-                table = self._compile()
+                table = keep_algorithms(self._last_good, self._compile())
             except Exception:
                 if self._last_good is None:
                     raise

@@ -29,6 +29,7 @@ from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
 from routing.engine.plan import CommitPoint
+from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
 from routing.upstream.openai import Timeouts
@@ -82,6 +83,7 @@ class TargetSpec:
     reasoning_effort: EffortPolicy = EffortPolicy.INHERIT
     efforts: tuple[str, ...] = ()
     circuit: CircuitPolicy | None = None  # None: the group's
+    prefill: bool = False  # takes an assistant prefill (capabilities.prefill, SPEC §16)
     continuity: TargetContinuity = field(init=False)
 
     def __post_init__(self) -> None:
@@ -111,6 +113,7 @@ class GroupSpec:
     deadline_s: float
     version: int
     policy: Mapping[str, object]  # the effective flat policy, for status pages
+    resume: Resume = Resume.OFF
     # Derived once at compile time so a call's selection does not rebuild them:
     keys: tuple[str, ...] = field(init=False)  # target keys in configured order
     provider_names: tuple[str, ...] = field(init=False)  # providers used, for health reads
@@ -144,7 +147,8 @@ def group_summary(group: GroupSpec) -> str:
     retry = group.retry
     retries = (
         f"{retry.max_retries} retries per target on {' '.join(sorted(c.value for c in retry.retry_codes))}, "
-        f"backoff {retry.initial_delay_ms}→{retry.max_delay_ms} ms jitter {retry.jitter_ratio:g}"
+        f"backoff {retry.initial_delay_ms}→{retry.max_delay_ms} ms jitter {retry.jitter_ratio:g}, "
+        f"switch after {retry.switch_after_ms} ms"
         if retry.max_retries
         else "no in-place retries"
     )
@@ -228,6 +232,29 @@ class RoutingTable:
         return group
 
 
+def keep_algorithms(previous: RoutingTable | None, table: RoutingTable) -> RoutingTable:
+    """``table`` with each group's algorithm instance carried over from ``previous`` when
+    the change did not touch that group: same group version, same algorithm class, same
+    candidates. A third-party algorithm may keep state in its hooks (learned weights, a
+    cursor of its own); rebuilding every group on any change would wipe it (SPEC §16)."""
+    if previous is None:
+        return table
+    carried = False
+    groups = dict(table.groups)
+    for name, group in table.groups.items():
+        old = previous.groups.get(name)
+        if (
+            old is not None
+            and old.algorithm is not group.algorithm
+            and old.version == group.version
+            and type(old.algorithm) is type(group.algorithm)
+            and [t.candidate for t in old.targets] == [t.candidate for t in group.targets]
+        ):
+            groups[name] = dataclasses.replace(group, algorithm=old.algorithm)
+            carried = True
+    return dataclasses.replace(table, groups=groups) if carried else table
+
+
 # A layer that declares one of these clears the other below it (SPEC §13: exclusive).
 _EXCLUSIVE = {"context_window": "compact_window", "compact_window": "context_window"}
 
@@ -266,6 +293,7 @@ def _build_group(
         deadline_s=float(policy["deadline_s"]),
         version=version,
         policy=dict(policy),
+        resume=Resume(policy.get("resume", "off")),
     )
 
 
@@ -279,6 +307,9 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
         out["reasoning_effort"] = EffortPolicy(options["reasoning_effort"])
     if options.get("efforts"):
         out["efforts"] = tuple(options["efforts"])
+    capabilities = options.get("capabilities")
+    if isinstance(capabilities, Mapping) and capabilities.get("prefill"):
+        out["prefill"] = True
     return out
 
 

@@ -55,6 +55,12 @@ SWITCHES = Counter(
     ["group", "target", "code"],
     registry=REGISTRY,
 )
+RESCUES = Counter(
+    "switchyard_rescues",
+    "Mid-stream rescues (SPEC §16) by group and outcome: ok, or failed (the error event).",
+    ["group", "outcome"],
+    registry=REGISTRY,
+)
 RETRIES = Counter(
     "switchyard_retries",
     "In-place retries by group, target and code.",
@@ -114,6 +120,8 @@ def observe(event: Event) -> None:
             ATTEMPTS.labels(
                 _target(attempt.target), "OK" if attempt.ok else attempt.code or "UNKNOWN"
             ).inc()
+        if any(a.continuation for a in event.attempts):
+            RESCUES.labels(group, "ok" if event.outcome == CallOutcome.OK else "failed").inc()
         if event.outcome == CallOutcome.OK and event.ttft_ms is not None:
             TIME_TO_FIRST_TOKEN.labels(group).observe(event.ttft_ms / 1000)
         if event.overhead_ms is not None:

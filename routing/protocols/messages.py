@@ -638,9 +638,12 @@ class StreamDecoder:
         self.usage: dict[str, Any] | None = None
         self._usage: dict[str, Any] = {}
         self._tool_index: dict[int, int] = {}
+        self.block_index = -1  # the latest content block's index (a rescue continues it)
 
     def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
+        if kind == "content_block_start":
+            self.block_index = int(event.get("index") or 0)
         if kind == "content_block_delta":
             delta = event.get("delta") or {}
             dtype = delta.get("type")
@@ -714,10 +717,12 @@ class StreamEncoder:
     preamble the commit point held back); ``message_delta`` + ``message_stop`` at ``end``.
     """
 
-    def __init__(self) -> None:
-        self._started = False
-        self._block: str | None = None  # "text" | "thinking" | "tool_use"
-        self._index = -1
+    def __init__(self, *, open_text_block: int | None = None) -> None:
+        """``open_text_block``: continue a stream whose preamble and text block ``index``
+        the client already has (a mid-stream rescue, SPEC §16)."""
+        self._started = open_text_block is not None
+        self._block: str | None = "text" if open_text_block is not None else None
+        self._index = open_text_block if open_text_block is not None else -1
         self._tools: dict[int, int] = {}
         self._finish: str | None = None
         self._usage: dict[str, Any] | None = None

@@ -214,7 +214,20 @@ INVALID = [
     ({"commit": None}, ["body", "commit"]),
     ({"retry": {"initial_delay_ms": 20_000}}, ["body", "retry", "initial_delay_ms"]),
     ({"targets": []}, ["body", "targets"]),
+    ({"retry": {"switch_after_ms": -1}}, ["body", "retry", "switch_after_ms"]),
+    ({"retry.switch_after_ms": 3_600_001}, ["body", "retry", "switch_after_ms"]),
 ]
+
+
+def test_the_switch_budget_is_layered_like_every_policy_field(layered: Api) -> None:
+    assert field_view(group(layered), "retry.switch_after_ms") == (2000, "default", False)
+    patched = layered.patch("/groups/auto", {"retry": {"switch_after_ms": 500}}, if_match='W/"1"')
+    assert patched.status_code == 200, patched.content
+    assert field_view(patched.json(), "retry.switch_after_ms") == (500, "group", True)
+    restored = layered.post(
+        "/groups/auto/restore-default", {"fields": ["retry.switch_after_ms"]}, if_match='W/"2"'
+    )
+    assert field_view(restored.json(), "retry.switch_after_ms") == (2000, "default", False)
 
 
 @pytest.mark.parametrize(("body", "loc"), INVALID)

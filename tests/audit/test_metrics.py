@@ -99,3 +99,29 @@ def test_metrics_need_an_admin_key_unless_made_public(audit: Audit, settings) ->
     assert httpx.get(url, headers={"authorization": f"Bearer {audit.h.key}"}).status_code == 401
     settings.SWITCHYARD = {**settings.SWITCHYARD, "METRICS_PUBLIC": True}
     assert httpx.get(url).status_code == 200
+
+
+def test_a_mid_stream_rescue_is_counted_and_on_the_record(audit: Audit) -> None:
+    from routing.audit.models import Attempt
+    from routing.simulator.script import DropAfter, Reply
+
+    audit.h.configure(
+        RETRY_TWICE.replace("  - name: auto\n", "  - name: auto\n    resume: continuation\n")
+    )
+    before = scrape(audit)
+    audit.h.upstream.script("a", DropAfter(2, content="One two "))
+    audit.h.upstream.script("b", Reply("One two three.", chunks=3))
+    stream = audit.h.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "One two three."
+    audit.flush()
+    after = scrape(audit)
+    assert (
+        value(after, "switchyard_rescues_total", group="auto", outcome="ok")
+        - value(before, "switchyard_rescues_total", group="auto", outcome="ok")
+        == 1
+    )
+    rows = list(Attempt.objects.order_by("index").values_list("target", "ok", "continuation"))
+    assert rows == [("p1/a", True, False), ("p2/b", True, True)]
+    [call] = audit.api.get("/api/v1/calls").json()
+    assert [a["continuation"] for a in call["attempts"]] == [False, True]

@@ -458,3 +458,49 @@ def test_a_stored_unsendable_credential_is_a_clear_error_on_test_and_refresh(
     tested = staff_client.post("/providers/old/test/", **HTMX)
     assert tested.status_code == 200
     assert "credential is not printable ASCII" in tested.content.decode()
+
+
+def test_restore_all_defaults_clears_every_override_of_the_group(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    configure()
+    html = staff_client.get("/groups/auto/settings/").content.decode()
+    assert "data-restore-all" in html and "Restore all defaults" in html
+    staff_client.post("/groups/auto/settings/", form_post(html, retry__max_retries="2"), **HTMX)
+    policy, _ = group_policy()
+    assert policy == {"circuit.cooldown_base_ms": 20000, "retry.max_retries": 2}
+    fresh = staff_client.get("/groups/auto/settings/").content.decode()
+    data = form_post(fresh)
+    data["field"] = ""  # what the button sends (hx-vals): every field
+    response = staff_client.post("/groups/auto/settings/restore/", data, **HTMX)
+    assert response.status_code == 200
+    assert group_policy()[0] == {}
+    page = response.content.decode()
+    assert "data-overridden" not in page
+    assert "inherited from config file" in field_block(page, "circuit.cooldown_base_ms")
+    assert 'value="5"' in field_block(page, "retry.max_retries")
+
+
+def test_the_chain_panel_says_when_recent_calls_cannot_be_read(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    from django.db import connection
+
+    from routing.audit.models import Call
+
+    configure()
+    table = Call._meta.db_table
+    with connection.cursor() as cursor:  # the audit table is gone: a real read failure
+        cursor.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_away"')
+    try:
+        response = staff_client.get("/groups/")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'ALTER TABLE "{table}_away" RENAME TO "{table}"')
+    assert response.status_code == 200  # the rest of the page still works
+    html = response.content.decode()
+    # sqlite says OperationalError, PostgreSQL ProgrammingError
+    assert re.search(
+        r'role="alert">Could not load recent calls: (OperationalError|ProgrammingError)', html
+    )
+    assert 'data-badge="p2/b"' in html

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from routing.engine.algorithms import Candidate, RoutingAlgorithm, SelectionView
 
 
@@ -14,3 +16,17 @@ class Reverse(RoutingAlgorithm):
 
 class NotAnAlgorithm:
     name = "nope"
+
+
+class Learning(RoutingAlgorithm):
+    """Keeps state of its own in its hooks (as a third-party algorithm may): the number of
+    dispatches it has seen, which configuration changes elsewhere must not reset."""
+
+    name = "learning"
+
+    def __init__(self, candidates: Sequence[Candidate]) -> None:
+        super().__init__(candidates)
+        self.dispatches = 0
+
+    def on_dispatch(self, candidate: Candidate) -> None:
+        self.dispatches += 1

@@ -367,6 +367,25 @@ def test_force_revive_cooling_target() -> None:
     assert (events[0].target, events[0].until, events[0].code) == (KEY, T0 + 300, "RATE_LIMIT")
 
 
+def test_a_cooling_window_is_force_revived_at_most_once() -> None:
+    revived, _ = force_revive(cooling(T0 + 10), KEY, T0 + 4)
+    assert revived.revived
+    # the revived probe fails: a new, doubled window, opened by a spent revive
+    spent, _ = record_failure(revived, KEY, SERVER, POLICY, T0 + 5, was_probe=True)
+    assert (spent.state, spent.until, spent.revived) == (S.COOLING, T0 + 25, True)
+    assert force_revive(spent, KEY, T0 + 6) == (spent, [])
+    # an ordinary probe at the window's end clears the mark; its failure opens a plain window
+    probing = begin_probe(spent, T0 + 25, lease_s=30)
+    assert not probing.revived
+    plain, _ = record_failure(probing, KEY, SERVER, POLICY, T0 + 26, was_probe=True)
+    assert not plain.revived
+    assert kinds(force_revive(plain, KEY, T0 + 27)[1]) == [E.FORCE_REVIVED]
+    # a client call's own failure never marks a window as revived
+    assert not record_failure(TargetHealth(), KEY, SERVER, POLICY, T0)[0].revived
+    # and the mark survives a trip through a store's JSON
+    assert TargetHealth.from_dict(json.loads(json.dumps(spent.to_dict()))) == spent
+
+
 @pytest.mark.parametrize(
     "health",
     [TargetHealth(), TargetHealth(state=S.PROBING, probe_lease_until=T0 + 30)],
@@ -390,7 +409,7 @@ def test_reset(start: TargetHealth, by: str, message: str) -> None:
 def test_disable_provider_is_idempotent_and_enable_reverses_it() -> None:
     p = ProviderHealth()
     p, events = disable_provider(p, "primary", Failure(F.AUTH, "bad key", 401), T0)
-    assert p == ProviderHealth(disabled=True, code="AUTH", since=T0)
+    assert p == ProviderHealth(disabled=True, code="AUTH", since=T0, message="bad key")
     assert kinds(events) == [E.DISABLED]
     assert (events[0].target, events[0].provider, events[0].code) == (None, "primary", "AUTH")
     again, events = disable_provider(p, "primary", Failure(F.QUOTA, "broke", 402), T0 + 5)

@@ -127,6 +127,44 @@ DECIDE: list[tuple[str, Failure, dict[str, Any], Decision]] = [
     ("unknown-model-switches", Failure(F.UNKNOWN_MODEL, "x", 404), {}, switch(R.NOT_RETRYABLE)),
     ("bad-request-surfaces", Failure(F.BAD_REQUEST, "x", 400), {}, SURFACE),
     ("content-filter-surfaces", Failure(F.CONTENT_FILTER, "x", 400), {}, SURFACE),
+    # switch fast while another target is eligible: 0.5 s waited + 1 s fits 2 s, + 2 s not
+    (
+        "budget-fits",
+        Failure(F.SERVER, "x"),
+        {"alternative": True, "retries_done": 1, "waited_s": 0.5},
+        retry(1.0),
+    ),
+    (
+        "budget-passed-switches",
+        Failure(F.SERVER, "x"),
+        {"alternative": True, "retries_done": 2, "waited_s": 1.5},
+        switch(R.RETRY_EXHAUSTED),
+    ),
+    (
+        "budget-counts-retry-after",
+        Failure(F.SERVER, "x", 529, 3.0),
+        {"alternative": True},
+        switch(R.RETRY_EXHAUSTED),
+    ),
+    (
+        "budget-zero-switches-at-once",
+        Failure(F.SERVER, "x"),
+        {"alternative": True, "policy": RetryPolicy(switch_after_ms=0)},
+        switch(R.RETRY_EXHAUSTED),
+    ),
+    # the last eligible target keeps the full schedule
+    (
+        "budget-last-target",
+        Failure(F.SERVER, "x"),
+        {"retries_done": 3, "waited_s": 3.5},
+        retry(4.0),
+    ),
+    (
+        "budget-not-a-switch-code-keeps-retrying",
+        Failure(F.SERVER, "x"),
+        {"alternative": True, "waited_s": 5.0, "switch_codes": frozenset({F.AUTH})},
+        retry(0.5),
+    ),
     (
         "operator-made-bad-request-switchable",
         Failure(F.BAD_REQUEST, "x", 400),
@@ -153,6 +191,35 @@ def test_decide(failure: Failure, overrides: dict[str, Any], expected: Decision)
     assert decision.action is expected.action
     assert decision.reason is expected.reason
     assert decision.delay_s == pytest.approx(expected.delay_s)
+
+
+@pytest.mark.parametrize(
+    ("alternative", "sleeps"), [(True, [0.5, 1.0]), (False, [0.5, 1, 2, 4, 8])]
+)
+def test_switch_after_on_a_clock(alternative: bool, sleeps: list[float]) -> None:
+    """A 529 every 50 ms, driven the way the call drives decide(): with another target
+    eligible the call leaves after 1.5 s of waits (2 s budget); alone it waits them all."""
+    clock, slept, tries = 0.0, [], 0
+    while True:
+        clock += 0.05  # the attempt
+        decision = decide(
+            Failure(F.SERVER, "overloaded", 529),
+            retries_done=tries,
+            policy=POLICY,
+            switch_codes=DEFAULT_SWITCH_CODES,
+            alternative=alternative,
+            waited_s=sum(slept),
+            rand=lambda: 0.5,
+        )
+        if decision.action is not Action.RETRY:
+            break
+        slept.append(decision.delay_s)
+        clock += decision.delay_s
+        tries += 1
+    assert slept == sleeps
+    assert decision == switch(R.RETRY_EXHAUSTED)
+    if alternative:
+        assert clock <= 2.5  # SPEC §16: the second target within ~2.5 s, not 15 s
 
 
 def test_decide_uses_jitter_from_rand() -> None:

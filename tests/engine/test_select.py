@@ -26,6 +26,9 @@ PROBING = TargetHealth(state=HealthState.PROBING, until=NOW - 5, probe_lease_unt
 LEASE_LAPSED = TargetHealth(state=HealthState.PROBING, until=NOW - 5, probe_lease_until=NOW - 1)
 FORBIDDEN = TargetHealth(state=HealthState.DISABLED, last_code="FORBIDDEN", last_message="no")
 HELD = TargetHealth(state=HealthState.COOLING, until=NOW + 5, hold_until=NOW + 60)
+SOON = TargetHealth(state=HealthState.COOLING, until=NOW + 3)
+# cooling again after a failed force-revive: that window's one revive is spent
+SPENT = TargetHealth(state=HealthState.COOLING, until=NOW + 40, revived=True)
 OFF = ProviderHealth(disabled=True, code="AUTH", since=NOW - 100)
 
 
@@ -106,13 +109,15 @@ def verdicts(**states: TargetHealth | None) -> dict[str, Verdict]:
             (),
             [("a", Use.PROBE), ("b", Use.PROBE), ("c", Use.SERVE)],
         ),
-        # nothing eligible: revive the cooling targets, earliest deadline first
-        (
-            {"a": COOLING, "b": TargetHealth(state=HealthState.COOLING, until=NOW + 3)},
-            None,
-            (),
-            [("b", Use.REVIVE), ("a", Use.REVIVE)],
-        ),
+        # nothing eligible: revive only the cooling target whose deadline comes first
+        ({"a": COOLING, "b": SOON}, None, (), [("b", Use.REVIVE)]),
+        ({"a": COOLING, "b": SOON, "c": COOLING}, None, (), [("b", Use.REVIVE)]),
+        # ... once per cooling window: a failed revive's window blocks the whole chain,
+        # even when the call already excluded that target (it just failed there)
+        ({"a": SPENT, "b": SOON}, None, (), []),
+        ({"a": SPENT, "b": SOON}, None, ("a",), []),
+        # ... and not while a probe of the chain is out: its verdict comes first
+        ({"a": PROBING, "b": SOON}, None, (), []),
         # a provider's Retry-After is never cut short, and probing/disabled are not revived
         ({"a": HELD, "b": PROBING, "c": FORBIDDEN}, None, (), []),
         # a probe that cannot get its lease falls through to the revive list

@@ -186,6 +186,23 @@ async def test_exactly_one_concurrent_force_revive_wins(store: HealthStore) -> N
     assert await store.force_revive(KEY, until) == []
 
 
+async def test_a_cooling_window_is_force_revived_once_across_callers(store: HealthStore) -> None:
+    # SPEC §16: fifty callers (processes, with Redis) race to revive; one wins, its probe
+    # fails, and nobody revives the target again in the window that failure opened.
+    until = await cool(store)
+    results = await asyncio.gather(*(store.force_revive(KEY, T0 + 4) for _ in range(50)))
+    assert sum(1 for events in results if events) == 1
+    await store.record_failure(KEY, SERVER, POLICY, T0 + 5, was_probe=True)
+    health = await state_of(store)
+    assert health is not None and health.revived and health.until > until
+    again = await asyncio.gather(*(store.force_revive(KEY, T0 + 6) for _ in range(10)))
+    assert again == [[]] * 10
+    # the window's end lets one ordinary probe through, which clears the mark
+    assert await store.try_begin_probe(KEY, health.until, 30)
+    health = await state_of(store)
+    assert health is not None and not health.revived
+
+
 async def test_force_revive_and_reset(store: HealthStore) -> None:
     until = await cool(store)
     [event] = await store.force_revive(KEY, T0 + 1)

@@ -1,0 +1,106 @@
+"""Mid-stream rescue (SPEC §16): what to do when a committed stream breaks.
+
+After the commit point a failure is normally surfaced as the door's error event. A group
+with ``resume: continuation`` may instead continue the answer on the next eligible
+target, when the stream was cut or stalled (``TRANSPORT``, ``TIMEOUT``) while the
+assistant was producing text, and never once a tool call has begun (half a tool call
+cannot be continued safely). Two ways, decided here and carried out by the driver:
+
+- PREFILL: the target takes an assistant prefill (declared ``capabilities.prefill``, not
+  since learned otherwise): the original request plus the partial text as a final
+  assistant message; whatever it streams is the remainder.
+- RESTART: the original request again; nothing reaches the client until the restart's
+  text has reproduced, byte for byte, what the client already has (:class:`Reproduction`),
+  then only the surplus flows. A restart that diverges ends in the error event: two
+  different answers are never spliced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .failures import FailureCode
+
+
+class Resume(StrEnum):
+    OFF = "off"
+    CONTINUATION = "continuation"
+
+
+class RescueMode(StrEnum):
+    PREFILL = "prefill"
+    RESTART = "restart"
+
+
+RESCUABLE = frozenset({FailureCode.TRANSPORT, FailureCode.TIMEOUT})  # a cut, a stall
+
+
+def may_rescue(resume: Resume, code: FailureCode, *, text: str, tool_began: bool) -> bool:
+    """Whether a committed stream that failed with ``code`` may be continued elsewhere."""
+    return resume is Resume.CONTINUATION and code in RESCUABLE and bool(text) and not tool_began
+
+
+def rescue_mode(*, prefill: bool, learned_no_prefill: bool) -> RescueMode:
+    return RescueMode.PREFILL if prefill and not learned_no_prefill else RescueMode.RESTART
+
+
+def rejects_prefill(code: FailureCode, status: int | None) -> bool:
+    """A prefill request answered 400: the target does not take prefills (learned; the
+    request, not the target, was at fault, so its health is not charged)."""
+    return code is FailureCode.BAD_REQUEST or status == 400
+
+
+class Match(StrEnum):
+    HOLDING = "holding"  # still reproducing what the client has: send nothing yet
+    PASSED = "passed"  # reproduced: ``surplus`` (and everything after it) is new
+    DIVERGED = "diverged"  # a different answer: surface the error
+
+
+@dataclass(slots=True)
+class Reproduction:
+    """Checks a restart's text against what the client already has, piece by piece."""
+
+    sent: str
+    seen: int = 0  # characters of ``sent`` reproduced so far
+
+    def feed(self, text: str) -> tuple[Match, str]:
+        """One more piece of the restart's text: the verdict, and the new text beyond
+        what the client has (only with PASSED)."""
+        if self.seen >= len(self.sent):
+            return Match.PASSED, text
+        want = self.sent[self.seen : self.seen + len(text)]  # at most len(text) long
+        if not text.startswith(want):
+            return Match.DIVERGED, ""
+        self.seen += len(want)
+        if self.seen < len(self.sent):
+            return Match.HOLDING, ""
+        return Match.PASSED, text[len(want) :]
+
+
+class Partial:
+    """What a committed stream has given the client so far (choice 0 of canonical chat
+    chunks): the text, and whether a tool call began. Kept only for groups that resume."""
+
+    __slots__ = ("pieces", "tool_began")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.tool_began = False
+
+    def feed(self, chunk: dict[str, object]) -> None:
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        delta = choices[0].get("delta")
+        if not isinstance(delta, dict):
+            return
+        if delta.get("tool_calls") or delta.get("function_call"):
+            self.tool_began = True
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self.pieces.append(content)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)

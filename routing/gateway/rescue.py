@@ -1,0 +1,280 @@
+"""Carry out a mid-stream rescue (SPEC §16; the rules are ``routing.engine.rescue``).
+
+A committed stream was cut or stalled while producing text, in a group with ``resume:
+continuation``: ask the next eligible target for the rest, and relay only what the client
+does not have yet. :func:`continue_elsewhere` yields the bytes to write after what the
+client already got and reports how it ended in :class:`Rescue`; a rescue that cannot
+finish ends with the door's error event, exactly as an unrescued stream would.
+
+The continuation is read as canonical chunks (whatever its target's kind) and written in
+the door's framing by a :class:`Sink`: chat chunks for the chat door, the broken relay's
+own encoder when it was translating, and for a Messages pass-through an encoder primed
+with the text block the client has open. A Responses pass-through (a Responses upstream
+behind the Responses door) is not rescued: its error event stands.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.plan import CommitPoint
+from routing.engine.rescue import (
+    Match,
+    Partial,
+    Reproduction,
+    RescueMode,
+    rejects_prefill,
+    rescue_mode,
+)
+from routing.gateway.attempt import EventReader, run_attempt
+from routing.gateway.replies import SSE_DONE, sse, sse_error
+from routing.protocols import Protocol, messages
+from routing.protocols.legs import Item, PassThrough, Relay, translate_body
+from routing.upstream.openai import UpstreamFailure
+
+if TYPE_CHECKING:
+    from routing.gateway.call import Call
+    from routing.gateway.table import TargetSpec
+
+Chunk = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Sink:
+    """Writes continuation chunks in the door's framing."""
+
+    encode: Callable[[list[Chunk]], bytes]
+    end: Callable[[], bytes]
+    error: Callable[[str, str], bytes]
+
+
+def chat_sink(*, include_usage: bool) -> Sink:
+    def encode(chunks: list[Chunk]) -> bytes:
+        return b"".join(sse(orjson.dumps(c)) for c in chunks if c.get("choices") or include_usage)
+
+    return Sink(encode, lambda: SSE_DONE, lambda message, code: sse_error(message, code=code))
+
+
+def sink_for(door: Protocol, relay: Relay | None, reader: EventReader, body: Chunk) -> Sink | None:
+    """The sink that continues what ``relay`` (None: the chat relay) was writing, or None
+    when this door and kind cannot be continued."""
+    if door is Protocol.CHAT:
+        options = body.get("stream_options")
+        return chat_sink(
+            include_usage=isinstance(options, dict) and bool(options.get("include_usage"))
+        )
+    if relay is None:
+        return None
+    if isinstance(relay, PassThrough):
+        decoder = reader.decoder
+        if door is not Protocol.MESSAGES or not isinstance(decoder, messages.StreamDecoder):
+            return None
+        encoder = messages.StreamEncoder(open_text_block=max(decoder.block_index, 0))
+        return Sink(
+            encoder.encode,
+            encoder.end,
+            lambda message, code: relay.error(message, code=code),
+        )
+    return Sink(
+        lambda chunks: relay.encode([(b"", {}, tuple(chunks))]),
+        relay.end,
+        lambda message, code: relay.error(message, code=code),
+    )
+
+
+log = logging.getLogger("switchyard.gateway")
+
+
+@dataclass(slots=True)
+class Rescue:
+    """How a rescue went: ``ok`` once the rest reached the client and the stream ended."""
+
+    ok: bool = False
+    target: str | None = None
+    mode: RescueMode | None = None
+    usage: dict[str, Any] | None = None
+    failure: Failure | None = None
+    tried: list[str] = field(default_factory=list)
+
+
+def _with_prefill(body: dict[str, Any], text: str) -> dict[str, Any]:
+    messages = list(body.get("messages") or ())
+    return {**body, "messages": [*messages, {"role": "assistant", "content": text}]}
+
+
+def _content(chunk: dict[str, Any]) -> str | None:
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    delta = choices[0].get("delta")
+    if not isinstance(delta, dict):
+        return None
+    content = delta.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _with_content(chunk: dict[str, Any], text: str) -> dict[str, Any]:
+    choice = dict(chunk["choices"][0])
+    choice["delta"] = {**choice["delta"], "content": text}
+    return {**chunk, "choices": [choice, *chunk["choices"][1:]]}
+
+
+async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str | None) -> bytes:
+    """The original request for ``target``, with ``prefill`` as a last assistant message."""
+    if kind is call.door and call.door_continuity is not None:  # a Messages pass-through
+        outbound, _ = await call.door_continuity.outbound(target)
+        if prefill is not None:
+            outbound = _with_prefill(outbound, prefill)
+        return orjson.dumps(outbound)
+    outbound, rewrites = await call.continuity.outbound(target)
+    if prefill is None:
+        body, _ = call._outbound_bytes(kind, target, outbound, rewrites)
+        return body
+    outbound = _with_prefill(outbound, prefill)
+    if kind is Protocol.CHAT:
+        return orjson.dumps({**outbound, "model": target.model})
+    body, _ = translate_body(kind, outbound, target.model)
+    return body
+
+
+async def continue_elsewhere(
+    call: Call, failed: TargetSpec, partial: Partial, sink: Sink, rescue: Rescue
+) -> AsyncIterator[bytes]:
+    """Continue a cut stream on the next eligible target (see the module docstring)."""
+    call.failed.add(failed.key)
+    runtime = call.runtime
+    while True:
+        pick = await call._pick(0)
+        if pick is None:
+            return
+        target, probe = pick
+        kind = Protocol(target.provider.kind)
+        mode = rescue_mode(
+            prefill=target.prefill and kind is not Protocol.RESPONSES,
+            learned_no_prefill=target.key in runtime.no_prefill,
+        )
+        body = await _outbound(
+            call, target, kind, partial.text if mode is RescueMode.PREFILL else None
+        )
+        started = call.loop.time()
+        rescue.tried.append(target.key)
+        try:
+            answer = await run_attempt(
+                runtime.client_for(target.provider),
+                body,
+                stream=True,
+                commit=CommitPoint.FIRST_CONTENT,
+                model=target.model,
+                deadline=call.deadline,
+                door=call.door,
+                kind=kind,
+                headers=call.protocol_headers if kind is call.door else None,
+                names=call.prepared.tool_names,
+            )
+        except UpstreamFailure as exc:
+            f = exc.failure
+            record = call._attempt(target, 1, started, ok=False, probe=probe, failure=f)
+            record.continuation = True
+            if mode is RescueMode.PREFILL and rejects_prefill(f.code, f.status):
+                # Learned: it does not take a prefill. The request was at fault, not the
+                # target: no health charge; the next round restarts there instead.
+                runtime.no_prefill.add(target.key)
+                if probe:
+                    await runtime.store.release_probe(target.key, runtime.clock())
+                continue
+            await call._charge(target, f, probe)
+            call.failed.add(target.key)
+            continue
+        record = call._attempt(target, 1, started, ok=True, probe=probe)
+        record.continuation = True
+        rescue.target, rescue.mode = target.key, mode
+        # It answered: a probe's verdict, and health for everyone (as a commit records it).
+        runtime.hub.publish_all(
+            await runtime.store.record_success(target.key, runtime.clock(), None)
+        )
+        log.warning(
+            "rescuing call=%s group=%s from=%s to=%s mode=%s after %d characters",
+            call.call_id,
+            call.group.name,
+            failed.key,
+            target.key,
+            mode.value,
+            len(partial.text),
+        )
+        async for out in _relay_rest(answer.items, answer.reader, partial, mode, sink, rescue):
+            yield out
+        return
+
+
+def _rest(
+    chunks: list[Chunk], reproduction: Reproduction | None, rescue: Rescue
+) -> tuple[list[Chunk], Reproduction | None]:
+    """The chunks the client does not have yet; ``reproduction`` None once it passed."""
+    out: list[Chunk] = []
+    for chunk in chunks:
+        if reproduction is None or not chunk.get("choices"):
+            out.append(chunk)
+            continue
+        verdict, surplus = reproduction.feed(_content(chunk) or "")
+        if verdict is Match.DIVERGED:
+            rescue.failure = Failure(
+                FailureCode.TRANSPORT,
+                "the stream was cut and a restart elsewhere diverged from the text already "
+                "sent: not spliced",
+            )
+            return out, reproduction
+        if verdict is Match.PASSED:
+            reproduction = None
+            if surplus or chunk["choices"][0].get("finish_reason"):
+                out.append(_with_content(chunk, surplus))
+    return out, reproduction
+
+
+async def _relay_rest(
+    items: list[Item],
+    reader: EventReader | None,
+    partial: Partial,
+    mode: RescueMode,
+    sink: Sink,
+    rescue: Rescue,
+) -> AsyncIterator[bytes]:
+    """The continuation's text the client does not have yet, then the door's end; a
+    restart that diverges, or a second break, ends in the error event."""
+    reproduction = Reproduction(partial.text) if mode is RescueMode.RESTART else None
+    try:
+        batch: list[Item] | None = items
+        while batch is not None:
+            chunks = [c for _, _, canonical in batch for c in canonical]
+            rest, reproduction = _rest(chunks, reproduction, rescue)
+            out = sink.encode(rest) if rest else b""
+            if rescue.failure is not None:
+                yield out + sink.error(rescue.failure.message, rescue.failure.code.value)
+                return
+            if out:
+                yield out
+            if reader is None:
+                break
+            try:
+                batch = await reader.next_batch()
+            except UpstreamFailure as exc:
+                rescue.failure = exc.failure
+                yield sink.error(exc.failure.message, exc.failure.code.value)
+                return
+        if reproduction is not None:  # the restart ended before reproducing the client's text
+            rescue.failure = Failure(
+                FailureCode.TRANSPORT, "a restart elsewhere ended before reaching the cut"
+            )
+            yield sink.error(rescue.failure.message, rescue.failure.code.value)
+            return
+        rescue.ok = True
+        yield sink.end()
+    finally:
+        if reader is not None:
+            rescue.usage = reader.usage
+            await reader.aclose()

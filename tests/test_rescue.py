@@ -1,0 +1,252 @@
+"""Mid-stream rescue (SPEC §16, issue 24 item 5) against the scripted upstream: a cut and
+a stall after the commit point, restart and prefill, a diverging restart, a prefill
+learned to be refused; at the chat door, the Messages door (pass-through and translated)
+and the Responses door (translated)."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from routing.gateway.events import CallRecord
+from routing.simulator.script import DropAfter, Fail, Reply, StallAfter
+from tests.conftest import Harness
+
+MESSAGES = [{"role": "user", "content": "What is the answer?"}]
+SENT = "The answer is "  # what the cut stream gave the client, in two chunks
+WHOLE = "The answer is forty-two, as everyone knows."
+
+RESUMING = """
+providers:
+  - name: p1
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p1
+    timeouts: {connect_s: 2, first_token_s: 0.6, idle_s: 0.6, total_s: 10}
+  - name: p2
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-p2
+groups:
+  - name: auto
+    resume: continuation
+    targets:
+      - {provider: p1, model: a}
+      - {provider: p2, model: b}
+"""
+PREFILL = RESUMING.replace(
+    "{provider: p2, model: b}", "{provider: p2, model: b, capabilities: {prefill: true}}"
+)
+
+
+def stream(h: Harness, usage: list[object] | None = None) -> tuple[str, Exception | None]:
+    text, error = "", None
+    try:
+        for chunk in h.client().chat.completions.create(
+            model="auto", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        ):
+            if chunk.usage is not None and usage is not None:
+                usage.append(chunk.usage)
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+    except openai.APIError as exc:
+        error = exc
+    return text, error
+
+
+def record(h: Harness) -> CallRecord:
+    [call] = h.events(CallRecord, at_least=1)
+    return call
+
+
+@pytest.mark.parametrize(
+    "cut", [DropAfter(2, content=SENT), StallAfter(2, content=SENT)], ids=["cut", "stall"]
+)
+def test_a_restart_elsewhere_relays_only_what_the_client_does_not_have(
+    harness: Harness, cut: object
+) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", cut)
+    harness.upstream.script("b", Reply(WHOLE, chunks=6))
+    usage: list[object] = []
+    text, error = stream(harness, usage)
+    assert error is None
+    assert len(usage) == 1  # counted once
+    assert text == WHOLE  # never "The answer is The answer is ..."
+    [_, restart] = harness.upstream.requests
+    assert restart.body["messages"] == MESSAGES  # no prefill: b does not take one
+    call = record(harness)
+    assert call.outcome == "ok"
+    assert call.trail().endswith("p2/b:continuation")
+    assert call.usage is not None  # the continuation's, counted once
+
+
+def test_a_diverging_restart_is_never_spliced(harness: Harness) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply("Well, it depends on the question.", chunks=4))
+    text, error = stream(harness)
+    assert text == SENT
+    assert error is not None and "diverged" in str(error)
+    assert record(harness).outcome == "failed"
+
+
+def test_a_prefill_target_continues_from_the_partial_text(harness: Harness) -> None:
+    harness.configure(PREFILL)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply("forty-two, as everyone knows.", chunks=3))
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    [_, rescue] = harness.upstream.requests
+    assert rescue.body["messages"] == [*MESSAGES, {"role": "assistant", "content": SENT}]
+    assert record(harness).trail().endswith("p2/b:continuation")
+
+
+def test_a_refused_prefill_is_learned_without_a_health_charge(harness: Harness) -> None:
+    from asgiref.sync import async_to_sync
+
+    harness.configure(PREFILL)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script(
+        "b", Fail(400, "assistant prefill is not supported"), Reply(WHOLE, chunks=5)
+    )
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    [_, prefilled, restart] = harness.upstream.requests
+    assert prefilled.body["messages"][-1]["role"] == "assistant"
+    assert restart.body["messages"] == MESSAGES
+    assert "p2/b" in harness.runtime.no_prefill
+    snapshot = async_to_sync(harness.runtime.store.snapshot)(["p2/b"], ["p2"])
+    assert "p2/b" not in snapshot.targets  # never charged: the request was at fault
+
+
+def test_without_resume_the_honest_error_event_stands(harness: Harness) -> None:
+    harness.configure(RESUMING.replace("    resume: continuation\n", ""))
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    text, error = stream(harness)
+    assert text == SENT and error is not None
+    assert harness.upstream.count("b") == 0
+
+
+# -- the other doors ----------------------------------------------------------------------
+DOORS = """
+providers:
+  - name: claude
+    kind: anthropic
+    base_url: {upstream}
+    api_key: upstream-key-claude
+  - name: chat
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-chat
+groups:
+  - name: claudes
+    resume: continuation
+    targets:
+      - {provider: claude, model: a1}
+      - {provider: claude, model: a2, capabilities: {prefill: PREFILL}}
+  - name: chats
+    resume: continuation
+    targets:
+      - {provider: chat, model: c1}
+      - {provider: chat, model: c2}
+"""
+
+
+def messages_stream(h: Harness, model: str) -> tuple[str, Exception | None, object]:
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+    text, error, final = "", None, None
+    try:
+        with client.messages.stream(
+            model=model, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        ) as events:
+            for event in events:
+                if event.type == "text":
+                    text += event.text
+            final = events.get_final_message()
+    except anthropic.APIError as exc:
+        error = exc
+    return text, error, final
+
+
+@pytest.mark.parametrize("prefill", [False, True], ids=["restart", "prefill"])
+def test_the_messages_door_continues_a_pass_through_stream(harness: Harness, prefill: bool) -> None:
+    harness.configure(DOORS.replace("PREFILL", "true" if prefill else "false"))
+    harness.upstream.script("a1", DropAfter(2, content=SENT))
+    rest = "forty-two, as everyone knows." if prefill else WHOLE
+    harness.upstream.script("a2", Reply(rest, chunks=4))
+    text, error, final = messages_stream(harness, "claudes")
+    assert error is None and text == WHOLE
+    assert final is not None and final.stop_reason == "end_turn"  # type: ignore[attr-defined]
+    [_, rescue] = harness.upstream.requests
+    last = rescue.body["messages"][-1]
+    if prefill:
+        assert last == {"role": "assistant", "content": SENT}
+    else:
+        assert last["role"] == "user"
+    assert record(harness).trail().endswith("claude/a2:continuation")
+
+
+def test_the_messages_door_continues_a_translated_stream(harness: Harness) -> None:
+    harness.configure(
+        DOORS.replace("PREFILL", "false").replace(
+            "api_key: upstream-key-chat",
+            "api_key: upstream-key-chat\n    timeouts: {idle_s: 0.6, first_token_s: 0.6}",
+        )
+    )
+    harness.upstream.script("c1", StallAfter(2, content=SENT))  # a stall, this time
+    harness.upstream.script("c2", Reply(WHOLE, chunks=5))
+    text, error, _ = messages_stream(harness, "chats")
+    assert error is None and text == WHOLE
+
+
+def test_the_messages_door_never_splices_a_diverging_restart(harness: Harness) -> None:
+    harness.configure(DOORS.replace("PREFILL", "false"))
+    harness.upstream.script("a1", DropAfter(2, content=SENT))
+    harness.upstream.script("a2", Reply("Something else entirely.", chunks=3))
+    text, error, _ = messages_stream(harness, "claudes")
+    assert text == SENT and error is not None and "diverged" in str(error)
+
+
+def test_the_responses_door_continues_a_translated_stream(harness: Harness) -> None:
+    harness.configure(DOORS.replace("PREFILL", "false"))
+    harness.upstream.script("c1", DropAfter(2, content=SENT))
+    harness.upstream.script("c2", Reply(WHOLE, chunks=5))
+    text, error = "", None
+    try:
+        with harness.client().responses.stream(model="chats", input="hi") as events:
+            for event in events:
+                if event.type == "response.output_text.delta":
+                    text += event.delta
+            final = events.get_final_response()
+        assert final.output_text == WHOLE
+    except openai.APIError as exc:
+        error = exc
+    assert error is None and text == WHOLE
+
+
+def test_a_rescue_that_probes_a_cooling_target_records_its_verdict(harness: Harness) -> None:
+    from asgiref.sync import async_to_sync
+
+    from routing.engine.failures import Failure, FailureCode
+    from routing.engine.health import CircuitPolicy
+
+    harness.configure(RESUMING)
+    store = harness.runtime.store
+    clock = harness.runtime.clock
+    # b cooled a while ago and its window is over: the rescue is its probe
+    async_to_sync(store.record_failure)(
+        "p2/b",
+        Failure(FailureCode.SERVER, "x", 500),
+        CircuitPolicy(),
+        clock() - 60,
+        was_probe=False,
+    )
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply(WHOLE, chunks=6))
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    snapshot = async_to_sync(store.snapshot)(["p2/b"], ["p2"])
+    assert "p2/b" not in snapshot.targets or snapshot.targets["p2/b"].state == "healthy"
