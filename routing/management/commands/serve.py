@@ -16,6 +16,12 @@ A start never undoes operator work (SPEC §10):
    start prints it again as long as it is not revoked (revoked or missing: a new one is
    created; no key is ever revoked by a start).
 5. Serves through daphne; its exit status is this command's.
+
+SIGTERM and SIGINT stop everything it started (daphne, the demo upstream), at any point of
+the start: a ``kill -INT`` of this process alone does what Ctrl-C on ``make run`` does. The
+handler is installed explicitly because a process started in the background by a
+non-interactive shell (``manage.py serve &``, ``nohup``) inherits SIGINT *ignored*, and then
+Python never turns it into ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -85,6 +91,19 @@ def _demo_configured() -> bool:
     return row is not None and row.config_source == str(DEMO_CONFIG)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT arrived: unwind to the cleanup that stops every child."""
+
+
+def _on_stop_signal(signum: int, _frame: object) -> None:
+    for number in STOP_SIGNALS:  # a second signal must not interrupt the cleanup
+        signal.signal(number, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
+
+
 def wait_for_port(host: str, port: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -118,9 +137,11 @@ class Command(BaseCommand):
         if demo:
             ensure_free("127.0.0.1", options["demo_port"], "SWITCHYARD_DEMO_PORT")
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        call_command("migrate", interactive=False, verbosity=0)
         children: list[subprocess.Popen[bytes]] = []
+        for number in STOP_SIGNALS:
+            signal.signal(number, _on_stop_signal)
         try:
+            call_command("migrate", interactive=False, verbosity=0)
             if config_file:
                 self._apply_file(config_file)
             elif demo:
@@ -151,11 +172,10 @@ class Command(BaseCommand):
                 cwd=settings.BASE_DIR,
             )
             children.append(server)
-            signal.signal(signal.SIGTERM, lambda *_: server.terminate())
             code = server.wait()
             if code not in (0, -signal.SIGTERM):
                 raise CommandError(f"daphne exited with status {code}", returncode=code or 1)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Stopped):
             pass
         finally:
             for child in reversed(children):
