@@ -15,7 +15,11 @@ A start never undoes operator work (SPEC §10):
 4. The demo client key is created once and kept in ``var/demo-key`` (mode 0600); each
    start prints it again as long as it is not revoked (revoked or missing: a new one is
    created; no key is ever revoked by a start).
-5. Serves through daphne; its exit status is this command's.
+5. Serves through daphne; its exit status is this command's. ``--workers N`` (or
+   ``SWITCHYARD_WORKERS``; ``auto`` = the machine's cores) serves N daphne processes on the
+   one port instead, and restarts one that exits (``routing.management.workers``; N > 1
+   needs ``REDIS_URL``). A bad ``--workers`` or ``--server`` is refused before the port
+   check, so nothing is started or written.
 
 SIGTERM and SIGINT stop everything it started (daphne, the demo upstream), at any point of
 the start: a ``kill -INT`` of this process alone does what Ctrl-C on ``make run`` does. The
@@ -40,8 +44,17 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from routing.conf import switchyard_settings
+from routing.management.workers import (
+    Supervisor,
+    WorkersError,
+    check_server,
+    parse_workers,
+    refusal,
+    server_command,
+)
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
+APP = "router_project.asgi:application"
 
 
 LISTEN_BACKLOG = 4096
@@ -128,10 +141,30 @@ class Command(BaseCommand):
         parser.add_argument(
             "--demo-port", type=int, default=int(os.environ.get("SWITCHYARD_DEMO_PORT", "9100"))
         )
+        parser.add_argument(
+            "--workers",
+            default=os.environ.get("SWITCHYARD_WORKERS") or "1",
+            help="gateway processes on the one port: a number, or 'auto' for the machine's "
+            "cores (default 1; more than 1 needs REDIS_URL)",
+        )
+        parser.add_argument(
+            "--server",
+            default=os.environ.get("SWITCHYARD_SERVER") or "daphne",
+            help="the ASGI server of each worker (default daphne)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]
-        config_file = switchyard_settings().CONFIG_FILE
+        conf = switchyard_settings()
+        config_file = conf.CONFIG_FILE
+        try:
+            workers = parse_workers(options["workers"])
+            server_name = check_server(options["server"])
+        except WorkersError as exc:
+            raise CommandError(str(exc)) from None
+        refused = refusal(workers, host, conf.REDIS_URL, conf.STATE_STORE)
+        if refused:
+            raise CommandError(refused)
         ensure_free(host, port, "SWITCHYARD_PORT")
         demo = not config_file and _demo_configured()
         if demo:
@@ -160,15 +193,29 @@ class Command(BaseCommand):
                 )
             secret, where = self._demo_key()
             self._print_welcome(host, port, secret, demo, where)
+            if workers > 1:
+                supervisor = Supervisor(
+                    count=workers,
+                    host=host,
+                    port=port,
+                    backlog=LISTEN_BACKLOG,
+                    server=server_name,
+                    app=APP,
+                    cwd=settings.BASE_DIR,
+                    say=self._say,
+                )
+                try:
+                    supervisor.start()
+                    self._say(
+                        f"serving {workers} {server_name} workers on {host}:{port} "
+                        f"(pids {', '.join(map(str, supervisor.pids()))})"
+                    )
+                    code = supervisor.watch()
+                finally:
+                    children.extend(supervisor.processes())
+                raise CommandError("a worker keeps exiting at start", returncode=code)
             server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-e",
-                    daphne_endpoint(host, port),
-                    "router_project.asgi:application",
-                ],
+                server_command(server_name, APP, daphne_endpoint(host, port)),
                 cwd=settings.BASE_DIR,
             )
             children.append(server)
@@ -178,13 +225,19 @@ class Command(BaseCommand):
         except (KeyboardInterrupt, Stopped):
             pass
         finally:
-            for child in reversed(children):
+            for child in reversed(children):  # workers first, then the demo upstream
                 if child.poll() is None:
                     child.terminate()
-                    try:
-                        child.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        child.kill()
+            for child in reversed(children):
+                try:
+                    child.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(f"serve: {line}")
+        self.stdout.flush()
 
     def _apply_file(self, config_file: str) -> None:
         from routing.config.errors import ConfigError
