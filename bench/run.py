@@ -1,7 +1,7 @@
 """Driver: DIRECT vs THROUGH SWITCHYARD in the same run, alternating rounds, one table.
 
 ``python -m bench.run [--quick] [--scenarios a,b,...] [--duration S] [--scale-out]
-[--server daphne|uvicorn] [--markdown] [--soak S] [--rate R] [--stub] [--json FILE]``
+[--server daphne|uvicorn|granian] [--markdown] [--soak S] [--rate R] [--stub] [--json FILE]``
 (``--help`` lists the rest).
 
 Layout on the machine: the gateway is pinned to the first usable core; the driver,
@@ -228,13 +228,16 @@ class Runner:
             if self.prepared is None or redis_url == "n/a":
                 started.append((None, label, self.unavailable or "redis-server unavailable"))
                 continue
+            cpus = self.gateway_cpus
+            if redis_url and self.args.every_core and cpus:  # serve --workers N's shape
+                cpus = cpus | set(self.client_cpus or ())
             gateway = Gateway(
                 label.replace(" ", ""),
                 self.prepared,
                 self.args.server,
                 count,
                 redis_url,
-                self.gateway_cpus,
+                cpus,
                 self.args.quiet_server,
                 lag_file,
             )
@@ -527,7 +530,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "gateway, their rounds interleaved: CPU ratios between them (e.g. a,i,m) that hold "
         "on a machine whose speed drifts; peak RSS is then the shared gateway's",
     )
-    parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    parser.add_argument("--server", choices=("daphne", "uvicorn", "granian"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     parser.add_argument(
         "--soak",
@@ -546,6 +549,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stub",
         action="store_true",
         help="serve bench.stub_gateway instead of Switchyard (harness check)",
+    )
+    parser.add_argument(
+        "--every-core",
+        action="store_true",
+        help="with --scale-out: the Redis-backed gateways may run on every core (the shape "
+        "of serve --workers N), sharing the client core with the load generator",
     )
     parser.add_argument(
         "--quiet-server",
