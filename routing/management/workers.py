@@ -15,7 +15,7 @@ broken, not unlucky (an import error, a bad setting): serve stops every worker a
 with its status rather than restarting it forever.
 
 Why N > 1 needs ``REDIS_URL``: cooldowns, probe leases, round-robin tickets, in-flight
-counts, limits and session affinity live in the state store, and the live page's events in
+counts and session affinity live in the state store, and the live page's events in
 the channel layer. Without Redis both are in each process's memory, so N workers would each
 learn a dead route's failure on their own (N failed calls instead of one), each run the
 active health checker against it (N probes per interval: the store's ``try_begin_check``
@@ -81,7 +81,7 @@ def refusal(count: int, host: str, redis_url: str, state_store: str) -> str | No
         return None
     return (
         f"--workers {count} needs REDIS_URL (and the redis state store): without it health "
-        "(cooldowns, probe leases), limits, session affinity and the live page's channel "
+        "(cooldowns, probe leases), session affinity and the live page's channel "
         f"layer live in each process's memory, so {count} workers would each learn a dead "
         f"route on their own, probe it {count} times per health-check interval and show the "
         "live page only their own calls. Set REDIS_URL=redis://HOST:6379/0, or serve one "
