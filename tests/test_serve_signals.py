@@ -62,20 +62,22 @@ def ignore_sigint() -> None:  # what `cmd &` in a non-interactive shell does to 
 
 
 @pytest.mark.parametrize(
-    ("sent", "inherited"),
+    ("sent", "inherited", "server"),
     [
-        (signal.SIGINT, "default"),
-        (signal.SIGINT, "ignored"),
-        (signal.SIGTERM, "default"),
+        (signal.SIGINT, "default", "daphne"),
+        (signal.SIGINT, "ignored", "daphne"),
+        (signal.SIGTERM, "default", "daphne"),
+        (signal.SIGINT, "ignored", "uvicorn"),
     ],
-    ids=["sigint", "sigint-started-in-background", "sigterm"],
+    ids=["sigint", "sigint-started-in-background", "sigterm", "uvicorn-sigint-in-background"],
 )
-def test_a_signal_to_serve_alone_stops_daphne_and_the_demo_upstream(
-    tmp_path: Path, sent: signal.Signals, inherited: str
+def test_a_signal_to_serve_alone_stops_the_server_and_the_demo_upstream(
+    tmp_path: Path, sent: signal.Signals, inherited: str, server: str
 ) -> None:
     port, demo_port = free_port(), free_port()
     serve = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--demo-port", str(demo_port)],
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--demo-port", str(demo_port)]
+        + ["--server", server],
         cwd=ROOT,
         env=serve_env(tmp_path),
         stdout=subprocess.PIPE,
@@ -91,7 +93,7 @@ def test_a_signal_to_serve_alone_stops_daphne_and_the_demo_upstream(
             assert time.monotonic() < deadline, "serve did not start daphne and the demo"
             time.sleep(0.1)
         started = children_of(serve.pid)
-        assert len(started) == 2, started  # the demo upstream and daphne
+        assert len(started) == 2, started  # the demo upstream and the server
         os.kill(serve.pid, sent)  # to serve alone, not its process group
         output, _ = serve.communicate(timeout=60)
         assert serve.returncode == 0, output
@@ -100,7 +102,7 @@ def test_a_signal_to_serve_alone_stops_daphne_and_the_demo_upstream(
             assert time.monotonic() < deadline, f"still running: {started}\n{output}"
             time.sleep(0.1)
         assert not listening(port) and not listening(demo_port)
-        assert "shutdown: closed" in output  # daphne stopped cleanly, not killed
+        assert "shutdown: closed" in output  # the server stopped cleanly, not killed
     finally:
         if serve.poll() is None:
             os.killpg(serve.pid, signal.SIGKILL)

@@ -1,4 +1,5 @@
-"""``manage.py serve --workers N`` (issue 27): N daphne processes on one port, supervised.
+"""``manage.py serve --workers N`` (issue 27): N gateway processes on one port, supervised,
+under daphne and under uvicorn (``--server uvicorn``).
 
 A real two-worker ``serve`` on Redis (a private ``redis-server``) and the embedded SQLite
 file — what ``make run SWITCHYARD_WORKERS=2 REDIS_URL=...`` starts: calls land on both
@@ -54,14 +55,14 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def daphne_children(pid: int) -> set[int]:
+def server_children(pid: int, server: str) -> set[int]:
     found = set()
     for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
         try:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         except FileNotFoundError:
             continue
-        if b"daphne" in cmdline:
+        if f"-m\0{server}\0".encode() in cmdline:
             found.add(int(child))
     return found
 
@@ -159,15 +160,24 @@ def redis_url() -> Iterator[str]:
         server.kill()
 
 
-@pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+@pytest.mark.parametrize(
+    ("server", "stop_with"),
+    [
+        ("daphne", signal.SIGTERM),
+        ("daphne", signal.SIGINT),
+        ("uvicorn", signal.SIGTERM),
+        ("uvicorn", signal.SIGINT),
+    ],
+    ids=["daphne-sigterm", "daphne-sigint", "uvicorn-sigterm", "uvicorn-sigint"],
+)
 def test_two_workers_serve_one_port_a_dead_one_comes_back_and_a_signal_stops_all(
-    tmp_path: Path, redis_url: str, stop_with: signal.Signals
+    tmp_path: Path, redis_url: str, server: str, stop_with: signal.Signals
 ) -> None:
     port, demo_port = free_port(), free_port()
     command = ["manage.py", "serve", "--port", str(port), "--demo-port", str(demo_port)]
     serve = Serve(
         subprocess.Popen(
-            [sys.executable, *command, "--workers", "2"],
+            [sys.executable, *command, "--workers", "2", "--server", server],
             cwd=ROOT,
             env=serve_env(tmp_path, redis_url),
             stdout=subprocess.PIPE,
@@ -180,9 +190,9 @@ def test_two_workers_serve_one_port_a_dead_one_comes_back_and_a_signal_stops_all
     reader.start()
     try:
         key = serve.lines[serve.lines.index(serve.wait_for_line("Client key")) + 1].strip()
-        serve.wait_for_line("serving 2 daphne workers")
+        serve.wait_for_line(f"serving 2 {server} workers")
         deadline = time.monotonic() + START_TIMEOUT_S
-        while len(workers := daphne_children(serve.process.pid)) < 2 or not listening(port):
+        while len(workers := server_children(serve.process.pid, server)) < 2 or not listening(port):
             assert time.monotonic() < deadline, serve.output()
             time.sleep(0.1)
         assert len(workers) == 2
@@ -204,7 +214,7 @@ def test_two_workers_serve_one_port_a_dead_one_comes_back_and_a_signal_stops_all
         newcomer = int(restarted.rsplit("(pid ", 1)[1].rstrip(")\n"))
         assert newcomer not in workers
         now = (workers - {victim}) | {newcomer}
-        assert daphne_children(serve.process.pid) == now
+        assert server_children(serve.process.pid, server) == now
         answered_by_both(now)  # the new worker listens on the same port and serves
 
         everything = set(
@@ -237,7 +247,7 @@ def test_two_workers_serve_one_port_a_dead_one_comes_back_and_a_signal_stops_all
         (["--workers", "0"], True, "--workers must be a whole number of at least 1"),
         (["--workers", "-2"], True, "--workers must be a whole number of at least 1"),
         (["--workers", "many"], True, "got 'many'"),
-        (["--server", "nope"], True, "--server must be one of daphne; got 'nope'"),
+        (["--server", "nope"], True, "--server must be one of daphne, uvicorn; got 'nope'"),
         (["--workers", "2"], False, "--workers 2 needs REDIS_URL"),
     ],
     ids=["zero", "negative", "not-a-number", "unknown-server", "two-without-redis"],

@@ -27,6 +27,7 @@ implementation of every atomic transition the Redis store already has and is tes
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -36,7 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SERVERS = ("daphne",)
+SERVERS = ("daphne", "uvicorn")
+# What each server needs beyond the runtime: daphne is the runtime's own (Channels' server);
+# uvicorn comes with the ``uvicorn`` extra (uvicorn, uvloop, httptools, websockets).
+SERVER_MODULES = {
+    "daphne": ("daphne",),
+    "uvicorn": ("uvicorn", "uvloop", "httptools", "websockets"),
+}
 QUICK_EXIT_S = 10.0
 QUICK_EXITS = 3
 POLL_S = 0.2
@@ -64,18 +71,26 @@ def check_server(name: str) -> str:
         raise WorkersError(
             f"--server must be one of {', '.join(SERVERS)}; got {name!r}. Nothing was started."
         )
+    missing = [m for m in SERVER_MODULES[name] if importlib.util.find_spec(m) is None]
+    if missing:
+        raise WorkersError(
+            f"--server {name} needs {', '.join(missing)}, which is not installed: "
+            f"pip install 'switchyard[{name}]'. Nothing was started."
+        )
     return name
 
 
-def refusal(count: int, host: str, redis_url: str, state_store: str) -> str | None:
+def refusal(
+    count: int, host: str, redis_url: str, state_store: str, server: str = "daphne"
+) -> str | None:
     """Why ``count`` workers cannot run with this configuration, or None when they can."""
     if count == 1:
         return None
-    if ":" in host:
+    if ":" in host and server == "daphne":
         return (
-            f"--workers {count} serves IPv4 addresses only (daphne adopts an inherited socket "
-            f"as IPv4); got {host}. Serve one worker, or listen on 0.0.0.0 / 127.0.0.1. "
-            "Nothing was started."
+            f"--workers {count} under daphne serves IPv4 addresses only (daphne adopts an "
+            f"inherited socket as IPv4); got {host}. Serve one worker, listen on 0.0.0.0, "
+            "or use --server uvicorn. Nothing was started."
         )
     if redis_url and state_store == "redis":
         return None
@@ -104,15 +119,26 @@ def reuseport_socket(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-def fd_endpoint(fd: int) -> str:
-    """daphne's endpoint for an inherited listening socket (its ``fd`` plugin, IPv4 only:
-    it takes the address family as a string and Twisted wants the number)."""
-    return f"fd:fileno={fd}"
-
-
-def server_command(server: str, app: str, endpoint: str) -> list[str]:
-    """The command of one server process listening on ``endpoint`` (Twisted's form)."""
-    check_server(server)
+def server_command(
+    server: str, app: str, *, host: str, port: int, backlog: int, fd: int | None = None
+) -> list[str]:
+    """The command of one server process: listening on ``host:port`` itself, or on the
+    inherited listening socket ``fd``. daphne's ``fd:`` endpoint is IPv4 only: its plugin
+    passes the address family to Twisted as a string, which Twisted refuses for anything
+    but its default."""
+    if server == "uvicorn":  # uvloop and httptools: its fast loop and parser
+        where = (
+            ["--fd", str(fd)]
+            if fd is not None
+            else ["--host", host, "--port", str(port), "--backlog", str(backlog)]
+        )
+        fast = ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
+        return [sys.executable, "-m", "uvicorn", *where, *fast, app]
+    if fd is not None:
+        endpoint = f"fd:fileno={fd}"
+    else:
+        interface = host.replace(":", "\\:")  # an IPv6 address's colons, escaped for Twisted
+        endpoint = f"tcp:port={port}:interface={interface}:backlog={backlog}"
     return [sys.executable, "-m", "daphne", "-e", endpoint, app]
 
 
@@ -146,8 +172,14 @@ class Supervisor:
     def _start(self, index: int) -> None:
         sock = reuseport_socket(self.host, self.port, self.backlog)
         try:
-            endpoint = fd_endpoint(sock.fileno())
-            command = server_command(self.server, self.app, endpoint)
+            command = server_command(
+                self.server,
+                self.app,
+                host=self.host,
+                port=self.port,
+                backlog=self.backlog,
+                fd=sock.fileno(),
+            )
             process = subprocess.Popen(command, cwd=self.cwd, pass_fds=(sock.fileno(),))
         finally:
             sock.close()  # the worker holds its own copy

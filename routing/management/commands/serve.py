@@ -57,16 +57,11 @@ DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
 APP = "router_project.asgi:application"
 
 
+# daphne's ``-b/-p`` listen with Twisted's default backlog of 50: at a few hundred new
+# connections a second (streams opening while thousands are held) the kernel drops SYNs and
+# clients wait 1-3 s for the retransmit. Every server here is given this backlog instead
+# (the kernel caps it at ``net.core.somaxconn``).
 LISTEN_BACKLOG = 4096
-
-
-def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
-    """daphne's ``-b/-p`` listen with Twisted's default backlog of 50: at a few hundred new
-    connections a second (streams opening while thousands are held) the kernel drops
-    SYNs and clients wait 1-3 s for the retransmit. The endpoint form sets the backlog
-    (the kernel caps it at ``net.core.somaxconn``)."""
-    interface = host.replace(":", "\\:")  # an IPv6 address's colons, escaped for Twisted
-    return f"tcp:port={port}:interface={interface}:backlog={backlog}"
 
 
 def ensure_free(host: str, port: int, variable: str) -> None:
@@ -150,7 +145,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--server",
             default=os.environ.get("SWITCHYARD_SERVER") or "daphne",
-            help="the ASGI server of each worker (default daphne)",
+            help="the ASGI server of each worker: daphne (default) or uvicorn (the uvicorn "
+            "extra: uvloop, httptools)",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -162,7 +158,7 @@ class Command(BaseCommand):
             server_name = check_server(options["server"])
         except WorkersError as exc:
             raise CommandError(str(exc)) from None
-        refused = refusal(workers, host, conf.REDIS_URL, conf.STATE_STORE)
+        refused = refusal(workers, host, conf.REDIS_URL, conf.STATE_STORE, server_name)
         if refused:
             raise CommandError(refused)
         ensure_free(host, port, "SWITCHYARD_PORT")
@@ -214,14 +210,12 @@ class Command(BaseCommand):
                 finally:
                     children.extend(supervisor.processes())
                 raise CommandError("a worker keeps exiting at start", returncode=code)
-            server = subprocess.Popen(
-                server_command(server_name, APP, daphne_endpoint(host, port)),
-                cwd=settings.BASE_DIR,
-            )
+            command = server_command(server_name, APP, host=host, port=port, backlog=LISTEN_BACKLOG)
+            server = subprocess.Popen(command, cwd=settings.BASE_DIR)
             children.append(server)
             code = server.wait()
             if code not in (0, -signal.SIGTERM):
-                raise CommandError(f"daphne exited with status {code}", returncode=code or 1)
+                raise CommandError(f"{server_name} exited with status {code}", returncode=code or 1)
         except (KeyboardInterrupt, Stopped):
             pass
         finally:
