@@ -271,3 +271,31 @@ def test_bad_workers_or_server_is_refused_before_anything_is_started(
     assert "Nothing was started" in result.stderr
     assert not (tmp_path / "var" / "switchyard.sqlite3").exists()  # not even migrated
     assert not (tmp_path / "var" / "demo-key").exists()
+
+
+def test_a_worker_that_keeps_exiting_at_start_stops_the_supervisor_with_its_status(
+    tmp_path: Path,
+) -> None:
+    """Restarted twice, then given up on: the third exit within QUICK_EXIT_S of a start
+    ends ``watch`` with the worker's status (serve then stops the others and exits)."""
+    from routing.management.workers import QUICK_EXITS, Supervisor
+
+    said: list[str] = []
+    supervisor = Supervisor(
+        count=1,
+        host="127.0.0.1",
+        port=free_port(),
+        backlog=16,
+        server="daphne",
+        app="unused",
+        cwd=tmp_path,
+        say=said.append,
+        clock=lambda: 0.0,  # every exit comes "at once" after its start
+        command=lambda fd: [sys.executable, "-c", f"import os, sys; os.fstat({fd}); sys.exit(3)"],
+    )
+    supervisor.start()
+    assert supervisor.watch() == 3
+    restarts = [line for line in said if "starting it again" in line]
+    assert len(restarts) == QUICK_EXITS - 1
+    assert "exited with status 3 3 times in a row" in said[-1]
+    assert all(p.poll() == 3 for p in supervisor.processes())

@@ -151,7 +151,8 @@ class Worker:
 
 @dataclass
 class Supervisor:
-    """Starts ``count`` workers and keeps them running until :meth:`stop`."""
+    """Starts ``count`` workers and keeps them running; serve stops them. ``command``
+    (a listening socket's fd -> the worker's command) defaults to ``server``'s."""
 
     count: int
     host: str
@@ -162,6 +163,7 @@ class Supervisor:
     cwd: Path
     say: Callable[[str], None]
     clock: Callable[[], float] = time.monotonic
+    command: Callable[[int], list[str]] | None = None
     workers: dict[int, Worker] = field(default_factory=dict)
     quick_exits: int = 0
 
@@ -172,13 +174,18 @@ class Supervisor:
     def _start(self, index: int) -> None:
         sock = reuseport_socket(self.host, self.port, self.backlog)
         try:
-            command = server_command(
-                self.server,
-                self.app,
-                host=self.host,
-                port=self.port,
-                backlog=self.backlog,
-                fd=sock.fileno(),
+            fd = sock.fileno()
+            command = (
+                self.command(fd)
+                if self.command is not None
+                else server_command(
+                    self.server,
+                    self.app,
+                    host=self.host,
+                    port=self.port,
+                    backlog=self.backlog,
+                    fd=fd,
+                )
             )
             process = subprocess.Popen(command, cwd=self.cwd, pass_fds=(sock.fileno(),))
         finally:
