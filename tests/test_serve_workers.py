@@ -299,3 +299,14 @@ def test_a_worker_that_keeps_exiting_at_start_stops_the_supervisor_with_its_stat
     assert len(restarts) == QUICK_EXITS - 1
     assert "exited with status 3 3 times in a row" in said[-1]
     assert all(p.poll() == 3 for p in supervisor.processes())
+
+
+def test_workers_counts_auto_as_the_cores_this_process_may_use() -> None:
+    from routing.management.workers import WorkersError, parse_workers
+
+    assert parse_workers("auto") == len(os.sched_getaffinity(0)) >= 1
+    assert parse_workers(" AUTO ") == parse_workers("auto")
+    assert parse_workers("3") == 3
+    for bad in ("0", "-1", "1.5", "", "two", "+2"):
+        with pytest.raises(WorkersError):
+            parse_workers(bad)

@@ -57,7 +57,9 @@ def parse_workers(value: str) -> int:
     """``auto`` -> the cores this process may run on; else a whole number of at least 1."""
     text = str(value).strip().lower()
     if text == "auto":
-        return max(1, len(os.sched_getaffinity(0)))
+        if hasattr(os, "sched_getaffinity"):  # Linux: the cores this process may use
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
     if text.isdigit() and int(text) >= 1:
         return int(text)
     raise WorkersError(
