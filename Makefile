@@ -14,7 +14,8 @@ DEV_STAMP := $(VENV)/.dev-$(PYPROJECT_HASH)
 
 SWITCHYARD_HOST ?= 127.0.0.1
 SWITCHYARD_PORT ?= 8000
-export SWITCHYARD_HOST SWITCHYARD_PORT
+SWITCHYARD_WORKERS ?= 1
+export SWITCHYARD_HOST SWITCHYARD_PORT SWITCHYARD_WORKERS
 
 .PHONY: help install install-dev run test test-fast bench lint clean browser agents
 
@@ -41,7 +42,7 @@ install: $(RUNTIME_STAMP)
 install-dev: $(DEV_STAMP)
 
 run: install
-	$(BIN)/python manage.py serve --host $(SWITCHYARD_HOST) --port $(SWITCHYARD_PORT)
+	$(BIN)/python manage.py serve --host $(SWITCHYARD_HOST) --port $(SWITCHYARD_PORT) --workers $(SWITCHYARD_WORKERS)
 
 # Browser tests drive Debian's chromium; install it when missing (CI runs as root).
 browser:

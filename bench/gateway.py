@@ -190,30 +190,44 @@ class Gateway:
 
     @property
     def pids(self) -> list[int]:
-        return [p.pid for p in self.processes]
+        """The server processes and whatever they forked (granian's worker)."""
+        mine = [p.pid for p in self.processes]
+        return [*mine, *(child for pid in mine for child in procs.descendants(pid))]
 
     def _command(self, *, port: int | None, fd: int | None) -> list[str]:
         repo, app = self.prepared.repo, self.prepared.app
         if self.lag_file is not None:
             app = LAGGED_APP
         fd_args = ["--fd", str(fd)] if fd is not None else None
-        if self.server == "uvicorn":
+        if self.server == "uvicorn":  # uvloop and httptools when installed (its "auto")
             where = fd_args or ["--host", "127.0.0.1", "--port", str(port)]
             quiet = ["--no-access-log", "--log-level", "warning"] if self.quiet else []
             return [venv_tool(repo, "python"), "-m", "uvicorn", app, *where, *quiet]
+        if self.server == "granian":  # one process, one runtime thread: one core's worth
+            if fd is not None:
+                raise GatewayUnavailable("granian takes no inherited socket (--fd)")
+            where = ["--host", "127.0.0.1", "--port", str(port), "--backlog", "4096"]
+            log = [] if self.quiet else ["--access-log"]
+            return [
+                venv_tool(repo, "python"), "-m", "granian", "--interface", "asgi",
+                "--workers", "1", "--runtime-threads", "1", "--loop", "uvloop",
+                *where, *log, app,
+            ]  # fmt: skip
         # the endpoint form of -b/-p, with a listen backlog of 4096 instead of Twisted's 50
         where = fd_args or ["-e", f"tcp:port={port}:interface=127.0.0.1:backlog=4096"]
         quiet = ["-v", "0"] if self.quiet else []
         return [venv_tool(repo, "daphne"), *where, *quiet, app]
 
     def start(self, timeout: float = 60.0) -> None:
-        if self.server == "uvicorn":
+        if self.server in ("uvicorn", "granian"):
             python = venv_tool(self.prepared.repo, "python")
             check = procs.run_checked(
-                [python, "-c", "import uvicorn"], cwd=self.prepared.repo, env=self.prepared.env
+                [python, "-c", f"import {self.server}"],
+                cwd=self.prepared.repo,
+                env=self.prepared.env,
             )
             if check.returncode != 0:
-                raise GatewayUnavailable("uvicorn is not installed in the venv (a dev extra)")
+                raise GatewayUnavailable(f"{self.server} is not installed in the venv")
         env = {**self.prepared.env, **self.extra_env}
         if self.redis_url:
             env["REDIS_URL"] = self.redis_url

@@ -29,6 +29,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (granian serves from a worker process it forks)."""
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        parent = queue.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                children = Path(f"/proc/{parent}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                found.append(child)
+                queue.append(child)
+    return found
+
+
 def memory_kb(pid: int) -> dict[str, int]:
     """``VmRSS`` and ``VmHWM`` (peak RSS) in kB."""
     values = {}

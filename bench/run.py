@@ -1,7 +1,7 @@
 """Driver: DIRECT vs THROUGH SWITCHYARD in the same run, alternating rounds, one table.
 
 ``python -m bench.run [--quick] [--scenarios a,b,...] [--duration S] [--scale-out]
-[--server daphne|uvicorn] [--markdown] [--soak S] [--rate R] [--stub] [--json FILE]``
+[--server daphne|uvicorn|granian] [--markdown] [--soak S] [--rate R] [--stub] [--json FILE]``
 (``--help`` lists the rest).
 
 Layout on the machine: the gateway is pinned to the first usable core; the driver,
@@ -228,26 +228,34 @@ class Runner:
     ) -> list[tuple[BenchPath | None, str, str | None]]:
         """The THROUGH paths for one scenario: (path or None, label, why unavailable).
         ``lag_file``: serve the gateway through ``bench.lagged`` (its loop lag, sampled)."""
-        wanted: list[tuple[str, int, str | None]] = [("through", 1, None)]
+        server = self.args.server
+        wanted: list[tuple[str, int, str | None, str]] = [("through", 1, None, server)]
+        wanted += [(f"through {name}", 1, None, name) for name in self.args.also_servers]
         if self.otlp is not None:
-            wanted.append(("otlp", 1, None))
+            wanted.append(("otlp", 1, None, server))
         if scale_out:
             if self.redis is None:
-                wanted += [("redis x1", 1, "n/a"), ("redis x2", 2, "n/a")]
+                wanted += [("redis x1", 1, "n/a", server), ("redis x2", 2, "n/a", server)]
             else:
-                wanted += [("redis x1", 1, self.redis.url(1)), ("redis x2", 2, self.redis.url(2))]
+                wanted += [
+                    ("redis x1", 1, self.redis.url(1), server),
+                    ("redis x2", 2, self.redis.url(2), server),
+                ]
         started: list[tuple[BenchPath | None, str, str | None]] = []
-        for label, count, redis_url in wanted:
+        for label, count, redis_url, server in wanted:
             if self.prepared is None or redis_url == "n/a":
                 started.append((None, label, self.unavailable or "redis-server unavailable"))
                 continue
+            cpus = self.gateway_cpus
+            if redis_url and self.args.every_core and cpus:  # serve --workers N's shape
+                cpus = cpus | set(self.client_cpus or ())
             gateway = Gateway(
                 label.replace(" ", ""),
                 self.prepared,
-                self.args.server,
+                server,
                 count,
                 redis_url,
-                self.gateway_cpus,
+                cpus,
                 self.args.quiet_server,
                 lag_file,
                 self._tracing_env() if label == "otlp" else {},
@@ -558,7 +566,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="add an 'otlp' row: a gateway with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set) "
         "exporting to a loopback collector that discards: what tracing costs per call",
     )
-    parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    parser.add_argument("--server", choices=("daphne", "uvicorn", "granian"), default="daphne")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     parser.add_argument(
         "--soak",
@@ -577,6 +585,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--stub",
         action="store_true",
         help="serve bench.stub_gateway instead of Switchyard (harness check)",
+    )
+    parser.add_argument(
+        "--also-servers",
+        default="",
+        help="comma-separated servers (uvicorn, granian) measured as more THROUGH rows of "
+        "the same run, their rounds interleaved with the others",
+    )
+    parser.add_argument(
+        "--every-core",
+        action="store_true",
+        help="with --scale-out: the Redis-backed gateways may run on every core (the shape "
+        "of serve --workers N), sharing the client core with the load generator",
     )
     parser.add_argument(
         "--quiet-server",
@@ -627,6 +647,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "for S seconds and report RSS after each round",
     )
     args = parser.parse_args(argv)
+    args.also_servers = [n.strip() for n in args.also_servers.split(",") if n.strip()]
+    if set(args.also_servers) - {"daphne", "uvicorn", "granian"}:
+        parser.error("--also-servers takes daphne, uvicorn and granian")
     args.stream_keys = [k.strip() for k in args.streams.split(",") if k.strip()]
     bad = [k for k in args.stream_keys if k not in streamrun.STREAM_SCENARIOS]
     if bad:
@@ -666,7 +689,7 @@ def batches(args: argparse.Namespace) -> list[list[Scenario]]:
 
 
 def estimate_s(args: argparse.Namespace) -> float:
-    paths = 2 + (2 if args.scale_out else 0) + (1 if args.otlp else 0)
+    paths = 2 + len(args.also_servers) + (2 if args.scale_out else 0) + (1 if args.otlp else 0)
     # ~0.15 s of bookkeeping and drain per round; ~3 s to boot each gateway
     rounds = args.warmup + args.rounds * args.duration + (args.rounds + 1) * 0.15
     streams = sum(

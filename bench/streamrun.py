@@ -189,7 +189,7 @@ def _client(path: BenchPath, scenario: StreamScenario, log: Path) -> subprocess.
 
 def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict[str, Any]:
     gateway = path.gateway
-    pid = gateway.pids[0] if gateway else None
+    pid = gateway.pids[-1] if gateway else None  # the serving process (granian: its worker)
     upstream_pid = runner.upstream.proc.pid
     marks: dict[str, dict[str, float]] = {}
 

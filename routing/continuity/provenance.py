@@ -62,7 +62,10 @@ class _Running:
         self.crc, self.adler, self.length = zlib.crc32(data), zlib.adler32(data), len(data)
 
     def add(self, text: str) -> None:
-        data = _encode(text)
+        self.add_bytes(_encode(text))
+
+    def add_bytes(self, data: bytes) -> None:
+        """``add`` of text already UTF-8 encoded (a relayed chunk's bytes, not decoded)."""
         self.crc = zlib.crc32(data, self.crc)
         self.adler = zlib.adler32(data, self.adler)
         self.length += len(data)
@@ -84,6 +87,11 @@ class RunningFingerprint:
     def add_text(self, text: str) -> None:
         if text:
             self._text.add(text)
+
+    def add_text_utf8(self, data: bytes) -> None:
+        """``add_text`` of valid UTF-8 bytes: the same fingerprint, no decode or encode."""
+        if data:
+            self._text.add_bytes(data)
 
     def add_reasoning(self, text: str) -> None:
         if text:

@@ -38,7 +38,7 @@ from routing.protocols.legs import (
 )
 from routing.protocols.responses_tools import ToolNames
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
-from routing.upstream.sse import DONE, SSEParser
+from routing.upstream.sse import DONE, PlainDeltas, SSEParser
 
 log = logging.getLogger("switchyard.gateway")
 
@@ -106,6 +106,7 @@ class EventReader:
         self._body = response.reader()
         self._watch = ReadDeadline()
         self._parser = SSEParser()
+        self._plain = PlainDeltas()
         self._ready: deque[Item] = deque()
         self._framing = False  # next_sse reads: payloads go to _frames, not _ready
         self._frames: list[bytes] = []  # the payloads of the latest read to pass on
@@ -248,7 +249,24 @@ class EventReader:
             self._accept_decoded(payloads, self._decoder, read)
             return
         passed, framing, seen, done = 0, self._framing, self._seen, self._done
+        # Past the commit point most chunks are one content delta: scanned, not parsed
+        # (``PlainDeltas``); what the parse below would learn from such a chunk is
+        # exactly choice 0 seen and its content for continuity.
+        scan = framing and self.got_content and self.turn.response_id is not None
         for payload in payloads:
+            if scan and (raw := self._plain.content(payload)) is not None:
+                try:
+                    if not payload.isascii():
+                        payload.decode()  # a parser would refuse invalid UTF-8
+                    self.turn.feed_content(raw)
+                except ValueError:  # not UTF-8, or a bad escape: the parse decides
+                    pass
+                else:
+                    self._last_malformed = False
+                    seen.add(0)
+                    self._frames.append(payload)
+                    passed += 1
+                    continue
             if payload == DONE:
                 self._finished = True
                 break

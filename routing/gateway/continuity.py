@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+import orjson
+
 from routing.continuity.chat import (
     REASONING_CHANNELS,
     ChatHistory,
@@ -280,6 +282,16 @@ class ServedTurn:
             for call in calls:
                 if isinstance(call, dict) and isinstance(call_id := call.get("id"), str):
                     running.add_tool_call_id(call_id)
+
+    def feed_content(self, raw: bytes) -> None:
+        """``feed`` of a chunk that is one content delta of choice 0 and nothing else
+        (``routing.upstream.sse.PlainDeltas``), given the content's raw JSON string
+        body, valid UTF-8: the bytes go into the checksum as they are unless they hold an
+        escape (a parse of the whole chunk is what this saves)."""
+        if b"\\" in raw:
+            self._running.add_text(orjson.loads(b'"' + raw + b'"'))
+        else:
+            self._running.add_text_utf8(raw)
 
     def fingerprint(self) -> str | None:
         return self._fingerprint if self._complete else self._running.value()

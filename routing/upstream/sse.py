@@ -16,7 +16,27 @@ split and are marked ``named``: a pass-through relay may send such a read as it 
 
 from __future__ import annotations
 
+import re
+
 DONE = b"[DONE]"
+
+# A chat chunk that is one content delta and nothing else the relay must act on, matched as
+# a whole JSON object (see ``PlainDeltas``). Its other members are scalars with
+# escape-free strings, named anything but ``error``, ``choices`` or ``usage`` (so there is
+# no duplicate of those either, which a JSON parser would read last-one-wins); ``usage``
+# may only be ``null``.
+_STRING = rb'"[^"\\\x00-\x1f]*"'
+_SCALAR = rb"(?:" + _STRING + rb"|-?(?:0|[1-9][0-9]*)|null|true|false)"
+_MEMBER = rb'"(?!(?:error|choices|usage)")[A-Za-z0-9_]+":' + _SCALAR
+_CONTENT = rb'((?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*)'
+_NOT_PLAIN = re.compile(rb'["\\\x00-\x1f]')  # content bytes that end or escape a string
+_PLAIN_DELTA = re.compile(
+    rb"\{(?:" + _MEMBER + rb",)*"
+    rb'"choices":\[\{"index":0,"delta":\{(?:"role":"assistant",)?"content":"'
+    + _CONTENT
+    + rb'"\}(?:,"logprobs":null)?,"finish_reason":null(?:,"logprobs":null)?\}\]'
+    rb'(?:,"usage":null)?(?:,' + _MEMBER + rb")*\}"
+)
 
 
 class SSEParser:
@@ -102,3 +122,43 @@ def _whole_events(chunk: bytes) -> tuple[list[bytes], bool] | None:
             return None
         events.append(part[end + 7 :])
     return events, True
+
+
+class PlainDeltas:
+    """Finds the chat chunks of one stream that are exactly one content delta of choice 0,
+    with no finish reason, usage or error — what almost every chunk of a long stream is —
+    and returns their content's raw JSON string body; None for anything else (which the
+    caller parses in full).
+
+    A byte scan instead of a JSON parse. The first such chunk is matched against a pattern
+    that spells out the whole object (``_PLAIN_DELTA``), so a match says everything a parse
+    would have told the relay about it: a JSON object, choice 0 got this content and
+    nothing else, nothing ended, nothing failed. Its bytes before and after the content
+    (the stream's id, model, ... and the closing brackets) are kept: the next chunks of the
+    stream start and end with the same bytes, so for them two comparisons and a search of
+    the content for a quote, a backslash or a control character say the same. Valid UTF-8
+    is the caller's to check, as a parser would; escapes in the content are left for it to
+    decode (``\\n`` is common in code)."""
+
+    __slots__ = ("_head", "_tail")
+
+    def __init__(self) -> None:
+        self._head = b""  # empty: no plain chunk seen yet
+        self._tail = b""
+
+    def content(self, payload: bytes) -> bytes | None:
+        head, tail = self._head, self._tail
+        if (
+            head
+            and payload.startswith(head)
+            and payload.endswith(tail)
+            and len(payload) >= len(head) + len(tail)
+        ):
+            raw = payload[len(head) : len(payload) - len(tail)]
+            if _NOT_PLAIN.search(raw) is None:
+                return raw
+        match = _PLAIN_DELTA.fullmatch(payload)
+        if match is None:
+            return None
+        self._head, self._tail = payload[: match.start(1)], payload[match.end(1) :]
+        return match.group(1)

@@ -15,7 +15,17 @@ A start never undoes operator work (SPEC §10):
 4. The demo client key is created once and kept in ``var/demo-key`` (mode 0600); each
    start prints it again as long as it is not revoked (revoked or missing: a new one is
    created; no key is ever revoked by a start).
-5. Serves through daphne; its exit status is this command's.
+5. Serves through daphne; its exit status is this command's. ``--workers N`` (or
+   ``SWITCHYARD_WORKERS``; ``auto`` = the machine's cores) serves N daphne processes on the
+   one port instead, and restarts one that exits (``routing.management.workers``; N > 1
+   needs ``REDIS_URL``). A bad ``--workers`` or ``--server`` is refused before the port
+   check, so nothing is started or written.
+
+SIGTERM and SIGINT stop everything it started (daphne, the demo upstream), at any point of
+the start: a ``kill -INT`` of this process alone does what Ctrl-C on ``make run`` does. The
+handler is installed explicitly because a process started in the background by a
+non-interactive shell (``manage.py serve &``, ``nohup``) inherits SIGINT *ignored*, and then
+Python never turns it into ``KeyboardInterrupt``.
 """
 
 from __future__ import annotations
@@ -34,20 +44,24 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from routing.conf import switchyard_settings
+from routing.management.workers import (
+    Supervisor,
+    WorkersError,
+    check_server,
+    parse_workers,
+    refusal,
+    server_command,
+)
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
+APP = "router_project.asgi:application"
 
 
+# daphne's ``-b/-p`` listen with Twisted's default backlog of 50: at a few hundred new
+# connections a second (streams opening while thousands are held) the kernel drops SYNs and
+# clients wait 1-3 s for the retransmit. Every server here is given this backlog instead
+# (the kernel caps it at ``net.core.somaxconn``).
 LISTEN_BACKLOG = 4096
-
-
-def daphne_endpoint(host: str, port: int, backlog: int = LISTEN_BACKLOG) -> str:
-    """daphne's ``-b/-p`` listen with Twisted's default backlog of 50: at a few hundred new
-    connections a second (streams opening while thousands are held) the kernel drops
-    SYNs and clients wait 1-3 s for the retransmit. The endpoint form sets the backlog
-    (the kernel caps it at ``net.core.somaxconn``)."""
-    interface = host.replace(":", "\\:")  # an IPv6 address's colons, escaped for Twisted
-    return f"tcp:port={port}:interface={interface}:backlog={backlog}"
 
 
 def ensure_free(host: str, port: int, variable: str) -> None:
@@ -85,6 +99,19 @@ def _demo_configured() -> bool:
     return row is not None and row.config_source == str(DEMO_CONFIG)
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT arrived: unwind to the cleanup that stops every child."""
+
+
+def _on_stop_signal(signum: int, _frame: object) -> None:
+    for number in STOP_SIGNALS:  # a second signal must not interrupt the cleanup
+        signal.signal(number, signal.SIG_IGN)
+    raise Stopped(signal.Signals(signum).name)
+
+
 def wait_for_port(host: str, port: int, timeout: float = 15.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -109,18 +136,41 @@ class Command(BaseCommand):
         parser.add_argument(
             "--demo-port", type=int, default=int(os.environ.get("SWITCHYARD_DEMO_PORT", "9100"))
         )
+        parser.add_argument(
+            "--workers",
+            default=os.environ.get("SWITCHYARD_WORKERS") or "1",
+            help="gateway processes on the one port: a number, or 'auto' for the machine's "
+            "cores (default 1; more than 1 needs REDIS_URL)",
+        )
+        parser.add_argument(
+            "--server",
+            default=os.environ.get("SWITCHYARD_SERVER") or "daphne",
+            help="the ASGI server of each worker: daphne (default) or uvicorn (the uvicorn "
+            "extra: uvloop, httptools)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]
-        config_file = switchyard_settings().CONFIG_FILE
+        conf = switchyard_settings()
+        config_file = conf.CONFIG_FILE
+        try:
+            workers = parse_workers(options["workers"])
+            server_name = check_server(options["server"])
+        except WorkersError as exc:
+            raise CommandError(str(exc)) from None
+        refused = refusal(workers, host, conf.REDIS_URL, conf.STATE_STORE, server_name)
+        if refused:
+            raise CommandError(refused)
         ensure_free(host, port, "SWITCHYARD_PORT")
         demo = not config_file and _demo_configured()
         if demo:
             ensure_free("127.0.0.1", options["demo_port"], "SWITCHYARD_DEMO_PORT")
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
-        call_command("migrate", interactive=False, verbosity=0)
         children: list[subprocess.Popen[bytes]] = []
+        for number in STOP_SIGNALS:
+            signal.signal(number, _on_stop_signal)
         try:
+            call_command("migrate", interactive=False, verbosity=0)
             if config_file:
                 self._apply_file(config_file)
             elif demo:
@@ -139,32 +189,49 @@ class Command(BaseCommand):
                 )
             secret, where = self._demo_key()
             self._print_welcome(host, port, secret, demo, where)
-            server = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-e",
-                    daphne_endpoint(host, port),
-                    "router_project.asgi:application",
-                ],
-                cwd=settings.BASE_DIR,
-            )
+            if workers > 1:
+                supervisor = Supervisor(
+                    count=workers,
+                    host=host,
+                    port=port,
+                    backlog=LISTEN_BACKLOG,
+                    server=server_name,
+                    app=APP,
+                    cwd=settings.BASE_DIR,
+                    say=self._say,
+                )
+                try:
+                    supervisor.start()
+                    self._say(
+                        f"serving {workers} {server_name} workers on {host}:{port} "
+                        f"(pids {', '.join(map(str, supervisor.pids()))})"
+                    )
+                    code = supervisor.watch()
+                finally:
+                    children.extend(supervisor.processes())
+                raise CommandError("a worker keeps exiting at start", returncode=code)
+            command = server_command(server_name, APP, host=host, port=port, backlog=LISTEN_BACKLOG)
+            server = subprocess.Popen(command, cwd=settings.BASE_DIR)
             children.append(server)
-            signal.signal(signal.SIGTERM, lambda *_: server.terminate())
             code = server.wait()
             if code not in (0, -signal.SIGTERM):
-                raise CommandError(f"daphne exited with status {code}", returncode=code or 1)
-        except KeyboardInterrupt:
+                raise CommandError(f"{server_name} exited with status {code}", returncode=code or 1)
+        except (KeyboardInterrupt, Stopped):
             pass
         finally:
-            for child in reversed(children):
+            for child in reversed(children):  # workers first, then the demo upstream
                 if child.poll() is None:
                     child.terminate()
-                    try:
-                        child.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        child.kill()
+            for child in reversed(children):
+                try:
+                    child.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(f"serve: {line}")
+        self.stdout.flush()
 
     def _apply_file(self, config_file: str) -> None:
         from routing.config.errors import ConfigError
