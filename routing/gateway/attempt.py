@@ -251,8 +251,14 @@ class EventReader:
         passed, framing, seen, done = 0, self._framing, self._seen, self._done
         # Past the commit point most chunks are one content delta: scanned, not parsed
         # (``PlainDeltas``); what the parse below would learn from such a chunk is
-        # exactly choice 0 seen and its content for continuity.
-        scan = framing and self.got_content and self.turn.response_id is not None
+        # exactly choice 0 seen and its content for continuity. A call that may be rescued
+        # keeps its partial text from the parse, so it parses every chunk.
+        scan = (
+            framing
+            and self.got_content
+            and self.turn.response_id is not None
+            and self.partial is None
+        )
         for payload in payloads:
             if scan and (raw := self._plain.content(payload)) is not None:
                 try:
