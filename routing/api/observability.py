@@ -99,7 +99,7 @@ class CallOut(Schema):
     group: str
     session: str | None
     stream: bool
-    outcome: Literal["ok", "failed", "aborted"]
+    outcome: Literal["ok", "failed", "aborted", "refused"]
     served_by: str | None
     error_code: str | None
     http_status: int
@@ -108,6 +108,7 @@ class CallOut(Schema):
     ttft_ms: float | None
     overhead_ms: float | None
     usage: UsageOut | None
+    cost: float | None  # from usage and the target's price; null without either (SPEC §17)
     key_id: int | None
     key_name: str | None
     front_door: Literal["chat", "messages", "responses", "embeddings"]
@@ -171,7 +172,7 @@ class CallsQuery(Schema):
     group: Annotated[str | None, Blankable] = None
     target: Annotated[str | None, Blankable] = None
     key_id: Annotated[int | None, Blankable] = None
-    outcome: Annotated[Literal["ok", "failed", "aborted"] | None, Blankable] = None
+    outcome: Annotated[Literal["ok", "failed", "aborted", "refused"] | None, Blankable] = None
     code: Annotated[str | None, Blankable] = None
     session: Annotated[str | None, Blankable] = None
     front_door: Annotated[
@@ -215,6 +216,7 @@ def _call_out(call: Call) -> dict[str, Any]:
         "usage": None
         if tokens == (None, None, None)
         else dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)),
+        "cost": call.cost,
         "key_id": call.key_id,
         "key_name": call.key_name or None,
         "front_door": call.front_door,

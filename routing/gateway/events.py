@@ -70,11 +70,12 @@ class AttemptRecord:
 class CallOutcome(StrEnum):
     """How a call ended. OK: the answer reached the client. FAILED: an error was surfaced,
     every route was exhausted, a stream broke after its commit point, or a bug. ABORTED:
-    the client went away."""
+    the client went away. REFUSED: over a limit, answered 429 before any upstream."""
 
     OK = "ok"
     FAILED = "failed"
     ABORTED = "aborted"
+    REFUSED = "refused"
 
 
 # routing.protocols values -> the call ledger's door names (routing.audit.models.FrontDoor)
@@ -101,6 +102,7 @@ class CallRecord:
     endpoint: str | None = None  # "embeddings" for the embeddings door
     key_id: int | None = None  # the gateway key that made the call (never its secret)
     key_name: str = ""
+    cost: float | None = None  # from usage and the serving target's price (SPEC §17)
 
     @property
     def door(self) -> str:

@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 
@@ -25,6 +26,9 @@ from routing.gateway.table import ProviderSpec, RoutingTable, compile_table, gro
 from routing.state import HealthStore, build_store
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
+
+if TYPE_CHECKING:
+    from routing.limits.gate import LimitGate
 
 log = logging.getLogger("switchyard.gateway")
 
@@ -74,6 +78,7 @@ class Runtime:
         self.background_checks = True  # tests turn the loop off and drive check passes
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
         self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
+        self.limit_gate: LimitGate | None = None  # built on first use (routing.limits.gate)
 
     @property
     def hub(self) -> EventHub:

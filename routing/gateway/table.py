@@ -30,6 +30,7 @@ from routing.engine.health import CircuitPolicy
 from routing.engine.plan import CommitPoint
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
+from routing.limits.spec import GroupLimits, LimitSet, Price
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class TargetSpec:
     reasoning_effort: EffortPolicy = EffortPolicy.INHERIT
     efforts: tuple[str, ...] = ()
     circuit: CircuitPolicy | None = None  # None: the group's
+    price: Price | None = None  # per million tokens (SPEC §17); None: cost unknown
     continuity: TargetContinuity = field(init=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +116,7 @@ class GroupSpec:
     window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
     kinds: frozenset[str] = field(init=False)  # upstream kinds of its targets (front doors)
     members: tuple[tuple[str, str], ...] = field(init=False)  # (target key, provider name)
+    limits: GroupLimits | None = field(init=False)  # None: nothing limits it (SPEC §17)
 
     def __post_init__(self) -> None:
         compact = self.policy.get("compact_window")
@@ -133,6 +136,7 @@ class GroupSpec:
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
         object.__setattr__(self, "kinds", frozenset(t.provider.kind for t in self.targets))
         object.__setattr__(self, "members", tuple((t.key, t.provider.name) for t in self.targets))
+        object.__setattr__(self, "limits", GroupLimits.of_policy(self.policy))
 
 
 def group_summary(group: GroupSpec) -> str:
@@ -158,6 +162,7 @@ class KeySpec:
     groups: frozenset[str]  # empty = every group
     name: str = ""
     id: int | None = None  # the ApiKey row, so calls can record who made them
+    limits: LimitSet | None = None  # None: nothing limits it (SPEC §17)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +263,8 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
         out["reasoning_effort"] = EffortPolicy(options["reasoning_effort"])
     if options.get("efforts"):
         out["efforts"] = tuple(options["efforts"])
+    if options.get("price"):
+        out["price"] = Price.of(options["price"])
     return out
 
 
@@ -372,7 +379,11 @@ def compile_table() -> RoutingTable:
 
     keys = {
         row.hashed: KeySpec(
-            kind=row.kind, groups=frozenset(row.groups or ()), name=row.name, id=row.pk
+            kind=row.kind,
+            groups=frozenset(row.groups or ()),
+            name=row.name,
+            id=row.pk,
+            limits=LimitSet.of(row.limits or {}),
         )
         for row in ApiKey.objects.filter(revoked_at__isnull=True)
     }
