@@ -92,6 +92,46 @@ class LimitGate:
             await asyncio.gather(*tuple(self._pending))
 
 
+@dataclass(frozen=True, slots=True)
+class LimitUse:
+    """One limit and what its current window used so far."""
+
+    limit: float
+    used: float
+    window: str
+    resets_at: float | None
+
+
+async def limits_use(
+    gate: LimitGate,
+    *,
+    key_id: int | None = None,
+    key_name: str = "",
+    key_limits: LimitSet | None = None,
+    group: str = "",
+    group_limits: GroupLimits | None = None,
+) -> dict[str, LimitUse]:
+    """Each configured limit (by name) of a key or a group, and its use now."""
+    now = gate.clock()
+    plan = plan_for(
+        key_id=key_id,
+        key_name=key_name,
+        key_limits=key_limits,
+        group=group,
+        group_limits=group_limits,
+        session=None,
+        digest="",
+        now=now,
+    )
+    if plan is None:
+        return {}
+    values = await gate.counters.read([r.counter for r in plan.rules], now)
+    return {
+        rule.name: LimitUse(rule.limit, value, str(rule.window), rule.resets_at)
+        for rule, value in zip(plan.rules, values, strict=True)
+    }
+
+
 def body_digest(body: Mapping[str, Any]) -> str:
     """The loop guard's fingerprint of a request body (key order kept as sent)."""
     return hashlib.blake2b(orjson.dumps(body), digest_size=16).hexdigest()
