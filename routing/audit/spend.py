@@ -79,3 +79,28 @@ def day_start(now: dt.datetime) -> dt.datetime:
 
 def month_start(now: dt.datetime) -> dt.datetime:
     return day_start(now).replace(day=1)
+
+
+def spend_by_day(
+    *, by: Literal["key", "group", "target"], since: dt.datetime
+) -> list[dict[str, Any]]:
+    """``{day, name, calls, tokens, cost}`` per UTC day and key, group or serving target
+    (the Spend page's chart), oldest day first."""
+    column = {"key": "key_name", "group": "group", "target": "served_by"}[by]
+    rows = (
+        _calls(since, None, None)
+        .annotate(day=TruncDate("started_at", tzinfo=dt.UTC))
+        .values("day", column)
+        .annotate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost"))
+        .order_by("day", column)
+    )
+    return [
+        {
+            "day": row["day"],
+            "name": row[column] or "–",
+            "calls": row["calls"],
+            "tokens": row["tokens"] or 0,
+            "cost": row["cost"],
+        }
+        for row in rows
+    ]

@@ -1,0 +1,109 @@
+"""The console's side of limits (SPEC §17): a key's limits on the Keys page, the Spend
+page's chart and table, and each group's use against its limits on the groups page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import openai
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from routing.models import ApiKey
+from tests.conftest import Harness
+from tests.dashboard.conftest import PASSWORD
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+HTMX = {"HTTP_HX_REQUEST": "true"}
+CONFIG = """
+providers:
+  - {name: p1, kind: openai, base_url: "{upstream}"}
+groups:
+  - name: capped
+    limits: {rpm: 5, cost_per_day: 10}
+    targets:
+      - {provider: p1, model: a, price: {input: 3.0, output: 15.0}}
+  - name: free
+    targets:
+      - {provider: p1, model: b}
+"""
+
+
+@pytest.fixture
+def console(harness: Harness) -> Iterator[tuple[Harness, Client]]:
+    from routing.audit import writer
+
+    writer.flush(10)
+    writer.attach(harness.runtime.hub)  # type: ignore[attr-defined]
+    harness.configure(CONFIG)
+    client = Client()
+    client.force_login(User.objects.create_user("operator", password=PASSWORD, is_staff=True))
+    yield harness, client
+    writer.flush(10)
+
+
+def test_a_key_gets_limits_on_the_page_and_bad_ones_change_nothing(
+    console: tuple[Harness, Client],
+) -> None:
+    h, client = console
+    bad = client.post("/keys/create/", {"name": "agent", "limits": "rpm=-1"}, **HTMX)
+    assert bad.status_code == 422
+    assert 'data-error-for="limits"' in bad.content.decode()
+    assert "limits.rpm" in bad.content.decode()
+    assert not ApiKey.objects.filter(name="agent").exists()
+
+    created = client.post("/keys/create/", {"name": "agent", "limits": "rpm=1"}, **HTMX)
+    assert created.status_code == 200
+    key = ApiKey.objects.get(name="agent")
+    assert key.limits == {"rpm": 1}
+    secret = re.search(r"<code data-secret>(sk-sy-[\w-]+)</code>", created.content.decode())
+    assert secret is not None
+    agent = openai.OpenAI(base_url=h.gateway.base_url, api_key=secret.group(1), max_retries=0)
+    agent.chat.completions.create(model="free", messages=MESSAGES)
+    with pytest.raises(openai.RateLimitError):
+        agent.chat.completions.create(model="free", messages=MESSAGES)
+
+    unknown = client.post(f"/keys/{key.pk}/limits/", {"limits": "burst=3"}, **HTMX)
+    assert unknown.status_code == 422 and "limits.burst: unknown limit" in unknown.content.decode()
+    key.refresh_from_db()
+    assert key.limits == {"rpm": 1}
+    raised = client.post(f"/keys/{key.pk}/limits/", {"limits": "rpm=100, tpm=5000"}, **HTMX)
+    assert raised.status_code == 200 and "Limits saved" in raised.content.decode()
+    key.refresh_from_db()
+    assert key.limits == {"rpm": 100, "tpm": 5000}
+    agent.chat.completions.create(model="free", messages=MESSAGES)  # the new limit applies
+
+
+def test_the_spend_page_charts_and_tabulates_cost_by_group(console: tuple[Harness, Client]) -> None:
+    from routing.audit import writer
+
+    h, client = console
+    for _ in range(2):
+        h.client().chat.completions.create(model="capped", messages=MESSAGES)
+    h.client().chat.completions.create(model="free", messages=MESSAGES)
+    writer.flush(10)
+    html = client.get("/spend/", {"by": "group"}).content.decode()
+    assert "data-spend-chart" in html and "<rect" in html
+    capped = re.search(r'data-spend-row="capped">.*?</tr>', html, re.S)
+    free = re.search(r'data-spend-row="free">.*?</tr>', html, re.S)
+    assert capped is not None and free is not None
+    assert '<td class="num">2</td>' in capped.group(0)
+    assert "–" in free.group(0)  # no price: no cost, never 0
+    assert re.search(r"data-cost>0\.\d{4}<", capped.group(0))
+    partial = client.get("/spend/", {"by": "target", "days": "7"}, **HTMX).content.decode()
+    assert (
+        partial.lstrip().startswith('<div id="spend-panel"') and 'data-spend-row="p1/a"' in partial
+    )
+
+
+def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client]) -> None:
+    h, client = console
+    for _ in range(3):
+        h.client().chat.completions.create(model="capped", messages=MESSAGES)
+    html = client.get("/groups/").content.decode()
+    use = re.search(r"data-limit-use>(.*?)</p>", html, re.S)
+    assert use is not None
+    assert "rpm 3 / 5 this minute" in use.group(1)
+    assert "cost_per_day" in use.group(1)
