@@ -48,19 +48,26 @@ class LocalCounters:
     def take_now(self, plan: Plan, now: float) -> Rule | None:
         if now >= self._next_sweep:
             self._sweep(now)
-        values, loops = self._values, self._loops
-        for rule in plan.rules:
-            if refuses(rule, values.get(rule.counter, 0.0), loops.get(rule.counter), plan.digest):
+        values, loops, expires, digest = self._values, self._loops, self._expires, plan.digest
+        for rule in plan.rules:  # ``rules.refuses``, inlined: this loop is the hot path
+            kind, value = rule.kind, values.get(rule.counter, 0.0)
+            if kind is Kind.CAP:
+                if value >= rule.limit:
+                    return rule
+            elif kind is Kind.LOOP:
+                if refuses(rule, value, loops.get(rule.counter), digest):
+                    return rule
+            elif value + 1 > rule.limit:
                 return rule
         for rule in plan.rules:
-            counter = rule.counter
-            if rule.kind is Kind.LOOP:
+            counter, kind = rule.counter, rule.kind
+            if kind is Kind.LOOP:
                 last = loops.get(counter)
-                streak = last[1] + 1 if last is not None and last[0] == plan.digest else 1
-                loops[counter] = (plan.digest, streak)
-            elif rule.kind is not Kind.CAP:
+                streak = last[1] + 1 if last is not None and last[0] == digest else 1
+                loops[counter] = (digest, streak)
+            elif kind is not Kind.CAP:
                 values[counter] = values.get(counter, 0.0) + 1
-            self._expires[counter] = now + rule.ttl_s
+            expires[counter] = now + rule.ttl_s
         return None
 
     async def settle(self, plan: Plan, tokens: int, cost: float | None, now: float) -> None:

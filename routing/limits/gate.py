@@ -21,6 +21,8 @@ from routing.limits.spec import GroupLimits, LimitSet
 if TYPE_CHECKING:
     from routing.gateway.runtime import Runtime
 
+PLAN_CACHE_MAX = 20_000
+
 
 @dataclass(slots=True)
 class Admission:
@@ -38,6 +40,10 @@ class LimitGate:
         self.store = store  # the health store the counters were built beside
         self.clock = clock
         self._pending: set[asyncio.Task[None]] = set()
+        # Plans by (key, group, session, minute): the rules only change with the window,
+        # and building them is most of a check's cost. Values hold the limits objects,
+        # compared by identity (a recompiled table's new objects miss, never match).
+        self._plans: dict[tuple[Any, ...], tuple[Plan | None, object, object]] = {}
 
     async def admit(
         self,
@@ -53,18 +59,28 @@ class LimitGate:
         """None: nothing limits this call. A Refusal: over a limit, nothing taken."""
         guard = group_limits is not None and group_limits.loop_guard is not None and session
         now = self.clock()
-        plan = plan_for(
-            key_id=key_id,
-            key_name=key_name,
-            key_limits=key_limits,
-            group=group,
-            group_limits=group_limits,
-            session=session,
-            digest=body_digest(body) if guard else "",
-            now=now,
-        )
+        cache_key = (key_id, id(key_limits), group, id(group_limits), session, int(now // 60))
+        cached = self._plans.get(cache_key)
+        if cached is not None and cached[1] is key_limits and cached[2] is group_limits:
+            plan = cached[0]
+        else:
+            plan = plan_for(
+                key_id=key_id,
+                key_name=key_name,
+                key_limits=key_limits,
+                group=group,
+                group_limits=group_limits,
+                session=session,
+                digest="",
+                now=now,
+            )
+            if len(self._plans) >= PLAN_CACHE_MAX:
+                self._plans.clear()
+            self._plans[cache_key] = (plan, key_limits, group_limits)
         if plan is None:
             return None
+        if guard:
+            plan = Plan(plan.rules, plan.charges, body_digest(body))
         refused = await self.counters.take(plan, now)
         if refused is not None:
             return Refusal.of(refused)

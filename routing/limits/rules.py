@@ -18,7 +18,7 @@ No clock is read here: ``now`` (epoch seconds, the runtime's clock) is passed in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 from routing.limits import windows
@@ -78,10 +78,11 @@ class Plan:
     rules: tuple[Rule, ...]
     charges: tuple[Charge, ...]
     digest: str = ""  # the request body's, for the loop guard
+    gauges: tuple[str, ...] = field(init=False)  # counters the call's end gives back
 
-    @property
-    def gauges(self) -> tuple[str, ...]:
-        return tuple(r.counter for r in self.rules if r.kind is Kind.GAUGE)
+    def __post_init__(self) -> None:
+        gauges = tuple(r.counter for r in self.rules if r.kind is Kind.GAUGE)
+        object.__setattr__(self, "gauges", gauges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +223,7 @@ def _session_rules(
 ) -> None:
     prefix = counter_prefix("s", f"{group}:{session}")
     scope = f"session '{session}' of group '{group}'"
-    if limits.loop_guard is not None and digest:
+    if limits.loop_guard is not None:
         rules.append(
             Rule(
                 f"{prefix}:loop",
