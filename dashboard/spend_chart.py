@@ -77,7 +77,8 @@ def spend_chart(
         rects,
     )
     svg = format_html(
-        '<svg class="spend-chart" viewBox="0 0 {} {}" width="100%" height="{}" role="img" '
+        '<svg class="spend-chart" viewBox="0 0 {} {}" width="100%" height="{}" '
+        'preserveAspectRatio="none" role="img" '
         'aria-label="{} per day" data-spend-chart>{}</svg>',
         width,
         height,
