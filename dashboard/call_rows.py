@@ -33,6 +33,7 @@ class CallRow:
     error_code: str
     http_status: int
     steps: tuple[Step, ...]
+    reason: str = ""  # a refused call: what the door answered
 
     @property
     def started(self) -> datetime:
@@ -60,6 +61,7 @@ def row_from_call(call: Call) -> CallRow:
         error_code=call.error_code or "",
         http_status=int(call.http_status),
         steps=fold_attempts(attempts),
+        reason=call.reason or "",
     )
 
 
@@ -85,4 +87,5 @@ def row_from_record(record: CallRecord) -> CallRow:
         error_code=record.error_code or "",
         http_status=int(record.http_status),
         steps=fold_attempts(record.attempts),
+        reason=record.reason,
     )

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
 from django.urls import path
-from django.views.generic import RedirectView
 
 from dashboard.views import calls, groups, keys, policy, providers, spend
 
 app_name = "dashboard"
 
+
+def home(request: HttpRequest) -> HttpResponse:
+    """``/``: a browser (``text/html`` in ``Accept``) goes to the groups page; anything
+    else — Claude Code's ``HEAD /`` preflight, a load balancer, curl — gets 200 and a small
+    JSON saying what answers here (SPEC §15)."""
+    if "text/html" in request.headers.get("accept", ""):
+        return redirect("dashboard:groups")
+    return JsonResponse({"service": "switchyard"})
+
+
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="dashboard:groups"), name="home"),
+    path("", home, name="home"),
     path("groups/", groups.groups_page, name="groups"),
     path("groups/create/", groups.group_create, name="group-create"),
     path("stats/", groups.target_stats, name="target-stats"),
@@ -26,6 +37,7 @@ urlpatterns = [
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),
+    path("groups/<str:name>/settings/aliases/", policy.group_aliases, name="group-aliases"),
     path("groups/<str:name>/targets/reorder/", groups.targets_reorder, name="targets-reorder"),
     path("groups/<str:name>/targets/add/", groups.target_add, name="target-add"),
     path("groups/<str:name>/targets/models/", groups.provider_models, name="provider-models"),

@@ -162,6 +162,7 @@ _PROVIDER_SCHEMA_FIELDS = (
     "kind",
     "base_url",
     "headers",
+    "betas",
     "models",
     *_PROVIDER_FIELD_FOR.values(),
     "health_check_s",
@@ -184,6 +185,7 @@ class ProviderAdminForm(VersionedForm):
             "kind",
             "base_url",
             "headers",
+            "betas",
             "models",
             "connect_timeout_s",
             "first_token_timeout_s",
@@ -191,6 +193,9 @@ class ProviderAdminForm(VersionedForm):
             "total_timeout_s",
             "health_check_s",
         ]
+
+    def clean_betas(self) -> dict[str, Any]:
+        return self.cleaned_data.get("betas") or {}  # empty: every beta passes
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -201,6 +206,7 @@ class ProviderAdminForm(VersionedForm):
             "kind": cleaned["kind"],
             "base_url": cleaned["base_url"],
             "headers": cleaned["headers"] or {},
+            "betas": cleaned["betas"] or None,
             "models": cleaned["models"] or [],
             "timeouts": {
                 key.removeprefix("timeouts."): cleaned[column]
@@ -244,7 +250,7 @@ class ProviderAdmin(NotifiesConfigChange):
     fieldsets = (
         (None, {"fields": ("name", "kind", "base_url", "based_on_version")}),
         ("Credential", {"fields": ("credential", "api_key", "clear_api_key")}),
-        ("Upstream", {"fields": ("headers", "models", "models_loaded_at")}),
+        ("Upstream", {"fields": ("headers", "betas", "models", "models_loaded_at")}),
         (
             "Timeouts (seconds)",
             {
@@ -349,7 +355,26 @@ class TargetInline(TargetInlineBase):
 class GroupAdminForm(VersionedForm):
     class Meta:
         model = Group
-        fields = ["name", "policy"]
+        fields = ["name", "aliases", "policy"]
+
+    def clean_aliases(self) -> list[str]:
+        from pydantic import TypeAdapter
+        from pydantic import ValidationError as PydanticError
+
+        from routing.config.aliases import conflicts_with_others
+        from routing.config.schema import Aliases
+
+        raw = self.cleaned_data.get("aliases") or []
+        try:
+            aliases = list(TypeAdapter(Aliases).validate_python(raw))
+        except PydanticError as exc:
+            raise ValidationError([e["msg"] for e in exc.errors()]) from None
+        name = self.cleaned_data.get("name") or self.instance.name
+        others = Group.objects.exclude(pk=self.instance.pk).values_list("name", "aliases")
+        errors = conflicts_with_others(name, aliases, [(n, list(a or [])) for n, a in others])
+        if errors:
+            raise ValidationError([e.message for e in errors])
+        return aliases
 
     def clean_policy(self) -> dict[str, Any]:
         try:
@@ -370,10 +395,18 @@ class GroupAdmin(NotifiesConfigChange):
         return group_snapshot(obj)
 
     inlines = (TargetInline,)
-    list_display = ("name", "target_count", "version", "updated_at")
+    list_display = ("name", "aliases", "target_count", "version", "updated_at")
     search_fields = ("name",)
     readonly_fields = ("version", "created_at", "updated_at")
-    fields = ("name", "policy", "based_on_version", "version", "created_at", "updated_at")
+    fields = (
+        "name",
+        "aliases",
+        "policy",
+        "based_on_version",
+        "version",
+        "created_at",
+        "updated_at",
+    )
 
     @admin.display(description="targets")
     def target_count(self, obj: Group) -> int:

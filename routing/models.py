@@ -63,6 +63,9 @@ class Provider(models.Model):
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
     headers = models.JSONField(default=dict, blank=True)
+    # Which anthropic-beta values reach this provider: {"allow": [...], "strip": [...]};
+    # {} passes every beta the client sent (routing.protocols.betas).
+    betas = models.JSONField(default=dict, blank=True)
     models_loaded_at = models.DateTimeField(null=True, blank=True)
     connect_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["connect_s"])
     first_token_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["first_token_s"])
@@ -121,6 +124,8 @@ class Group(models.Model):
     """A virtual model clients address by name; its targets are ordered by position."""
 
     name = models.CharField(max_length=100, unique=True, validators=[GroupNameValidator()])
+    # Model-name globs that also reach this group (routing.config.aliases).
+    aliases = models.JSONField(default=list, blank=True)
     policy = models.JSONField(default=dict, blank=True)
     version = models.PositiveIntegerField(default=1)
     file_version = models.PositiveIntegerField(null=True, blank=True, editable=False)

@@ -46,6 +46,7 @@ def _provider_out(provider: Provider, used_by: list[str]) -> dict[str, Any]:
         "api_key_set": provider.has_api_key,
         "api_key_hint": provider.api_key_hint,
         "headers": dict(provider.headers or {}),
+        "betas": dict(provider.betas or {}),
         "models": list(provider.models or []),
         "models_loaded_at": provider.models_loaded_at,
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
@@ -91,6 +92,7 @@ def _group_out(
     return {
         "name": group.name,
         "version": group.version,
+        "aliases": list(group.aliases or []),
         "targets": [
             {
                 "id": t.pk,

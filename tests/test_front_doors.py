@@ -631,14 +631,14 @@ def test_responses_failed_event_before_content_switches_invisibly(h: Harness) ->
 
 # ------------------------------------------------------------------------- honest limits
 def _refused_at_messages(h: Harness) -> httpx.Response:
-    # A structured-output format for a group of openai-responses and openai targets.
+    # MCP servers the provider would call, for a group of openai-responses and openai targets.
     return httpx.post(
         h.gateway.url + "/v1/messages",
         json={
             "model": "via-openai-responses",
             "max_tokens": 100,
             "messages": [{"role": "user", "content": "json please"}],
-            "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}},
+            "mcp_servers": [{"type": "url", "url": "https://mcp.example", "name": "x"}],
         },
         headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
     )
@@ -669,7 +669,7 @@ def _refused_at_chat(h: Harness) -> httpx.Response:
 @pytest.mark.parametrize(
     ("send", "param"),
     [
-        (_refused_at_messages, "output_config.format"),
+        (_refused_at_messages, "mcp_servers"),
         (_refused_at_responses, "background"),
         (_refused_at_chat, "web_search_options"),
     ],
@@ -684,7 +684,7 @@ def test_a_field_no_target_of_the_group_can_take_is_a_400_before_any_upstream(
     assert response.status_code == 400
     assert response.headers["x-should-retry"] == "false"
     body = response.json()
-    if param == "output_config.format":
+    if param == "mcp_servers":
         assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
         message = body["error"]["message"]
     else:

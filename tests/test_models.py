@@ -462,3 +462,18 @@ def test_admin_target_options_use_the_config_schema(admin_client: Client) -> Non
     assert admin_client.post("/admin/routing/group/add/", good).status_code == 302
     # stored as the other paths store it: only what differs from the defaults
     assert Group.objects.get().targets.get().options == {"keep_thinking": True}
+
+
+@pytest.mark.django_db
+def test_admin_group_aliases_are_validated_against_other_groups(admin_client: Client) -> None:
+    provider = make_provider()
+    Group.objects.create(name="claude", aliases=["claude-*"])
+    form = group_form(None, {}, [target_row(provider, "m", 0)])
+    html = admin_client.post(
+        "/admin/routing/group/add/", {**form, "aliases": '["claude-opus-*"]'}
+    ).content.decode()
+    assert "could match the same model names" in html and "&#x27;claude&#x27;" in html
+    assert not Group.objects.filter(name="auto").exists()
+    done = admin_client.post("/admin/routing/group/add/", {**form, "aliases": '["gpt-*"]'})
+    assert done.status_code == 302, done.content.decode()
+    assert Group.objects.get(name="auto").aliases == ["gpt-*"]

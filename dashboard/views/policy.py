@@ -90,6 +90,8 @@ class FormView:
     general_errors: list[str] = field(default_factory=list)
     notice: str = ""
     warnings: list[str] = field(default_factory=list)  # accepted, but defeat compaction
+    aliases: list[str] | None = None  # a group's model-name globs (None: the global form)
+    aliases_url: str = ""
     where: str = ""  # the slot the answer is said in: "" (the action bar) or "field:<name>"
 
     @property
@@ -137,6 +139,10 @@ def _form(
         restore_url=restore_url,
         layer_label=layer,
         warnings=list(detail.get("warnings") or ()),
+        aliases=None if scope.group is None else list(detail.get("aliases") or ()),
+        aliases_url=""
+        if scope.group is None
+        else reverse("dashboard:group-aliases", args=[scope.group]),
         **state,
     )
 
@@ -277,3 +283,27 @@ async def global_settings(request: HttpRequest) -> HttpResponse:
 @staff_required
 async def global_restore(request: HttpRequest) -> HttpResponse:
     return await _restore(request, Scope(group=None))
+
+
+@require_POST
+@staff_required
+async def group_aliases(request: HttpRequest, name: str) -> HttpResponse:
+    """Replace the group's model-name aliases (whitespace- or comma-separated globs)."""
+    scope = Scope(name)
+    aliases = request.POST.get("aliases", "").replace(",", " ").split()
+    based_on = int_or_none(request.POST.get("based_on")) or 0
+
+    def write() -> None:
+        services.group_set_aliases(
+            name=name, aliases=aliases, based_on=based_on, actor=actor(request), path=PAGE_PATH
+        )
+
+    return await _write(
+        request,
+        scope,
+        None,
+        based_on,
+        write,
+        "Saved the aliases: " + (", ".join(aliases) or "none") + ". The next call uses them.",
+        where="field:aliases",
+    )

@@ -44,6 +44,14 @@ class TimeoutField:
 
 
 @dataclass(slots=True)
+class ListField:
+    name: str  # form field name, "betas.allow"
+    text: str  # the list, space-separated
+    placeholder: str
+    errors: list[str]
+
+
+@dataclass(slots=True)
 class ProviderForm:
     name: str = ""
     version: int = 0
@@ -76,6 +84,20 @@ class ProviderForm:
                 f"timeouts.{key}", label, current.get(key), self.errors.get(f"timeouts.{key}", [])
             )
             for key, label in TIMEOUT_FIELDS
+        ]
+
+    @property
+    def betas(self) -> list[ListField]:
+        """The two anthropic-beta lists, as space-separated text fields."""
+        current = self.values.get("betas") or {}
+        return [
+            ListField(
+                f"betas.{key}",
+                " ".join(current.get(key) or ()),
+                label,
+                self.errors.get(f"betas.{key}", []),
+            )
+            for key, label in (("allow", "all"), ("strip", "none"))
         ]
 
 
@@ -113,11 +135,19 @@ def _read_form(post: QueryDict) -> tuple[dict[str, Any], dict[str, list[str]]]:
         except ValueError:
             values["health_check_s"] = text
             errors["health_check_s"] = ["enter a number of seconds (0 turns checks off)"]
+    betas: dict[str, list[str]] = {}
+    allow = post.get("betas.allow", "").replace(",", " ").split()
+    if allow:
+        betas["allow"] = allow
+    strip = post.get("betas.strip", "").replace(",", " ").split()
+    if strip:
+        betas["strip"] = strip
+    values["betas"] = betas  # {}: every anthropic-beta passes
     return values, errors
 
 
 def _split(exc: ConfigError) -> tuple[dict[str, list[str]], list[str]]:
-    known = {"name", "base_url", "api_key", "kind", "health_check_s"}
+    known = {"name", "base_url", "api_key", "kind", "health_check_s", "betas.allow", "betas.strip"}
     known |= {f"timeouts.{k}" for k, _ in TIMEOUT_FIELDS}
     by_field: dict[str, list[str]] = {}
     general: list[str] = []
@@ -176,6 +206,8 @@ async def _create(request: HttpRequest) -> HttpResponse:
     data = {**values, "timeouts": {k: v for k, v in values["timeouts"].items() if v is not None}}
     if data["health_check_s"] is None:
         del data["health_check_s"]
+    if not data["betas"]:
+        del data["betas"]
     if key.strip():
         data["api_key"] = key
     form = ProviderForm(values=values, errors=errors, key_dropped=bool(key.strip()))
@@ -205,6 +237,7 @@ def _edit_form(detail: Mapping[str, Any], **state: Any) -> ProviderForm:
         "base_url": detail["base_url"],
         "timeouts": dict(detail["timeouts"]),
         "health_check_s": detail.get("health_check_s"),
+        "betas": dict(detail.get("betas") or {}),
     }
     return ProviderForm(
         name=detail["name"],
@@ -238,6 +271,7 @@ async def provider_edit(request: HttpRequest, name: str) -> HttpResponse:
         "kind": values["kind"],
         "timeouts": values["timeouts"],
         "health_check_s": values["health_check_s"],
+        "betas": values["betas"] or None,
     }
     if request.POST.get("clear_api_key") == "1":
         data["api_key"] = None

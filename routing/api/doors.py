@@ -11,8 +11,11 @@ leaves in the door's shape with ``x-should-retry: false``.
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import Any
 
+import orjson
 from django.http import HttpRequest, HttpResponseBase
 
 from routing.api.openai import (
@@ -20,20 +23,25 @@ from routing.api.openai import (
     authenticate,
     parse_json,
     prepare,
+    refuse,
     render,
     resolve_group,
     session_key,
     skipped,
 )
 from routing.gateway.call import Call
-from routing.gateway.replies import ErrorReply
+from routing.gateway.replies import ErrorReply, JsonReply
 from routing.gateway.runtime import get_runtime
 from routing.protocols import Protocol
+from routing.protocols.betas import filter_betas
+from routing.upstream.openai import UpstreamFailure
 
 EMBEDDING_KINDS = frozenset({Protocol.CHAT.value, Protocol.RESPONSES.value})
 # What a Messages client says about the protocol itself: an anthropic target gets it as
 # sent (Claude Code's betas: interleaved thinking, longer context...); other kinds do not.
 ANTHROPIC_PASS_HEADERS = ("anthropic-beta", "anthropic-version")
+MESSAGE_ROLES = ("user", "assistant", "system")
+COUNT_TOKENS_LIMIT = 1 << 20  # an upstream count is a small JSON object
 
 
 def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
@@ -42,10 +50,12 @@ def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
     if not isinstance(messages, list) or not messages:
         return ErrorReply(400, "messages: must be a non-empty array", "invalid_request", door=door)
     for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+        # "system": a mid-conversation system message (Claude Code's Agent tool, beta
+        # mid-conversation-system); anthropic targets judge it, other kinds get it in place.
+        if not isinstance(message, dict) or message.get("role") not in MESSAGE_ROLES:
             return ErrorReply(
                 400,
-                f"messages.{i}.role: must be 'user' or 'assistant'",
+                f"messages.{i}.role: must be 'user', 'assistant' or 'system'",
                 "invalid_request",
                 door=door,
             )
@@ -82,19 +92,19 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table, door)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key)
     body = parse_json(request, door)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key)
     invalid = _messages_errors(body) if door is Protocol.MESSAGES else _responses_errors(body)
     if invalid is not None:
-        return render(invalid)
+        return refuse(request, invalid, key=key)
     group = resolve_group(table, key, body["model"], door)
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key)
     prepared = prepare(door, body, group)
     if isinstance(prepared, ErrorReply):
-        return render(prepared)
+        return refuse(request, prepared, key=key, group=group.name)
     call = Call(
         runtime,
         group,
@@ -122,6 +132,57 @@ async def messages(request: HttpRequest) -> HttpResponseBase:
     return await _serve(request, Protocol.MESSAGES)
 
 
+@api.post("/messages/count_tokens", auth=None, include_in_schema=False)
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/messages/count_tokens`` (SPEC §15): answered by the group's first
+    anthropic-kind target that answers (its own count, its status), else an estimate —
+    about four characters a token over system, messages and tools — marked
+    ``x-switchyard-estimate: true``. Not a call: nothing is generated, so no ledger row."""
+    door = Protocol.MESSAGES
+    runtime = get_runtime()
+    table = await runtime.current_table()
+    key = authenticate(request, table, door)
+    if isinstance(key, ErrorReply):
+        return refuse(request, key)
+    body = parse_json(request, door)
+    if isinstance(body, ErrorReply):
+        return refuse(request, body, key=key)
+    if not isinstance(body.get("messages"), list):
+        invalid = ErrorReply(400, "messages: must be an array", "invalid_request", door=door)
+        return refuse(request, invalid, key=key)
+    group = resolve_group(table, key, body["model"], door)
+    if isinstance(group, ErrorReply):
+        return refuse(request, group, key=key)
+    headers = _protocol_headers(request)
+    for target in group.targets:
+        provider = target.provider
+        if provider.kind != Protocol.MESSAGES.value or provider.config_error:
+            continue
+        client = runtime.client_for(provider)
+        path = client.url.removeprefix(client.base_url) + "/count_tokens"
+        sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
+        try:
+            response = await asyncio.wait_for(
+                client.send(orjson.dumps({**body, "model": target.model}), path=path, headers=sent),
+                timeout=provider.timeouts.first_token_s,
+            )
+            try:
+                payload = await response.read_limited(COUNT_TOKENS_LIMIT)
+            finally:
+                await response.aclose()
+        except (UpstreamFailure, TimeoutError):
+            continue  # the next anthropic target, else the estimate
+        return render(JsonReply(payload, status=response.status_code))
+    estimate = {"input_tokens": estimate_tokens(body)}
+    return render(JsonReply(orjson.dumps(estimate), headers={"x-switchyard-estimate": "true"}))
+
+
+def estimate_tokens(body: dict[str, Any]) -> int:
+    """A rough input-token count: ~4 characters a token over system, messages and tools."""
+    text = orjson.dumps([body.get("system"), body.get("messages"), body.get("tools")])
+    return max(1, math.ceil(len(text) / 4))
+
+
 @api.post("/responses", auth=None, include_in_schema=False)
 async def responses(request: HttpRequest) -> HttpResponseBase:
     return await _serve(request, Protocol.RESPONSES)
@@ -135,19 +196,27 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key, endpoint="embeddings")
     body = parse_json(request)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key, endpoint="embeddings")
     if not isinstance(body.get("input"), str | list) or not body["input"]:
-        return render(ErrorReply(400, "'input' is required.", "invalid_request", param="input"))
+        return refuse(
+            request,
+            ErrorReply(400, "'input' is required.", "invalid_request", param="input"),
+            key=key,
+            endpoint="embeddings",
+        )
     if body.get("stream"):
-        return render(
-            ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream")
+        return refuse(
+            request,
+            ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream"),
+            key=key,
+            endpoint="embeddings",
         )
     group = resolve_group(table, key, body["model"])
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key, endpoint="embeddings")
     without_embeddings = {
         t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
         for t in group.targets

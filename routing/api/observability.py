@@ -100,6 +100,7 @@ class CallOut(Schema):
     session: str | None
     stream: bool
     outcome: Literal["ok", "failed", "aborted", "refused"]
+    reason: str | None = None  # a refused call: what the door answered
     served_by: str | None
     error_code: str | None
     http_status: int
@@ -206,6 +207,7 @@ def _call_out(call: Call) -> dict[str, Any]:
         "session": call.session or None,
         "stream": call.stream,
         "outcome": call.outcome,
+        "reason": call.reason or None,
         "served_by": call.served_by or None,
         "error_code": call.error_code or None,
         "http_status": call.http_status,

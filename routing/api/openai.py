@@ -7,8 +7,10 @@ run one ``Call``, render its reply. Every error leaves here in OpenAI's shape
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import uuid
 from typing import Any
 
 import orjson
@@ -18,6 +20,7 @@ from ninja import NinjaAPI
 
 from routing.api.asgi import RelayResponse
 from routing.gateway.call import Call
+from routing.gateway.events import CallOutcome, CallRecord
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.gateway.runtime import TableUnavailable, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
@@ -81,6 +84,46 @@ def render(reply: Reply) -> HttpResponseBase:
         # (a limit's refusal says itself whether waiting helps).
         response.setdefault("x-should-retry", "false")
     return response
+
+
+def refuse(
+    request: HttpRequest,
+    reply: ErrorReply,
+    *,
+    key: KeySpec | None = None,
+    group: str = "",
+    endpoint: str | None = None,
+) -> HttpResponseBase:
+    """Answer a request a door turns away before routing, and put it on the record: a
+    call with outcome ``refused``, its reason and key (SPEC §12), in the ledger, on the
+    Calls page and in ``/metrics``. Publishing only enqueues: no I/O on the request path.
+    ``group`` is the group the request resolved to, or ``""`` (never a name the client
+    made up: metric labels stay bounded)."""
+    runtime = get_runtime()
+    now = runtime.clock()
+    started = getattr(request, "scope", {}).get("switchyard.started")
+    elapsed_ms = 0.0
+    if started is not None:
+        elapsed_ms = max(0.0, (asyncio.get_running_loop().time() - started) * 1000)
+    runtime.hub.publish(
+        CallRecord(
+            call_id=uuid.uuid4().hex,
+            group=group,
+            session=None,
+            stream=False,
+            started_at=now,
+            outcome=CallOutcome.REFUSED,
+            elapsed_ms=elapsed_ms,
+            error_code=reply.code,
+            http_status=reply.status,
+            front_door=reply.door.value,
+            endpoint=endpoint,
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else "",
+            reason=reply.message,
+        )
+    )
+    return render(reply)
 
 
 def authenticate(
@@ -147,12 +190,17 @@ def resolve_group(
 ) -> GroupSpec | ErrorReply:
     # A scoped key learns nothing about groups it may not use: the same 404 as for a
     # model that does not exist (SPEC §9).
-    visible = not key.groups or model in key.groups
-    group = table.resolve(model) if visible else None
-    if group is None and visible and model in table.broken:
+    group = table.resolve(model)
+    name = group.name if group is not None else model
+    if group is None and model not in table.broken and table.aliases:
+        name = table.alias_of(model) or model  # an alias of a group that cannot serve
+    visible = not key.groups or name in key.groups
+    if not visible:
+        group = None
+    if group is None and visible and name in table.broken:
         return ErrorReply(
             503,
-            f"The model '{model}' cannot be served: {table.broken[model]}. "
+            f"The model '{model}' cannot be served: {table.broken[name]}. "
             "Fix the group's configuration; other models are unaffected.",
             "group_unavailable",
             "server_error",
@@ -201,7 +249,12 @@ def parse_body(request: HttpRequest) -> dict[str, Any] | ErrorReply:
 
 
 def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
-    session = request.headers.get("x-session-id") or body.get("user")
+    # Claude Code names its session in a header of its own.
+    session = (
+        request.headers.get("x-session-id")
+        or request.headers.get("x-claude-code-session-id")
+        or body.get("user")
+    )
     if not session:
         metadata = body.get("metadata")
         if isinstance(metadata, dict):
@@ -215,16 +268,16 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
     table = await runtime.current_table()
     key = authenticate(request, table)
     if isinstance(key, ErrorReply):
-        return render(key)
+        return refuse(request, key)
     body = parse_body(request)
     if isinstance(body, ErrorReply):
-        return render(body)
+        return refuse(request, body, key=key)
     group = resolve_group(table, key, body["model"])
     if isinstance(group, ErrorReply):
-        return render(group)
+        return refuse(request, group, key=key)
     prepared = prepare(Protocol.CHAT, body, group)
     if isinstance(prepared, ErrorReply):
-        return render(prepared)
+        return refuse(request, prepared, key=key, group=group.name)
     call = Call(
         runtime,
         group,

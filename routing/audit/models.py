@@ -109,6 +109,8 @@ class Call(models.Model):
     front_door = models.CharField(max_length=12, choices=FrontDoor.choices, default=FrontDoor.CHAT)
     # Served by a target other than the first one the call tried (SPEC §14).
     served_by_fallback = models.BooleanField(default=False)
+    # A refused call's reason: the error message the door answered (SPEC §12).
+    reason = models.CharField(max_length=500, blank=True, default="", db_default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]

@@ -95,6 +95,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
             key_name=record.key_name[:100],
             front_door=record.door,
             served_by_fallback=record.served_by_fallback,
+            reason=clean(record.reason)[:500],
         )
     )
     for index, attempt in enumerate(record.attempts, start=1):

@@ -326,6 +326,7 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
         provider.kind,
         provider.base_url,
         provider.headers,
+        provider.betas,
         provider.models,
         *(getattr(provider, column) for column in TIMEOUT_FIELDS.values()),
         provider.health_check_s,
@@ -444,6 +445,7 @@ def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     provider.kind = item.kind
     provider.base_url = item.base_url
     provider.headers = dict(item.headers)
+    provider.betas = item.betas.model_dump(exclude_none=True) if item.betas else {}
     if item.models is not None:
         provider.models = list(item.models)
     timeouts = item.timeouts.model_dump() if item.timeouts else {}
@@ -475,7 +477,7 @@ def _apply_group(
     ]
     before: dict[str, Any] | None = None
     if group is None:
-        group = Group(name=item.name, policy=flat)
+        group = Group(name=item.name, policy=flat, aliases=list(item.aliases))
         group.file_version = group.version
         group.save()
         plan.result.groups_created.append(item.name)
@@ -485,13 +487,15 @@ def _apply_group(
                 "provider_id", "model", "weight", "enabled", "context_window", "options"
             )
         )
-        if group.policy == flat and current == desired:
+        same_aliases = list(group.aliases or []) == list(item.aliases)
+        if group.policy == flat and current == desired and same_aliases:
             _mark_from_file(group)
             return
         if plan.protected("group", item.name, group):
             return
         before = _snapshot(group)
         group.policy = flat
+        group.aliases = list(item.aliases)
         group.version += 1
         group.file_version = group.version
         group.save()
@@ -766,6 +770,8 @@ def _export_provider(provider: Provider) -> dict[str, Any]:
         out["api_key"] = "${" + env_var_for(provider.name) + "}"
     if provider.headers:
         out["headers"] = {k: _literal(v) for k, v in sorted(provider.headers.items())}
+    if provider.betas:
+        out["betas"] = _Flow({k: _flow_values(v) for k, v in provider.betas.items()})
     if provider.models:
         out["models"] = _flow_values(list(provider.models))
     out["timeouts"] = _Flow(
@@ -791,6 +797,8 @@ def _export_target(target: Target) -> _Flow:
 def _export_group(group: Group) -> dict[str, Any]:
     policy = _policy_block(group.policy)
     out: dict[str, Any] = {"name": group.name}
+    if group.aliases:
+        out["aliases"] = _flow_values(list(group.aliases))
     if "algorithm" in policy:
         out["algorithm"] = policy.pop("algorithm")
     out["targets"] = [_export_target(t) for t in group.targets.all()]

@@ -600,6 +600,27 @@ TIMEOUT_DEFAULTS: dict[str, float] = {
 }
 
 
+def _beta_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not name or not printable_ascii(name) or " " in name or "," in name:
+            raise ValueError(f"{_short(name)} is not a beta name (printable, no spaces or commas)")
+    return list(dict.fromkeys(names))
+
+
+BetaNames = Annotated[list[str], AfterValidator(_beta_names)]
+
+
+class BetasIn(_Strict):
+    """Which ``anthropic-beta`` values a client sent reach this provider (SPEC §15).
+
+    ``allow`` absent: every beta passes except ``strip``; ``allow`` given: only those
+    (and never ``strip``). Betas a provider would reject are removed, noted in
+    ``x-switchyard-rewrites``."""
+
+    allow: BetaNames | None = Field(None, description="Only these betas pass (absent: all).")
+    strip: BetaNames = Field(default_factory=list, description="These betas never pass.")
+
+
 class ProviderIn(_Strict):
     """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
     replaces it, ``null`` clears it (``routing.config.loader.new_credential``, every path).
@@ -614,15 +635,40 @@ class ProviderIn(_Strict):
     base_url: BaseUrl
     api_key: Annotated[SecretStr | None, AfterValidator(_credential)] = None
     headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
+    betas: BetasIn | None = None
     models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
     timeouts: TimeoutsIn | None = None
     health_check_s: HealthCheckSeconds | None = None
 
 
+def _aliases(aliases: list[str]) -> list[str]:
+    from routing.config.aliases import MAX_ALIASES
+
+    if len(aliases) > MAX_ALIASES:
+        raise ValueError(f"at most {MAX_ALIASES} aliases")
+    seen: set[str] = set()
+    for alias in aliases:
+        if not printable_ascii(alias) or " " in alias:
+            raise ValueError(f"alias {_short(alias)} must be printable ASCII without spaces")
+        if alias in seen:
+            raise ValueError(f"alias {_short(alias)} is listed twice")
+        seen.add(alias)
+    return aliases
+
+
+Aliases = Annotated[list[ModelId], AfterValidator(_aliases)]
+
+
 class GroupIn(PolicyIn):
-    """A group: its name, targets in order, and the policy keys inline (SPEC §11)."""
+    """A group: its name, targets in order, model-name ``aliases`` (globs, SPEC §15) and
+    the policy keys inline (SPEC §11)."""
 
     name: GroupName
+    aliases: Aliases = Field(
+        default_factory=list,
+        title="Aliases",
+        description="Model names (globs such as claude-*) that also reach this group.",
+    )
     targets: list[TargetIn] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -731,6 +777,7 @@ def cross_check(raw: Any) -> list[FieldError]:
     provider_names, errors = _duplicate_names(raw.get("providers"), "providers")
     _, group_errors = _duplicate_names(raw.get("groups"), "groups")
     errors += group_errors
+    errors += _alias_conflicts(raw.get("groups"))
     providers_readable = isinstance(raw.get("providers"), list) or raw.get("providers") is None
     groups = raw.get("groups")
     for index, group in enumerate(groups if isinstance(groups, list) else []):
@@ -742,6 +789,21 @@ def cross_check(raw: Any) -> list[FieldError]:
             local += unknown_providers(targets, provider_names)
         errors += [e.prefixed(f"groups.{index}") for e in local]
     return errors
+
+
+def _alias_conflicts(groups: Any) -> list[FieldError]:
+    from routing.config.aliases import alias_conflicts
+
+    if not isinstance(groups, list):
+        return []
+    pairs = []
+    for group in groups:
+        mapping = group if isinstance(group, Mapping) else {}
+        aliases = mapping.get("aliases")
+        name = mapping.get("name")
+        ok = isinstance(aliases, list) and all(isinstance(a, str) for a in aliases)
+        pairs.append((str(name), list(aliases) if ok else []))  # type: ignore[arg-type]
+    return alias_conflicts(pairs)
 
 
 def _raise_all(errors: list[FieldError]) -> None:

@@ -57,6 +57,7 @@ from routing.limits.refusal import refusal_reply
 from routing.limits.rules import Refusal
 from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
+from routing.protocols.betas import filter_betas
 from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
 from routing.upstream.openai import UpstreamFailure
 
@@ -188,6 +189,7 @@ class Call:
             verdict.code.value,
             verdict.message(),
         )
+        self.record.reason = verdict.message()[:500]  # as the door's refusals (SPEC §12)
         self._finish(CallOutcome.REFUSED, error_code=verdict.code.value, http_status=429)
         return refusal_reply(
             verdict,
@@ -287,6 +289,13 @@ class Call:
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             body, rewrites = self._outbound_bytes(kind, target, outbound, rewrites)
+        protocol_headers = self.protocol_headers if kind is self.door else None
+        if protocol_headers:
+            provider = target.provider
+            protocol_headers, stripped = filter_betas(
+                protocol_headers, provider.betas_allow, provider.betas_strip
+            )
+            rewrites = [*rewrites, *stripped]
         # orjson's output keeps its growth buffer (about twice the body); the request, and
         # with it the body, lives as long as the stream: keep an exact-size copy.
         body = bytes(memoryview(body))
@@ -311,7 +320,7 @@ class Call:
                     door=self.door,
                     kind=kind,
                     endpoint=self.endpoint,
-                    headers=self.protocol_headers if kind is self.door else None,
+                    headers=protocol_headers,
                 )
                 committed = True
             except UpstreamFailure as exc:

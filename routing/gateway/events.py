@@ -70,7 +70,9 @@ class AttemptRecord:
 class CallOutcome(StrEnum):
     """How a call ended. OK: the answer reached the client. FAILED: an error was surfaced,
     every route was exhausted, a stream broke after its commit point, or a bug. ABORTED:
-    the client went away. REFUSED: over a limit, answered 429 before any upstream."""
+    the client went away. REFUSED: a door turned the request away before routing (bad
+    shape, unknown model, key not allowed, no target could take it) or a limit did (429,
+    SPEC §17): no upstream called."""
 
     OK = "ok"
     FAILED = "failed"
@@ -102,6 +104,7 @@ class CallRecord:
     endpoint: str | None = None  # "embeddings" for the embeddings door
     key_id: int | None = None  # the gateway key that made the call (never its secret)
     key_name: str = ""
+    reason: str = ""  # a refused call's error message (what the client was told)
     cost: float | None = None  # from usage and the serving target's price (SPEC §17)
 
     @property

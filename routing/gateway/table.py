@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from routing.conf import switchyard_settings
+from routing.config.aliases import first_match
 from routing.config.policy import engine_values
 from routing.continuity.effort import EffortPolicy
 from routing.continuity.provenance import Producer
@@ -54,6 +55,9 @@ class ProviderSpec:
     # before validation said so, or a credential the secret key cannot decrypt): its
     # targets fail at dispatch instead of crashing a call or the whole table.
     config_error: str = ""
+    # anthropic-beta filter (routing.protocols.betas): None = every beta may pass
+    betas_allow: frozenset[str] | None = None
+    betas_strip: frozenset[str] = frozenset()
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -177,14 +181,31 @@ class RoutingTable:
     base_policy: Mapping[str, object] = field(
         default_factory=dict
     )  # defaults + file + global layers
+    # (pattern, group name) in group order: model-name aliases (routing.config.aliases)
+    aliases: tuple[tuple[str, str], ...] = ()
     _direct: dict[str, GroupSpec] = field(default_factory=dict, compare=False, repr=False)
+    _aliased: dict[str, str | None] = field(default_factory=dict, compare=False, repr=False)
 
     def resolve(self, model: str) -> GroupSpec | None:
-        """A group by name, else a direct ``provider/model`` address, else None."""
+        """A group by name, else a direct ``provider/model`` address, else the group one
+        of whose aliases matches, else None."""
         group = self.groups.get(model)
         if group is not None:
             return group
-        return self.direct_target(model)
+        group = self.direct_target(model)
+        if group is not None or not self.aliases:
+            return group
+        name = self.alias_of(model)
+        return self.groups.get(name) if name is not None else None
+
+    def alias_of(self, model: str) -> str | None:
+        """The name of the group whose alias matches ``model`` (memoised, bounded)."""
+        if model in self._aliased:
+            return self._aliased[model]
+        name = first_match(model, self.aliases)
+        if len(self._aliased) < 10_000:  # bounded: model names come from clients
+            self._aliased[model] = name
+        return name
 
     def direct_target(self, address: str) -> GroupSpec | None:
         """``provider/model`` addresses bypass groups but still go through health."""
@@ -333,6 +354,12 @@ def compile_table() -> RoutingTable:
                 default_check_s if row.health_check_s is None else float(row.health_check_s)
             ),
             config_error=unreadable or unsendable(api_key, headers),
+            betas_allow=(
+                frozenset(row.betas["allow"])
+                if isinstance(row.betas, dict) and row.betas.get("allow") is not None
+                else None
+            ),
+            betas_strip=frozenset((row.betas or {}).get("strip") or ()),
             timeouts=Timeouts(
                 connect_s=row.connect_timeout_s,
                 first_token_s=row.first_token_timeout_s,
@@ -344,7 +371,9 @@ def compile_table() -> RoutingTable:
 
     groups: dict[str, GroupSpec] = {}
     broken: dict[str, str] = {}
+    aliases: list[tuple[str, str]] = []
     for group in Group.objects.prefetch_related("targets__provider").all():
+        aliases += [(pattern, group.name) for pattern in group.aliases or ()]
         enabled = [t for t in group.targets.all() if t.enabled]
         targets = tuple(
             TargetSpec(
@@ -394,4 +423,5 @@ def compile_table() -> RoutingTable:
         broken=broken,
         base_policy=base_policy,
         config_version=int(config_version or 0),
+        aliases=tuple(aliases),
     )

@@ -10,7 +10,9 @@ Mapping decisions: ``system`` ↔ system messages; ``tool_use``/``tool_result`` 
 from another protocol has no signature Anthropic would accept, so history reasoning sent
 *to* an Anthropic target is dropped, with a rewrite note); ``thinking.budget_tokens`` ↔
 ``reasoning_effort`` (an ``output_config.effort`` level, when sent, is the effort itself;
-``max`` becomes ``xhigh``); ``stop_sequences`` ↔ ``stop``; cache token counts ↔ the
+``max`` becomes ``xhigh``); ``output_config.format`` (json_schema) ↔ ``response_format``
+json_schema; a mid-conversation ``system`` message stays in place as a system message;
+``stop_sequences`` ↔ ``stop``; cache token counts ↔ the
 canonical usage's cache fields. Server tools (``web_search_…``), documents and other block types
 have no counterpart and are refused (``Unmappable``). Top-level fields follow the tables
 ``DOOR_FIELDS`` (this door → another kind) and ``TARGET_FIELDS`` (a chat request → an
@@ -79,9 +81,9 @@ DOOR_FIELDS: Table = {
     "output_config": mapped_parts(
         {
             "effort": MAPPED,
-            # Anthropic's and OpenAI's JSON-schema outputs accept different schema
-            # subsets: a guarantee that cannot be carried over is refused, not weakened.
-            "format": refused("a structured-output format (a JSON schema the answer follows)"),
+            # → chat ``response_format: json_schema`` / Responses ``text.format`` (SPEC §12;
+            # Claude Code's session titles). Not ``strict``: the schema subsets differ.
+            "format": MAPPED,
         }
     ),
     "mcp_servers": refused(
@@ -160,6 +162,19 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     elif level == "max":
         out["reasoning_effort"] = "xhigh"
         notes.append("effort:max->xhigh")
+    fmt = config.get("format") if isinstance(config, dict) else None
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        schema = fmt.get("schema") or {"type": "object"}
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": str(fmt.get("name") or "output"), "schema": schema},
+        }
+    elif fmt is not None:
+        raise Unmappable(
+            "'output_config.format' is not a json_schema format, which targets of another "
+            "kind than anthropic cannot give; send it to an anthropic group, or leave it out.",
+            param="output_config.format",
+        )
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and metadata.get("user_id"):
         out["user"] = str(metadata["user_id"])
@@ -191,9 +206,12 @@ def _blocks_text(blocks: Any, where: str) -> str:
 
 
 def _message_in(message: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-        raise Unmappable(f"'{where}' must have role 'user' or 'assistant'.", param=where)
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        raise Unmappable(f"'{where}' must have role 'user', 'assistant' or 'system'.", param=where)
     role, content = message["role"], message.get("content")
+    if role == "system":  # a mid-conversation system message (Claude Code): kept in place
+        text = content if isinstance(content, str) else _blocks_text(content, f"{where}.content")
+        return [{"role": "system", "content": text}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
@@ -327,7 +345,10 @@ TARGET_FIELDS: Table = {
         MAPPED,
     ),
     **CHAT_ONLY,
-    "response_format": refused("a response format", harmless=lambda v: _plain_text(v)),
+    "response_format": refused(
+        "a response format other than a JSON schema",
+        harmless=lambda v: _plain_text(v) or _json_schema(v),
+    ),
     **dict.fromkeys(
         (
             "frequency_penalty",
@@ -406,7 +427,18 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
         out.pop("top_p", None)
     if body.get("user"):
         out["metadata"] = {"user_id": str(body["user"])}
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and _json_schema(fmt):
+        schema = (fmt.get("json_schema") or {}).get("schema") or {"type": "object"}
+        out["output_config"] = {
+            **(out.get("output_config") or {}),
+            "format": {"type": "json_schema", "schema": schema},
+        }
     return out, notes
+
+
+def _json_schema(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") == "json_schema"
 
 
 def _plain_text(value: Any) -> bool:

@@ -304,7 +304,16 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
     for message in body.get("messages") or ():
         role = message.get("role")
         content = message.get("content")
-        if role in ("system", "developer"):
+        if role in ("system", "developer") and items:
+            # Mid-conversation (Claude Code's Agent tool): in place, as a developer item.
+            items.append(
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": message_text(content)}],
+                }
+            )
+        elif role in ("system", "developer"):
             instructions.append(message_text(content))
         elif role == "tool":
             items.append(

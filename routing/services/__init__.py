@@ -69,6 +69,7 @@ from routing.services.groups import (
     group_create,
     group_delete,
     group_restore_default,
+    group_set_aliases,
     group_update_policy,
 )
 from routing.services.health import provider_enable, target_reset
@@ -93,6 +94,7 @@ __all__ = [
     "group_create",
     "group_delete",
     "group_restore_default",
+    "group_set_aliases",
     "group_update_policy",
     "key_create",
     "key_revoke",

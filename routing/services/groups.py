@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from routing.config.aliases import conflicts_with_others
 from routing.config.errors import ConfigError, FieldError
 from routing.config.policy import (
     BUILTIN_DEFAULTS,
@@ -17,7 +18,7 @@ from routing.config.policy import (
     validate_effective,
     validate_policy_flat,
 )
-from routing.config.schema import parse_group, target_options
+from routing.config.schema import GroupIn, parse_group, target_options
 from routing.engine.targets import target_key
 from routing.models import Group, Provider, Target
 from routing.services.base import (
@@ -41,6 +42,7 @@ def group_snapshot(group: Group) -> dict[str, Any]:
     """Policy overrides plus targets keyed ``provider/model``, so a diff reads per target."""
     targets = Target.objects.filter(group=group).select_related("provider").order_by("position")
     return {
+        **({"aliases": list(group.aliases)} if group.aliases else {}),
         **policy_snapshot(group.policy),
         "targets": {
             target_key(t.provider.name, t.model): {
@@ -84,9 +86,10 @@ def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:
     )
     flat = policy_flat(item)
     validate_effective(resolve(BUILTIN_DEFAULTS, *policy_layers(), flat))
+    _check_aliases(item.name, item.aliases)
     try:
         with transaction.atomic():
-            group = Group.objects.create(name=item.name, policy=flat)
+            group = Group.objects.create(name=item.name, policy=flat, aliases=list(item.aliases))
             Target.objects.bulk_create(
                 Target(
                     group=group,
@@ -111,6 +114,46 @@ def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:
     except IntegrityError:
         raise ConfigError.single("name", f"a group named {item.name!r} already exists") from None
     return group
+
+
+def _check_aliases(name: str, aliases: list[str]) -> None:
+    """Refuse aliases that could match a model name another group's aliases match."""
+    others = Group.objects.exclude(name=name).values_list("name", "aliases")
+    errors = conflicts_with_others(name, aliases, [(n, list(a or [])) for n, a in others])
+    if errors:
+        raise ConfigError(errors)
+
+
+def group_set_aliases(*, name: str, aliases: Any, based_on: int, actor: str, path: str) -> Group:
+    """Replace a group's model-name aliases (globs; ``[]`` removes them)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from routing.config.schema import Aliases, field_errors
+
+    try:
+        clean = list(TypeAdapter(Aliases).validate_python(aliases))
+    except ValidationError as exc:
+        raise ConfigError(field_errors(exc, GroupIn, prefix="aliases")) from None
+
+    def change(group: Group) -> None:
+        _check_aliases(group.name, clean)
+        if clean == list(group.aliases or []):
+            raise Unchanged
+        before = group_snapshot(group)
+        group.aliases = clean
+        group.save()
+        record(
+            actor=actor,
+            path=path,
+            object_type="group",
+            object_name=group.name,
+            before=before,
+            after=group_snapshot(group),
+        )
+
+    return versioned_write(
+        Group, kind="group", name=name, based_on=based_on, change=change, name__exact=name
+    )
 
 
 def _set_policy(group: Group, policy: dict[str, Any], *, actor: str, path: str) -> None:

@@ -5,6 +5,16 @@ Django: tests import it with and without Django configured.
 
     from routing.simulator import FakeUpstream, Fail, Reply
 
+Scripting an agent's tool loop (any of the three wires)::
+
+    up.script("m", [], then=When('"tool_result"', Reply("done."),
+                                 otherwise=Reply("", tool_call={"name": "Bash",
+                                     "arguments": {"command": "echo hi"}})))
+
+``Reply.tool_call`` names any function (or a custom/freeform tool: ``{"name", "input"}``);
+``When`` picks by what the request's last conversation item carries; queues
+(``script(model, [...], then=...)``) and ``Flaky`` give failures on demand, per request.
+
 See ``script`` for the behaviours, ``server`` for ``FakeUpstream`` and ``app`` for the
 HTTP routes (including the ``/_control`` API other processes script it with).
 """
@@ -27,6 +37,7 @@ from routing.simulator.script import (
     Silent,
     StallAfter,
     UsageThenError,
+    When,
     behaviour_from_dict,
     to_dict,
 )
@@ -53,6 +64,7 @@ __all__ = [
     "Silent",
     "StallAfter",
     "UsageThenError",
+    "When",
     "behaviour_from_dict",
     "to_dict",
 ]

@@ -4,6 +4,7 @@ Routes::
 
     POST /v1/chat/completions   next scripted behaviour for the body's "model"
     POST /v1/messages           the same, in Anthropic Messages shapes (x-api-key auth)
+    POST /v1/messages/count_tokens  ``{"input_tokens": n}`` (recorded; consumes no script)
     POST /v1/responses          the same, in OpenAI Responses shapes
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
@@ -29,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from routing.simulator.payloads import error_body
+from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
 from routing.simulator.script import Behaviour, Fail, behaviour_from_dict
 from routing.simulator.state import Ledger
@@ -54,6 +55,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app[UPSTREAM] = upstream
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_post("/v1/messages", chat_completions)
+    app.router.add_post("/v1/messages/count_tokens", count_tokens)
     app.router.add_post("/v1/responses", chat_completions)
     app.router.add_post("/v1/embeddings", chat_completions)
     app.router.add_get("/v1/models", list_models)
@@ -117,6 +119,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             model,
             upstream.ledger,
             settle=lambda: upstream.ledger.finish(record, disconnected=False),
+            raw=record.raw,
         )
         response = await perform(behaviour, exchange)
     except ClientGone as gone:
@@ -133,6 +136,25 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         upstream.handlers.discard(task)
     upstream.ledger.finish(record, disconnected=False)  # no-op when settle() already ran
     return response
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    upstream = request.app[UPSTREAM]
+    body = await _json_object(request)
+    if body is None:
+        return _error(400, "The request body must be a JSON object.")
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    record = upstream.ledger.begin(
+        str(body.get("model", "")), body, headers, request.path, await request.read()
+    )
+    upstream.ledger.finish(record, disconnected=False)
+    denied = _auth_failure(request, upstream.api_key)
+    if denied is not None:
+        return web.json_response(
+            {"type": "error", "error": {"type": "authentication_error", "message": denied.message}},
+            status=401,
+        )
+    return web.json_response({"input_tokens": usage_for(body, "")["prompt_tokens"]})
 
 
 async def list_models(request: web.Request) -> web.Response:

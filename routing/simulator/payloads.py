@@ -9,13 +9,70 @@ SDK parses it: every chunk carries the same ``id``, ``created`` and the requeste
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 TOOL_CALL = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One scripted tool call, normalised: ``arguments`` is a JSON text (function tools)
+    or, when ``custom``, the freeform string input of a custom tool."""
+
+    name: str
+    arguments: str
+    custom: bool = False
+
+    @property
+    def input_object(self) -> Any:
+        """The arguments as Anthropic's ``tool_use.input`` (a custom tool's string input
+        travels as ``{"input": ...}``, the one-string-argument function it maps to)."""
+        if self.custom:
+            return {"input": self.arguments}
+        try:
+            return json.loads(self.arguments or "{}")
+        except ValueError:
+            return {}
+
+    @property
+    def function_arguments(self) -> str:
+        """The arguments as a chat / Responses function call's JSON text."""
+        return json.dumps({"input": self.arguments}) if self.custom else self.arguments
+
+
+def tool_specs(value: Any) -> list[ToolSpec]:
+    """``Reply.tool_call`` as a list of calls.
+
+    ``False`` -> none; ``True`` -> the classic ``get_weather`` call; a dict
+    ``{"name": str, "arguments": dict | str}`` -> that function call; a dict
+    ``{"name": str, "input": str}`` -> a custom (freeform) tool call; a list of such
+    dicts -> several calls in that order.
+    """
+    if value is False or value is None:
+        return []
+    if value is True:
+        return [ToolSpec(TOOL_CALL["name"], TOOL_CALL["arguments"])]
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"tool_call must be a bool, an object or a list, not {value!r}")
+    specs = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ValueError(f"a scripted tool call needs a string 'name', got {item!r}")
+        if "input" in item:
+            specs.append(ToolSpec(item["name"], str(item["input"]), custom=True))
+            continue
+        arguments = item.get("arguments", {})
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        specs.append(ToolSpec(item["name"], text))
+    return specs
 
 
 def _spread(units: list[str], count: int) -> list[str]:
@@ -96,13 +153,37 @@ def error_body(message: str, type_: str, code: str | None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "code": code, "param": None}}
 
 
-def _tool_call(index: int, call_id: str, arguments: str, with_header: bool) -> dict[str, Any]:
-    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+def _call_id(base: str, index: int) -> str:
+    return f"call_{base[-12:]}" + (f"_{index}" if index else "")
+
+
+def _tool_call(index: int, spec: ToolSpec, call_id: str, with_header: bool) -> dict[str, Any]:
+    """One chat tool-call delta; a custom tool streams as chat's ``custom`` call type."""
+    if spec.custom:
+        call: dict[str, Any] = {"index": index, "custom": {"input": spec.arguments}}
+        if with_header:
+            call = {"index": index, "id": call_id, "type": "custom", "custom": {"name": spec.name}}
+        return call
+    call = {"index": index, "function": {"arguments": spec.arguments}}
     if with_header:
-        call["id"] = call_id
-        call["type"] = "function"
-        call["function"]["name"] = TOOL_CALL["name"]
+        call = {"index": index, "id": call_id, "type": "function"}
+        call["function"] = {"name": spec.name, "arguments": ""}
     return call
+
+
+def chat_tool_call(spec: ToolSpec, call_id: str) -> dict[str, Any]:
+    """A whole chat ``tool_calls`` entry (non-stream)."""
+    if spec.custom:
+        return {
+            "id": call_id,
+            "type": "custom",
+            "custom": {"name": spec.name, "input": spec.arguments},
+        }
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": spec.name, "arguments": spec.arguments},
+    }
 
 
 @dataclass
@@ -120,16 +201,16 @@ class Completion:
         *,
         content: str,
         reasoning: str = "",
-        tool_call: bool = False,
+        tool_calls: Sequence[ToolSpec] = (),
         finish_reason: str = "stop",
         usage: dict[str, int] | None = None,
     ) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if reasoning:
             message["reasoning_content"] = reasoning
-        if tool_call:
+        if tool_calls:
             message["tool_calls"] = [
-                {"id": f"call_{self.id[-12:]}", "type": "function", "function": dict(TOOL_CALL)}
+                chat_tool_call(spec, _call_id(self.id, i)) for i, spec in enumerate(tool_calls)
             ]
         body: dict[str, Any] = {
             "id": self.id,
@@ -168,12 +249,12 @@ class Completion:
     def reasoning_chunk(self, text: str) -> dict[str, Any]:
         return self.chunk({"reasoning_content": text})
 
-    def tool_call_chunks(self) -> list[dict[str, Any]]:
+    def tool_call_chunks(self, spec: ToolSpec, index: int = 0) -> list[dict[str, Any]]:
         """A tool call in two deltas, as OpenAI streams it: header, then arguments."""
-        call_id = f"call_{self.id[-12:]}"
+        call_id = _call_id(self.id, index)
         return [
-            self.chunk({"tool_calls": [_tool_call(0, call_id, "", with_header=True)]}),
-            self.chunk({"tool_calls": [_tool_call(0, call_id, TOOL_CALL["arguments"], False)]}),
+            self.chunk({"tool_calls": [_tool_call(index, spec, call_id, with_header=True)]}),
+            self.chunk({"tool_calls": [_tool_call(index, spec, call_id, with_header=False)]}),
         ]
 
     def finish_chunk(self, finish_reason: str) -> dict[str, Any]:

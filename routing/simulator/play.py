@@ -34,6 +34,7 @@ from routing.simulator.payloads import (
     embeddings,
     fill_model,
     split_pieces,
+    tool_specs,
     usage_for,
     with_cache,
 )
@@ -55,6 +56,7 @@ from routing.simulator.script import (
     Silent,
     StallAfter,
     UsageThenError,
+    When,
 )
 from routing.simulator.state import Ledger
 from routing.simulator.wires import WIRES, ChatWire, Event, Wire
@@ -87,6 +89,7 @@ class Exchange:
     model: str
     ledger: Ledger
     settle: Callable[[], None] = lambda: None
+    raw: bytes = b""
     """Records the request as answered. Called *before* the last bytes go out, so a
     client that has seen the end of its response always finds it recorded."""
 
@@ -162,6 +165,8 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
             return await perform(then, ex)
         case Flaky():
             return await perform(behaviour.pick(ex.ledger.flaky_tick(ex.model)), ex)
+        case When():
+            return await perform(behaviour.pick(ex.body, ex.raw), ex)
         case Fail():
             return await _fail(ex, behaviour)
         case ContextLength() if ex.request.path == "/v1/messages":
@@ -268,8 +273,8 @@ async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
     body = ex.wire().body(
         content=content,
         reasoning=reasoning,
-        tool_call=reply.tool_call,
-        finish_reason=reply.finish_reason,
+        tool_calls=tool_specs(reply.tool_call),
+        finish_reason=reply.finish,
         usage=usage,
     )
     return await _send(ex, 200, _dumps(body))
@@ -292,12 +297,12 @@ async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web
         if i and reply.chunk_delay_s:
             await asyncio.sleep(reply.chunk_delay_s)
         await sse.emit(w.content(piece))
-    if reply.tool_call:
-        await sse.emit(w.tool_call())
+    for index, spec in enumerate(tool_specs(reply.tool_call)):
+        await sse.emit(w.tool_call(spec, index))
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
     if usage is not None:
         usage = with_cache(usage, read=reply.cache_read, write=reply.cache_write)
-    await sse.emit(w.finish(reply.finish_reason, usage))
+    await sse.emit(w.finish(reply.finish, usage))
     return await sse.end(done=done and w.done)
 
 

@@ -6,7 +6,7 @@ these as data means the same script can be built in a test, sent over the contro
 (``to_dict`` / ``behaviour_from_dict``) or written in a preset.
 
 Serialised form: ``{"kind": "<snake_case class name>", **fields}``; nested behaviours
-(``Delay.then``, ``Flaky.fail`` / ``Flaky.ok``) serialise recursively. The one field
+(``Delay.then``, ``Flaky.fail`` / ``Flaky.ok``, ``When.then`` / ``When.otherwise``) serialise recursively. The one field
 that would collide with the ``kind`` key, ``Malformed.kind``, travels as ``variant``:
 ``{"kind": "malformed", "variant": "sse-line"}``.
 
@@ -37,9 +37,12 @@ EndBeforeFinish    role, content xN, then the body  headers + half the body, the
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
+
+from routing.simulator.payloads import tool_specs
 
 DEFAULT_CONTENT = "Hello from {model}."
 
@@ -51,8 +54,20 @@ class Reply:
     ``content`` is split into ``chunks`` stream chunks (fewer when the text is shorter
     than that); ``chunk_delay_s`` is slept between content chunks (non-stream: once per
     gap, before the body). ``reasoning`` is sent first as one ``reasoning_content``
-    delta; ``tool_call`` adds one ``get_weather`` tool call after the content (set
-    ``finish_reason="tool_calls"`` yourself if you want the realistic pairing).
+    delta; ``tool_call`` adds tool calls after the content, in the protocol's own shape:
+
+    - ``True``: one ``get_weather({"city": "Paris"})`` call (set
+      ``finish_reason="tool_calls"`` yourself if you want the realistic pairing);
+    - ``{"name": "Bash", "arguments": {"command": "echo hi"}}``: that function call
+      (``arguments`` an object or a JSON text);
+    - ``{"name": "exec", "input": "ls -la"}``: a custom (freeform) tool call with one string
+      input: a ``custom_tool_call`` item on the Responses wire, a chat ``custom`` tool
+      call, and on the Messages wire a ``tool_use`` whose input is ``{"input": "..."}``;
+    - a list of such objects: several calls, in order.
+
+    With named calls (an object or a list) the answer finishes as a tool call
+    (``tool_calls`` / ``tool_use``) unless ``finish_reason`` is set to something other
+    than ``"stop"``.
     ``cache_read`` / ``cache_write`` add prompt-cache tokens to the usage, in each
     protocol's fields (chat ``prompt_tokens_details.cached_tokens`` and
     ``cache_creation_input_tokens``; Anthropic ``cache_read_input_tokens`` /
@@ -63,11 +78,20 @@ class Reply:
     chunks: int = 3
     chunk_delay_s: float = 0.0
     reasoning: str = ""
-    tool_call: bool = False
+    tool_call: bool | dict[str, Any] | list[dict[str, Any]] = False
     usage: bool = True
     finish_reason: str = "stop"
     cache_read: int = 0
     cache_write: int = 0
+
+    def __post_init__(self) -> None:
+        tool_specs(self.tool_call)  # raises ValueError on a malformed script
+
+    @property
+    def finish(self) -> str:
+        """The finish reason actually sent (named tool calls finish as ``tool_calls``)."""
+        named = not isinstance(self.tool_call, bool) and bool(self.tool_call)
+        return "tool_calls" if named and self.finish_reason == "stop" else self.finish_reason
 
 
 @dataclass(frozen=True)
@@ -245,6 +269,39 @@ class Flaky:
         return self.ok if n % self.every == 0 else self.fail
 
 
+@dataclass(frozen=True)
+class When:
+    """Choose by what the request carries: ``then`` when ``needle`` occurs in it, else
+    ``otherwise``.
+
+    ``scope="last"`` looks only at the last conversation item (the last of ``messages``
+    or of ``input``, as compact JSON), so ``When('"tool_result"', Reply("done"),
+    otherwise=Reply(tool_call={...}))`` answers a tool call first and text once the
+    tool's result comes back, turn after turn (chat: ``'"role":"tool"'``, Responses:
+    ``'"function_call_output"'``). ``scope="body"`` looks at the whole raw body.
+    """
+
+    needle: str
+    then: Behaviour
+    otherwise: Behaviour = field(default_factory=Reply)
+    scope: str = "last"
+
+    def __post_init__(self) -> None:
+        if self.scope not in ("last", "body"):
+            raise ValueError(f"When.scope must be 'last' or 'body', not {self.scope!r}")
+
+    def pick(self, body: dict[str, Any], raw: bytes) -> Behaviour:
+        if self.scope == "body":
+            haystack = raw.decode(errors="replace")
+        else:
+            items = body.get("messages")
+            if not isinstance(items, list):
+                items = body.get("input")
+            last = items[-1] if isinstance(items, list) and items else items
+            haystack = json.dumps(last, separators=(",", ":"))
+        return self.then if self.needle in haystack else self.otherwise
+
+
 Behaviour: TypeAlias = (
     Reply
     | Fail
@@ -262,6 +319,7 @@ Behaviour: TypeAlias = (
     | ContextLength
     | ContentFilter
     | Flaky
+    | When
 )
 
 _CLASSES: tuple[type[Any], ...] = (
@@ -281,6 +339,7 @@ _CLASSES: tuple[type[Any], ...] = (
     ContextLength,
     ContentFilter,
     Flaky,
+    When,
 )
 
 
@@ -289,7 +348,7 @@ def _kind(cls: type[Any]) -> str:
 
 
 KINDS: dict[str, type[Any]] = {_kind(cls): cls for cls in _CLASSES}
-_NESTED = {"then", "fail", "ok"}  # fields that hold a behaviour
+_NESTED = {"then", "fail", "ok", "otherwise"}  # fields that hold a behaviour
 _WIRE_NAME = {"kind": "variant"}  # field name -> key, where the field name is taken
 
 

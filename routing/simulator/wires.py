@@ -15,11 +15,18 @@ Written independently of the gateway's translators so tests compare two implemen
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from routing.simulator.payloads import TOOL_CALL, Completion, default_error_type, error_body
+from routing.simulator.payloads import (
+    Completion,
+    ToolSpec,
+    default_error_type,
+    error_body,
+)
 
 Event = tuple[str | None, dict[str, Any]]
 
@@ -52,8 +59,8 @@ class ChatWire:
     def content(self, piece: str) -> list[Event]:
         return [(None, self.c.content_chunk(piece))]
 
-    def tool_call(self) -> list[Event]:
-        return [(None, chunk) for chunk in self.c.tool_call_chunks()]
+    def tool_call(self, spec: ToolSpec, index: int) -> list[Event]:
+        return [(None, chunk) for chunk in self.c.tool_call_chunks(spec, index)]
 
     def finish(self, reason: str, usage: dict[str, int] | None) -> list[Event]:
         events: list[Event] = [(None, self.c.finish_chunk(reason))]
@@ -149,16 +156,15 @@ class MessagesWire:
         events = [] if self._block == "text" else self._open("text", {"type": "text", "text": ""})
         return [*events, self._delta({"type": "text_delta", "text": piece})]
 
-    def tool_call(self) -> list[Event]:
-        block = {
-            "type": "tool_use",
-            "id": f"toolu_{self.id[-12:]}",
-            "name": TOOL_CALL["name"],
-            "input": {},
-        }
+    def _tool_id(self, index: int) -> str:
+        return f"toolu_{self.id[-12:]}" + (f"_{index}" if index else "")
+
+    def tool_call(self, spec: ToolSpec, index: int) -> list[Event]:
+        block = {"type": "tool_use", "id": self._tool_id(index), "name": spec.name, "input": {}}
         events = self._open("tool_use", block)
-        half = len(TOOL_CALL["arguments"]) // 2
-        for part in (TOOL_CALL["arguments"][:half], TOOL_CALL["arguments"][half:]):
+        text = json.dumps(spec.input_object)
+        half = len(text) // 2
+        for part in (text[:half], text[half:]):
             events.append(self._delta({"type": "input_json_delta", "partial_json": part}))
         return events
 
@@ -185,7 +191,7 @@ class MessagesWire:
         *,
         content: str,
         reasoning: str = "",
-        tool_call: bool = False,
+        tool_calls: Sequence[ToolSpec] = (),
         finish_reason: str = "stop",
         usage: dict[str, int] | None = None,
     ) -> dict[str, Any]:
@@ -194,13 +200,13 @@ class MessagesWire:
             blocks.append({"type": "thinking", "thinking": reasoning, "signature": "sim-signature"})
         if content:
             blocks.append({"type": "text", "text": content})
-        if tool_call:
+        for index, spec in enumerate(tool_calls):
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": f"toolu_{self.id[-12:]}",
-                    "name": TOOL_CALL["name"],
-                    "input": {"city": "Paris"},
+                    "id": self._tool_id(index),
+                    "name": spec.name,
+                    "input": spec.input_object,
                 }
             )
         return {
@@ -303,6 +309,16 @@ class ResponsesWire:
             item = {**item, "status": "completed", "content": [part]}
         elif item["type"] == "reasoning":
             item = {**item, "summary": [{"type": "summary_text", "text": self._text}]}
+        elif item["type"] == "custom_tool_call":
+            events.append(
+                self._event(
+                    "response.custom_tool_call_input.done",
+                    item_id=item["id"],
+                    output_index=index,
+                    input=self._text,
+                )
+            )
+            item = {**item, "status": "completed", "input": self._text}
         else:
             events.append(
                 self._event(
@@ -375,26 +391,36 @@ class ResponsesWire:
         )
         return events
 
-    def tool_call(self) -> list[Event]:
-        item = {
-            "id": f"fc_{self.id[-12:]}",
-            "type": "function_call",
-            "call_id": f"call_{self.id[-12:]}",
-            "name": TOOL_CALL["name"],
-            "arguments": "",
-            "status": "in_progress",
+    def _tool_item(self, spec: ToolSpec, index: int, text: str) -> dict[str, Any]:
+        suffix = self.id[-12:] + (f"_{index}" if index else "")
+        if spec.custom:
+            kind, field = "custom_tool_call", "input"
+            item_id = f"ctc_{suffix}"
+        else:
+            kind, field = "function_call", "arguments"
+            item_id = f"fc_{suffix}"
+        return {
+            "id": item_id,
+            "type": kind,
+            "call_id": f"call_{suffix}",
+            "name": spec.name,
+            field: text,
+            "status": "in_progress" if not text else "completed",
         }
+
+    def tool_call(self, spec: ToolSpec, index: int) -> list[Event]:
+        item = self._tool_item(spec, index, "")
         events = self._begin(item)
-        half = len(TOOL_CALL["arguments"]) // 2
-        for part in (TOOL_CALL["arguments"][:half], TOOL_CALL["arguments"][half:]):
+        delta = (
+            "response.custom_tool_call_input.delta"
+            if spec.custom
+            else "response.function_call_arguments.delta"
+        )
+        half = len(spec.arguments) // 2
+        for part in (spec.arguments[:half], spec.arguments[half:]):
             self._text += part
             events.append(
-                self._event(
-                    "response.function_call_arguments.delta",
-                    item_id=item["id"],
-                    output_index=len(self._output),
-                    delta=part,
-                )
+                self._event(delta, item_id=item["id"], output_index=len(self._output), delta=part)
             )
         return events
 
@@ -422,7 +448,7 @@ class ResponsesWire:
         *,
         content: str,
         reasoning: str = "",
-        tool_call: bool = False,
+        tool_calls: Sequence[ToolSpec] = (),
         finish_reason: str = "stop",
         usage: dict[str, int] | None = None,
     ) -> dict[str, Any]:
@@ -434,7 +460,7 @@ class ResponsesWire:
                     "summary": [{"type": "summary_text", "text": reasoning}],
                 }
             )
-        if content or not tool_call:
+        if content or not tool_calls:
             self._output.append(
                 {
                     "id": f"msg_{self.id[-12:]}",
@@ -444,17 +470,8 @@ class ResponsesWire:
                     "content": [{"type": "output_text", "text": content, "annotations": []}],
                 }
             )
-        if tool_call:
-            self._output.append(
-                {
-                    "id": f"fc_{self.id[-12:]}",
-                    "type": "function_call",
-                    "call_id": f"call_{self.id[-12:]}",
-                    "name": TOOL_CALL["name"],
-                    "arguments": TOOL_CALL["arguments"],
-                    "status": "completed",
-                }
-            )
+        for index, spec in enumerate(tool_calls):
+            self._output.append(self._tool_item(spec, index, spec.arguments))
         status = "incomplete" if finish_reason == "length" else "completed"
         return self._response(status, usage)
 

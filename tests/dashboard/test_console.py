@@ -154,7 +154,7 @@ def test_keys_are_created_once_scoped_and_revoked_on_the_page(
     )
     assert row is not None
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row.group(1))
-    assert ">1</a>" in row.group(2)
+    assert ">2</a>" in row.group(2)  # the answered call and the refused one (SPEC §12)
 
     revoked = client.post(f"/keys/{key.pk}/revoke/", **HTMX).content.decode()
     assert "data-row-notice" in revoked and "Revoked" in revoked

@@ -80,6 +80,7 @@ def test_rpm_lets_exactly_the_limit_through_then_a_429_naming_it(
     assert harness.upstream.count() == 3  # refused before any upstream
     refused = records(harness, CallOutcome.REFUSED)
     assert [(r.error_code, r.http_status, r.attempts) for r in refused] == [("rpm_limit", 429, [])]
+    assert error.message.endswith(refused[0].reason)
     clock.now += 30  # the next minute: the window frees
     ask(client)
     assert harness.upstream.count() == 4

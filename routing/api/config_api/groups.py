@@ -25,6 +25,7 @@ from routing.api.config_api.schemas import (
     CREATE,
     READ,
     WRITE,
+    AliasesIn,
     GroupOut,
     GroupPath,
     RestoreIn,
@@ -153,5 +154,25 @@ def switch_codes_restore(
     version = based_on(if_match, group_version(name))
     services.group_restore_default(
         name=name, fields=["switch_codes"], based_on=version, actor=who(request), path="api"
+    )
+    return tagged(response, selectors.group_detail(name=name))
+
+
+@router.put(
+    "/groups/{name}/aliases",
+    response={200: GroupOut, **WRITE},
+    summary="Set the model-name aliases (globs) that also reach the group",
+    openapi_extra=body_doc(inline_schema(AliasesIn)),
+)
+def aliases_set(
+    request: HttpRequest, name: GroupPath, response: HttpResponse, if_match: IfMatch = None
+) -> dict[str, Any]:
+    name = group_name(name)
+    version = based_on(if_match, group_version(name))
+    raw = json_body(request)
+    if not isinstance(raw, dict) or set(raw) != {"aliases"}:
+        raise ConfigError.single("", 'the body must be {"aliases": [...]}')
+    services.group_set_aliases(
+        name=name, aliases=raw["aliases"], based_on=version, actor=who(request), path="api"
     )
     return tagged(response, selectors.group_detail(name=name))

@@ -129,10 +129,18 @@ class TargetOut(Schema):
 class GroupOut(Schema):
     name: str
     version: int
+    aliases: list[str] = []  # model-name globs that also reach the group (SPEC §15)
     targets: list[TargetOut]
     fields: dict[str, FieldOut]
     warnings: list[str] = []  # accepted values that defeat compaction (SPEC §13)
     updated_at: datetime
+
+
+class AliasesIn(Schema):
+    aliases: list[str] = Field(
+        description="Model-name globs (claude-*, gpt-5*); [] removes them. An alias that "
+        "could match another group's is refused, naming both."
+    )
 
 
 class GlobalOut(Schema):
@@ -155,6 +163,10 @@ class ProviderOut(Schema):
     api_key_set: bool
     api_key_hint: str
     headers: dict[str, str]
+    betas: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="anthropic-beta filter: {allow?: [...], strip: [...]}; {} = all pass",
+    )
     models: list[str]
     models_loaded_at: datetime | None
     timeouts: TimeoutsOut
