@@ -214,3 +214,42 @@ def test_metrics_count_refusals_tokens_and_cost(harness: Harness, clock: Clock) 
     assert 'switchyard_calls_total{group="capped",outcome="refused"}' in text
     assert 'switchyard_tokens_total{direction="output",group="capped",target="p1/a"}' in text
     assert 'switchyard_cost_total{group="capped",target="p1/a"}' in text
+
+
+def test_the_anthropic_sdk_retries_a_rate_limit_after_retry_after(
+    harness: Harness, clock: Clock
+) -> None:
+    configure(harness, "{rpm: 0}")
+    clock.now = NOW + 29.5  # Retry-After: 1
+    client = anthropic.Anthropic(base_url=harness.gateway.url, api_key=harness.key, max_retries=1)
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        client.messages.create(
+            model="capped", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.response.headers["retry-after"] == "1"
+    assert len(records(harness, CallOutcome.REFUSED)) == 2  # asked again once, then gave up
+
+
+def test_concurrency_counts_a_stream_until_its_end(harness: Harness, clock: Clock) -> None:
+    from routing.simulator.script import Reply
+
+    configure(harness, "{concurrency: 1}")
+    harness.upstream.script("a", Reply(chunks=3, chunk_delay_s=1.0))
+    client = harness.client()
+    stream = client.chat.completions.create(
+        model="capped",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    next(iter(stream))  # the stream is open: its call is in flight
+    with pytest.raises(openai.RateLimitError) as caught:
+        ask(client)
+    assert caught.value.code == "concurrency_limit"
+    assert caught.value.response.headers["retry-after"] == "1"
+    for _ in stream:
+        pass
+    assert harness.events(CallRecord, at_least=2)  # the stream's record: its slot is free
+    ask(client)
+    ok = records(harness, CallOutcome.OK)
+    assert len(ok) == 2 and ok[0].stream and ok[0].cost is not None  # a stream is priced too

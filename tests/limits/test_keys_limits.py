@@ -135,3 +135,36 @@ def test_a_key_limit_refuses_its_calls_and_spend_is_reported(live: Harness) -> N
     detail = http.get(f"/api/v1/keys/{key.pk}", **auth).json()
     assert detail["use"]["rpm"]["used"] == 2
     assert detail["spend"]["today"]["calls"] == 2
+
+
+def test_a_price_or_group_limit_that_is_bad_is_a_field_error_on_the_api(api: Api) -> None:
+    api.provider()
+    cases = [
+        (
+            {"targets": [{"provider": "p1", "model": "a", "price": {"input": -1, "output": 1}}]},
+            ["body", "targets", 0, "price", "input"],
+        ),
+        (
+            {"targets": [{"provider": "p1", "model": "a", "price": {"input": "x", "output": 1}}]},
+            ["body", "targets", 0, "price", "input"],
+        ),
+        ({"limits": {"rpm": -1}}, ["body", "limits", "rpm"]),
+        ({"limits": {"rpd": 3}}, ["body", "limits", "rpd"]),
+        ({"session_limits": {"cost": -2}}, ["body", "session_limits", "cost"]),
+        ({"loop_guard": 0}, ["body", "loop_guard"]),
+    ]
+    for extra, loc in cases:
+        body = {"name": "g", "targets": [{"provider": "p1", "model": "a"}], **extra}
+        response = api.post("/groups", body)
+        assert response.status_code == 422, (extra, response.content)
+        assert response.json()["detail"][0]["loc"] == loc, response.json()
+    assert api.get("/groups/g").status_code == 404  # nothing was created
+    created = api.group(
+        "g",
+        targets=[{"provider": "p1", "model": "a", "price": {"input": 1.5, "output": 6}}],
+        limits={"rpm": 10},
+        loop_guard=3,
+    )
+    assert created["targets"][0]["options"]["price"] == {"input": 1.5, "output": 6.0}
+    assert created["fields"]["limits.rpm"]["value"] == 10
+    assert created["fields"]["loop_guard"]["value"] == 3
