@@ -67,10 +67,16 @@ HEALTH_TRANSITIONS = Counter(
     ["target", "code"],
     registry=REGISTRY,
 )
-TOKENS = Counter(
-    "switchyard_tokens",
-    "Tokens used by calls, by group, serving target and direction (input, output).",
-    ["group", "target", "direction"],
+INPUT_TOKENS = Counter(
+    "switchyard_input_tokens",
+    "Input (prompt) tokens of calls, by group and serving target.",
+    ["group", "target"],
+    registry=REGISTRY,
+)
+OUTPUT_TOKENS = Counter(
+    "switchyard_output_tokens",
+    "Output (completion) tokens of calls, by group and serving target.",
+    ["group", "target"],
     registry=REGISTRY,
 )
 COST = Counter(
@@ -153,9 +159,9 @@ def observe(event: Event) -> None:
 def _usage(group: str, target: str, usage: dict[str, object], cost: float | None) -> None:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if isinstance(prompt, int) and prompt > 0:
-        TOKENS.labels(group, target, "input").inc(prompt)
+        INPUT_TOKENS.labels(group, target).inc(prompt)
     if isinstance(completion, int) and completion > 0:
-        TOKENS.labels(group, target, "output").inc(completion)
+        OUTPUT_TOKENS.labels(group, target).inc(completion)
     if cost:
         COST.labels(group, target).inc(cost)
 

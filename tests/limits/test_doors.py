@@ -212,7 +212,8 @@ def test_metrics_count_refusals_tokens_and_cost(harness: Harness, clock: Clock) 
     ).text
     assert 'switchyard_refusals_total{code="rpm_limit",group="capped"}' in text
     assert 'switchyard_calls_total{group="capped",outcome="refused"}' in text
-    assert 'switchyard_tokens_total{direction="output",group="capped",target="p1/a"}' in text
+    assert 'switchyard_output_tokens_total{group="capped",target="p1/a"}' in text
+    assert 'switchyard_input_tokens_total{group="capped",target="p1/a"}' in text
     assert 'switchyard_cost_total{group="capped",target="p1/a"}' in text
 
 
