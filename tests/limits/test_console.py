@@ -107,3 +107,27 @@ def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client
     assert use is not None
     assert "rpm 3 / 5 this minute" in use.group(1)
     assert "cost_per_day" in use.group(1)
+
+
+def test_a_target_is_added_with_a_price_on_the_page(console: tuple[Harness, Client]) -> None:
+    from routing.models import Group, Provider
+
+    h, client = console
+    provider = Provider.objects.get(name="p1")
+    provider.models = ["a", "b", "c"]
+    provider.save(update_fields=["models"])
+    group = Group.objects.get(name="free")
+
+    def add(**price: str) -> tuple[int, str]:
+        fields = {"provider": "p1", "model": "c", "based_on": group.version, **price}
+        response = client.post("/groups/free/targets/add/", fields, **HTMX)
+        return response.status_code, response.content.decode()
+
+    status, html = add(price_input="-1", price_output="2")
+    assert status == 422 and "Not saved: must be greater than or equal to 0" in html
+    status, html = add(price_input="cheap", price_output="2")
+    assert status == 422 and "price: enter numbers" in html
+    assert not group.targets.filter(model="c").exists()
+    status, _ = add(price_input="0.5", price_output="2")
+    assert status == 200
+    assert group.targets.get(model="c").options == {"price": {"input": 0.5, "output": 2.0}}

@@ -21,6 +21,7 @@ BAD_LIMITS: list[tuple[Any, list[str]]] = [
     ({"cost_per_day": -0.5}, ["body", "limits", "cost_per_day"]),
     ({"rpd": 5}, ["body", "limits", "rpd"]),
     ({"rpm": True}, ["body", "limits", "rpm"]),
+    ({"²": 1}, ["body", "limits", "²"]),  # a digit to str.isdigit, not to int()
     ("rpm=5", ["body", "limits"]),
 ]
 
