@@ -34,6 +34,7 @@ urlpatterns = [
     path("keys/create/", keys.key_create, name="key-create"),
     path("keys/<int:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
     path("keys/<int:key_id>/limits/", keys.key_limits, name="key-limits"),
+    path("keys/<int:key_id>/", keys.key_page, name="key"),
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),

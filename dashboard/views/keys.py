@@ -117,3 +117,36 @@ async def key_limits(request: HttpRequest, key_id: int) -> HttpResponse:
         message = "; ".join(str(error) for error in exc.errors)
         return await _panel(request, 422, row_error=(key_id, message, text))
     return await _panel(request, row_notice=(key_id, "Limits saved: applied from the next call."))
+
+
+@require_GET
+@staff_required
+async def key_page(request: HttpRequest, key_id: int) -> HttpResponse:
+    """A key: its limits, their use in the current windows, its spend today and this
+    month, and its cost per day by group (the same reads as ``GET /api/v1/keys/{id}``)."""
+    try:
+        context = await sync_to_async(_key_context)(key_id)
+    except services.NotFound:
+        return render(request, "dashboard/key.html", {"missing": key_id, "nav": "keys"}, status=404)
+    return render(request, "dashboard/key.html", {**context, "missing": None, "nav": "keys"})
+
+
+def _key_context(key_id: int) -> dict[str, Any]:
+    import datetime as dt
+
+    from dashboard.spend_chart import spend_chart
+    from routing.audit.spend import spend_by_day
+    from routing.limits.usage import key_detail
+
+    detail = key_detail(key_id)
+    today = dt.datetime.now(dt.UTC).date()
+    first = today - dt.timedelta(days=29)
+    since = dt.datetime(first.year, first.month, first.day, tzinfo=dt.UTC)
+    rows = spend_by_day(by="group", since=since, key_id=key_id)
+    chart = spend_chart(rows, days=[first + dt.timedelta(days=n) for n in range(30)])
+    return {
+        "key": detail,
+        "limits_text": _limits_text(detail["limits"]),
+        "chart": chart,
+        "legend": list(enumerate(chart.series)),
+    }

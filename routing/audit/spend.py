@@ -82,13 +82,13 @@ def month_start(now: dt.datetime) -> dt.datetime:
 
 
 def spend_by_day(
-    *, by: Literal["key", "group", "target"], since: dt.datetime
+    *, by: Literal["key", "group", "target"], since: dt.datetime, key_id: int | None = None
 ) -> list[dict[str, Any]]:
     """``{day, name, calls, tokens, cost}`` per UTC day and key, group or serving target
     (the Spend page's chart), oldest day first."""
     column = {"key": "key_name", "group": "group", "target": "served_by"}[by]
     rows = (
-        _calls(since, None, None)
+        _calls(since, None, key_id)
         .annotate(day=TruncDate("started_at", tzinfo=dt.UTC))
         .values("day", column)
         .annotate(calls=Count("id"), tokens=Sum("total_tokens"), cost=Sum("cost"))

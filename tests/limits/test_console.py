@@ -131,3 +131,23 @@ def test_a_target_is_added_with_a_price_on_the_page(console: tuple[Harness, Clie
     status, _ = add(price_input="0.5", price_output="2")
     assert status == 200
     assert group.targets.get(model="c").options == {"price": {"input": 0.5, "output": 2.0}}
+
+
+def test_a_keys_page_shows_its_limits_use_and_spend(console: tuple[Harness, Client]) -> None:
+    from routing.audit import writer
+    from routing.services.api_keys import generate_key
+
+    h, client = console
+    key, secret = generate_key(name="agent", limits={"rpm": 10, "cost_per_day": 2})
+    agent = openai.OpenAI(base_url=h.gateway.base_url, api_key=secret, max_retries=0)
+    for _ in range(2):
+        agent.chat.completions.create(model="capped", messages=MESSAGES)
+    writer.flush(10)
+    html = client.get(f"/keys/{key.pk}/").content.decode()
+    assert "rpm=10, cost_per_day=2" in html
+    rpm = re.search(r'data-limit="rpm">(.*?)</tr>', html, re.S)
+    assert rpm is not None and '<td class="num">2</td>' in rpm.group(1)
+    today = re.search(r'data-spend="today">(.*?)</span>', html, re.S)
+    assert today is not None and today.group(1).startswith("2 calls")
+    assert "data-spend-chart" in html
+    assert client.get("/keys/999/").status_code == 404
