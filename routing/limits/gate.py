@@ -80,7 +80,7 @@ class LimitGate:
         if plan is None:
             return None
         if guard:
-            plan = Plan(plan.rules, plan.charges, body_digest(body))
+            plan = plan.with_digest(body_digest(body))
         refused = await self.counters.take(plan, now)
         if refused is not None:
             return Refusal.of(refused)

@@ -18,7 +18,7 @@ No clock is read here: ``now`` (epoch seconds, the runtime's clock) is passed in
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
 from routing.limits import windows
@@ -78,11 +78,10 @@ class Plan:
     rules: tuple[Rule, ...]
     charges: tuple[Charge, ...]
     digest: str = ""  # the request body's, for the loop guard
-    gauges: tuple[str, ...] = field(init=False)  # counters the call's end gives back
+    gauges: tuple[str, ...] = ()  # counters the call's end gives back (GAUGE rules')
 
-    def __post_init__(self) -> None:
-        gauges = tuple(r.counter for r in self.rules if r.kind is Kind.GAUGE)
-        object.__setattr__(self, "gauges", gauges)
+    def with_digest(self, digest: str) -> Plan:
+        return Plan(self.rules, self.charges, digest, self.gauges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +209,8 @@ def plan_for(
             _session_rules(group, session, group_limits, digest, rules, charges)
     if not rules:
         return None
-    return Plan(tuple(rules), tuple(charges), digest)
+    gauges = tuple(r.counter for r in rules if r.kind is Kind.GAUGE)
+    return Plan(tuple(rules), tuple(charges), digest, gauges)
 
 
 def _session_rules(
