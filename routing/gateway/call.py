@@ -52,7 +52,7 @@ from routing.gateway.replies import (
 )
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
-from routing.limits.gate import Admission, gate_for
+from routing.limits.gate import Admission, LimitGate, gate_for
 from routing.limits.refusal import refusal_reply
 from routing.limits.rules import Refusal
 from routing.limits.spec import cost_of, usage_tokens
@@ -147,6 +147,7 @@ class Call:
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
         self.key = key
         self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
+        self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     # ------------------------------------------------------------------ main loop
@@ -169,7 +170,8 @@ class Call:
         """Limits are checked before any upstream (``routing.limits``): a refusal is on
         the record (outcome refused) and never touches a target's health."""
         key = self.key
-        verdict = await gate_for(self.runtime).admit(
+        self.gate = gate = gate_for(self.runtime)
+        verdict = await gate.admit(
             key_id=key.id if key is not None else None,
             key_name=key.name if key is not None else "",
             key_limits=key.limits if key is not None else None,
@@ -785,8 +787,8 @@ class Call:
         served = self.group.by_key.get(record.served_by) if record.served_by else None
         if served is not None and record.usage:
             record.cost = cost_of(record.usage, served.price)
-        if self.admission is not None:
-            gate_for(self.runtime).settle(self.admission, usage_tokens(record.usage), record.cost)
+        if self.admission is not None and self.gate is not None:
+            self.gate.settle(self.admission, usage_tokens(record.usage), record.cost)
         self.runtime.calls_open -= 1
         self.runtime.hub.publish(record)
 
