@@ -36,6 +36,7 @@ urlpatterns = [
     path("keys/<int:key_id>/limits/", keys.key_limits, name="key-limits"),
     path("keys/<int:key_id>/", keys.key_page, name="key"),
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
+    path("groups/<str:name>/limits/", groups.group_limits, name="group-limits"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),
     path("groups/<str:name>/settings/aliases/", policy.group_aliases, name="group-aliases"),

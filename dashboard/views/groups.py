@@ -363,3 +363,17 @@ async def target_stats(request: HttpRequest) -> HttpResponse:
         for key, value in stats.items()
     }
     return JsonResponse({"stats": html, "now": runtime.clock()})
+
+
+@require_GET
+@staff_required
+async def group_limits(request: HttpRequest, name: str) -> HttpResponse:
+    """The card's use-against-limits line, refreshed every 10 s (htmx polling): counters
+    move with every call, and a read per refresh is cheaper than a push per call."""
+    try:
+        card = await reads.group_card(name)
+    except services.NotFound:
+        return HttpResponse(status=286)  # htmx: stop polling
+    if not card.limits:
+        return HttpResponse("", status=286)
+    return render(request, "dashboard/groups.html#limit_use", {"card": card})

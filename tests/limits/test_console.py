@@ -103,10 +103,14 @@ def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client
     for _ in range(3):
         h.client().chat.completions.create(model="capped", messages=MESSAGES)
     html = client.get("/groups/").content.decode()
-    use = re.search(r"data-limit-use>(.*?)</p>", html, re.S)
+    use = re.search(r"data-limit-use[^>]*>(.*?)</p>", html, re.S)
     assert use is not None
     assert "rpm 3 / 5 this minute" in use.group(1)
     assert "cost_per_day" in use.group(1)
+    h.client().chat.completions.create(model="capped", messages=MESSAGES)
+    fresh = client.get("/groups/capped/limits/", **HTMX).content.decode()  # the 10 s refresh
+    assert fresh.startswith('<p class="limit-use"') and "rpm 4 / 5 this minute" in fresh
+    assert client.get("/groups/free/limits/", **HTMX).status_code == 286  # none: stop polling
 
 
 def test_a_target_is_added_with_a_price_on_the_page(console: tuple[Harness, Client]) -> None:
