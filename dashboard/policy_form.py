@@ -61,7 +61,7 @@ ALL_CODES: tuple[str, ...] = tuple(code.value for code in FailureCode)
 
 def _spec(item: DeclaredField) -> FieldSpec:
     kind = item.kind
-    step = (item.policy.step or "any") if kind == "float" else "1"
+    step = (item.policy.step or "any") if kind in ("float", "optional_float") else "1"
     return FieldSpec(
         item.name, item.title, kind, item.section, item.help, item.policy.unit, item.choices, step
     )
@@ -165,7 +165,7 @@ def parse_submission(data: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
         text = "" if raw is None else str(raw)
         if spec.kind == "choice":
             values[name] = text
-        elif spec.kind == "optional_int" and not text.strip():
+        elif spec.kind in ("optional_int", "optional_float") and not text.strip():
             values[name] = None
         elif spec.kind in ("int", "optional_int"):
             try:
@@ -189,7 +189,11 @@ def _same(spec: FieldSpec, submitted: Any, effective: Any) -> bool:
             and sorted(submitted) == sorted(effective)
             and len(set(submitted)) == len(submitted)
         )
-    if spec.kind == "float" and isinstance(effective, int | float) and isinstance(submitted, float):
+    if (
+        spec.kind in ("float", "optional_float")
+        and isinstance(effective, int | float)
+        and isinstance(submitted, float)
+    ):
         return math.isclose(submitted, float(effective), rel_tol=0, abs_tol=1e-12)
     return bool(submitted == effective)
 

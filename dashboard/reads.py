@@ -56,6 +56,18 @@ class ProviderChoice:
 
 
 @dataclass(slots=True)
+class LimitRow:
+    name: str
+    limit: float
+    used: float
+    window: str
+
+    @property
+    def reached(self) -> bool:
+        return self.used >= self.limit
+
+
+@dataclass(slots=True)
 class GroupCard:
     name: str
     version: int
@@ -71,6 +83,7 @@ class GroupCard:
     error: str = ""
     notice: str = ""
     where: str = ""  # the slot the answer is said in: "target:<id>" or "foot" (dashboard.feedback)
+    limits: list[LimitRow] = field(default_factory=list)  # use against limits (SPEC §17)
 
     @property
     def feedback(self) -> Feedback | None:
@@ -165,9 +178,21 @@ async def group_cards(details: Sequence[Mapping[str, Any]]) -> list[GroupCard]:
     badges = await badges_read(runtime, keys)
     stats = live_stats.current().read(keys, runtime.clock())
     cards = [_card(detail, badges, providers, stats) for detail in details]
-    for card in cards:
+    for card, detail in zip(cards, details, strict=True):
         await _recent_calls(card)
+        card.limits = await _limit_rows(card.name, detail)
     return cards
+
+
+async def _limit_rows(name: str, detail: Mapping[str, Any]) -> list[LimitRow]:
+    """The group's window limits and their use now (the counters: this process's, or
+    Redis); session caps and the loop guard have no group-wide use to show."""
+    from routing.limits.spec import GroupLimits
+    from routing.limits.usage import group_use
+
+    policy = {field: item.get("value") for field, item in detail.get("fields", {}).items()}
+    use = await group_use(name, GroupLimits.of_policy(policy))
+    return [LimitRow(n, u.limit, u.used, u.window) for n, u in use.items()]
 
 
 async def all_group_cards() -> list[GroupCard]:

@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import path
 
-from dashboard.views import calls, groups, keys, policy, providers
+from dashboard.views import calls, groups, keys, policy, providers, spend
 
 app_name = "dashboard"
 
@@ -30,9 +30,13 @@ urlpatterns = [
     path("calls/", calls.calls_page_view, name="calls"),
     path("calls/<str:call_id>/", calls.call_detail_view, name="call-detail"),
     path("keys/", keys.keys_page, name="keys"),
+    path("spend/", spend.spend_page, name="spend"),
     path("keys/create/", keys.key_create, name="key-create"),
     path("keys/<int:key_id>/revoke/", keys.key_revoke, name="key-revoke"),
+    path("keys/<int:key_id>/limits/", keys.key_limits, name="key-limits"),
+    path("keys/<int:key_id>/", keys.key_page, name="key"),
     path("groups/<str:name>/card/", groups.group_card, name="group-card"),
+    path("groups/<str:name>/limits/", groups.group_limits, name="group-limits"),
     path("groups/<str:name>/settings/", policy.group_settings, name="group-settings"),
     path("groups/<str:name>/settings/restore/", policy.group_restore, name="group-restore"),
     path("groups/<str:name>/settings/aliases/", policy.group_aliases, name="group-aliases"),

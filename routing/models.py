@@ -201,6 +201,9 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=16, db_index=True)
     hashed = models.CharField(max_length=64, unique=True)
     groups = models.JSONField(default=list, blank=True)
+    # rpm, tpm, concurrency, tokens/cost per day/month (SPEC §17): written only through
+    # routing.services.api_keys, validated by routing.config.schema.LimitsIn.
+    limits = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 

@@ -148,6 +148,7 @@ def key_out(key: ApiKey) -> dict[str, Any]:
         "kind": key.kind,
         "prefix": key.prefix,
         "groups": list(key.groups or []),
+        "limits": dict(key.limits or {}),
         "created_at": key.created_at,
         "revoked_at": key.revoked_at,
         "active": key.is_active,

@@ -56,6 +56,12 @@ groups:
     targets:
 {targets}
 """
+CAPPED = """
+  - name: capped
+    limits: {rpm: 10}
+    targets:
+      - {provider: p1, model: a}
+"""
 FIRST = ["{provider: p1, model: a}", "{provider: p2, model: b}"]
 REORDERED = list(reversed(FIRST))
 
@@ -134,17 +140,17 @@ class Cluster:
         assert result.returncode == 0, f"manage.py {command}:\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
-    def write_config(self, name: str, targets: list[str]) -> Path:
+    def write_config(self, name: str, targets: list[str], more_groups: str = "") -> Path:
         path = self.tmp / name
         lines = "\n".join(f"      - {t}" for t in targets)
         text = textwrap.dedent(CONFIG).format(upstream=self.upstream.base_url, targets=lines)
-        path.write_text(text)
+        path.write_text(text + more_groups)
         return path
 
-    def apply_config(self, targets: list[str]) -> None:
+    def apply_config(self, targets: list[str], more_groups: str = "") -> None:
         """``manage.py loadconfig`` (its own process), then wait until its change notice
         went out, so every gateway's listener has it before the test's next call."""
-        path = self.write_config(f"switchyard-{uuid.uuid4().hex[:6]}.yaml", targets)
+        path = self.write_config(f"switchyard-{uuid.uuid4().hex[:6]}.yaml", targets, more_groups)
         pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(CHANNEL)
         try:
@@ -158,12 +164,12 @@ class Cluster:
         finally:
             pubsub.close()
 
-    def chat(self, gateway: int, *, stream: bool = False) -> httpx.Response:
+    def chat(self, gateway: int, *, stream: bool = False, model: str = "auto") -> httpx.Response:
         return httpx.post(
             f"{self.gateways[gateway]}/v1/chat/completions",
             headers={"Authorization": f"Bearer {self.key}"},
             json={
-                "model": "auto",
+                "model": model,
                 "stream": stream,
                 "messages": [{"role": "user", "content": "hi"}],
             },
@@ -325,3 +331,25 @@ def test_a_turn_served_by_one_process_is_rewritten_by_the_other(mp: Cluster) -> 
     sent = [r for r in mp.upstream.requests if r.model == "b"][-1].body["messages"]
     assert sent[1] == {"role": "assistant", "content": "answer-a"}
     assert sent[-1]["content"].startswith("[model changed: ")
+
+
+def test_a_group_rpm_lets_exactly_its_limit_through_across_both_processes(mp: Cluster) -> None:
+    """SPEC §17: limit counters live in Redis, taken by one script per check, so two
+    processes together let through exactly ``rpm`` calls a minute, not twice as many."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mp.apply_config(FIRST, CAPPED)  # stays: the other tests route "auto" only
+    for _ in range(3):  # a burst that straddles a minute boundary proves nothing: redo
+        delete_switchyard_keys(mp.redis)
+        mp.upstream.reset()
+        minute = int(time.time() // 60)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda n: mp.chat(n % 2, model="capped"), range(20)))
+        if int(time.time() // 60) == minute:
+            break
+    statuses = sorted(a.status_code for a in answers)
+    assert statuses == [200] * 10 + [429] * 10
+    refused = next(a for a in answers if a.status_code == 429)
+    assert refused.json()["error"]["code"] == "rpm_limit"
+    assert 1 <= int(refused.headers["retry-after"]) <= 60
+    assert mp.upstream.count("a") == 10  # the refused ten never reached it

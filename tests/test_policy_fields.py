@@ -109,7 +109,13 @@ def test_form_rows_read_title_help_unit_and_section_from_the_declaration() -> No
     assert FIELD_SPECS["commit"].choices == ("first-content", "complete")
     assert FIELD_SPECS["context_window"].kind == "optional_int"
     assert FIELD_SPECS["deadline_s"].step == "any"
-    assert SECTIONS == ("Routing", "Switch codes", "Retry policy", "Circuit and cooldown")
+    assert SECTIONS == (
+        "Routing",
+        "Switch codes",
+        "Retry policy",
+        "Circuit and cooldown",
+        "Limits and budgets",
+    )
 
 
 # --- adding a field: one declaration -------------------------------------------------

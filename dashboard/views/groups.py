@@ -133,6 +133,22 @@ async def targets_reorder(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
+def _price(request: HttpRequest) -> dict[str, float] | str | None:
+    """The add-target form's price per million tokens (SPEC §17): None when left empty, a
+    message when not numbers; the schema checks the rest (non-negative, input and output
+    both given) like every other path."""
+    raw = {
+        name: request.POST.get(f"price_{name}", "").strip()
+        for name in ("input", "output", "cached_input")
+    }
+    if not any(raw.values()):
+        return None
+    try:
+        return {name: float(text) for name, text in raw.items() if text}
+    except ValueError:
+        return "price: enter numbers (currency per million tokens)"
+
+
 @require_POST
 @staff_required
 async def target_add(request: HttpRequest, name: str) -> HttpResponse:
@@ -149,6 +165,9 @@ async def target_add(request: HttpRequest, name: str) -> HttpResponse:
         return await _card_response(
             request, name, 422, error="context window must be a whole number", where="foot"
         )
+    price = _price(request)
+    if isinstance(price, str):
+        return await _card_response(request, name, 422, error=price, where="foot")
     return await _act(
         request,
         name,
@@ -158,6 +177,7 @@ async def target_add(request: HttpRequest, name: str) -> HttpResponse:
             model=model,
             weight=weight,
             context_window=context_window,
+            options={"price": price} if price else None,
             based_on=_based_on(request),
             actor=actor(request),
             path=PAGE_PATH,
@@ -343,3 +363,17 @@ async def target_stats(request: HttpRequest) -> HttpResponse:
         for key, value in stats.items()
     }
     return JsonResponse({"stats": html, "now": runtime.clock()})
+
+
+@require_GET
+@staff_required
+async def group_limits(request: HttpRequest, name: str) -> HttpResponse:
+    """The card's use-against-limits line, refreshed every 10 s (htmx polling): counters
+    move with every call, and a read per refresh is cheaper than a push per call."""
+    try:
+        card = await reads.group_card(name)
+    except services.NotFound:
+        return HttpResponse(status=286)  # htmx: stop polling
+    if not card.limits:
+        return HttpResponse("", status=286)
+    return render(request, "dashboard/groups.html#limit_use", {"card": card})

@@ -100,6 +100,10 @@ from routing.api.observability import router as observability_router  # noqa: E4
 
 api.add_router("", observability_router)
 
+from routing.api.spend import router as spend_router  # noqa: E402
+
+api.add_router("", spend_router)
+
 from routing.api.config_api import install as install_config_api  # noqa: E402
 
 install_config_api(api)

@@ -110,6 +110,7 @@ class CallOut(Schema):
     ttft_ms: float | None
     overhead_ms: float | None
     usage: UsageOut | None
+    cost: float | None  # from usage and the target's price; null without either (SPEC §17)
     key_id: int | None
     key_name: str | None
     front_door: Literal["chat", "messages", "responses", "embeddings"]
@@ -219,6 +220,7 @@ def _call_out(call: Call) -> dict[str, Any]:
         "usage": None
         if tokens == (None, None, None)
         else dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True)),
+        "cost": call.cost,
         "key_id": call.key_id,
         "key_name": call.key_name or None,
         "front_door": call.front_door,

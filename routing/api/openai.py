@@ -81,8 +81,9 @@ def render(reply: Reply) -> HttpResponseBase:
     )
     response["content-length"] = str(len(body))  # /v1 runs without CommonMiddleware
     if isinstance(reply, ErrorReply):
-        # The gateway already retried and switched: a client retry would replay the chain.
-        response["x-should-retry"] = "false"
+        # The gateway already retried and switched: a client retry would replay the chain
+        # (a limit's refusal says itself whether waiting helps).
+        response.setdefault("x-should-retry", "false")
     return response
 
 

@@ -100,6 +100,8 @@ class Call(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # From usage and the serving target's price; null: no usage or no price (never 0).
+    cost = models.FloatField(null=True, blank=True)
     attempt_count = models.PositiveSmallIntegerField(default=0)
     # The gateway key that made the call: its id and name, never its secret or hash.
     key_id = models.PositiveIntegerField(null=True, blank=True, verbose_name="key id")

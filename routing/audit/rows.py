@@ -89,6 +89,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
             prompt_tokens=_tokens(record.usage, "prompt_tokens"),
             completion_tokens=_tokens(record.usage, "completion_tokens"),
             total_tokens=_tokens(record.usage, "total_tokens"),
+            cost=record.cost,
             attempt_count=len(record.attempts),
             key_id=record.key_id,
             key_name=record.key_name[:100],

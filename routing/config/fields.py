@@ -36,7 +36,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-Kind = Literal["choice", "codes", "int", "float", "optional_int"]
+Kind = Literal["choice", "codes", "int", "float", "optional_int", "optional_float"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # eq=False: defaults may be lists
@@ -108,7 +108,7 @@ class DeclaredField:
         if base is int:
             return "optional_int" if self.nullable else "int"
         if base is float:
-            return "float"
+            return "optional_float" if self.nullable else "float"
         raise TypeError(f"{self.name}: no form kind for {self.field.annotation!r}")
 
 

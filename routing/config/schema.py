@@ -380,6 +380,55 @@ class CircuitPolicyIn(_PolicyBlock):
     ] = Field(None, ge=0, le=86_400_000, title="Cooldown cap")
 
 
+class LimitsIn(_PolicyBlock):
+    """Rate limits and calendar budgets (SPEC §17) of a group, or of a key (the same
+    fields, validated by this model on every path). Absent = no such limit; 0 refuses
+    every call (a kill switch). Day and month are UTC calendar windows."""
+
+    SECTION: ClassVar[str] = "Limits and budgets"
+
+    rpm: Annotated[int | None, Policy(None, unit="calls/min")] = Field(
+        None, ge=0, le=10_000_000, title="Requests per minute"
+    )
+    tpm: Annotated[int | None, Policy(None, unit="tokens/min")] = Field(
+        None, ge=0, le=10_000_000_000, title="Tokens per minute"
+    )
+    concurrency: Annotated[int | None, Policy(None, unit="calls")] = Field(
+        None, ge=0, le=1_000_000, title="Concurrency", description="Calls in flight at once."
+    )
+    tokens_per_day: Annotated[int | None, Policy(None, unit="tokens")] = Field(
+        None, ge=0, le=10**15, title="Tokens per day", description="UTC calendar day."
+    )
+    cost_per_day: Annotated[float | None, Policy(None, step="0.01")] = Field(
+        None, ge=0, le=1e12, title="Cost per day", description="In the targets' price currency."
+    )
+    tokens_per_month: Annotated[int | None, Policy(None, unit="tokens")] = Field(
+        None, ge=0, le=10**15, title="Tokens per month", description="UTC calendar month."
+    )
+    cost_per_month: Annotated[float | None, Policy(None, step="0.01")] = Field(
+        None, ge=0, le=1e12, title="Cost per month"
+    )
+
+
+LIMIT_NAMES: tuple[str, ...] = tuple(LimitsIn.model_fields)
+
+
+class SessionLimitsIn(_PolicyBlock):
+    """What one session (the affinity key) may use in a group, over its whole life."""
+
+    SECTION: ClassVar[str] = "Limits and budgets"
+
+    tokens: Annotated[int | None, Policy(None, unit="tokens")] = Field(
+        None, ge=0, le=10**15, title="Session tokens"
+    )
+    cost: Annotated[float | None, Policy(None, step="0.01")] = Field(
+        None, ge=0, le=1e12, title="Session cost"
+    )
+    calls: Annotated[int | None, Policy(None, unit="calls")] = Field(
+        None, ge=0, le=10**9, title="Session calls"
+    )
+
+
 class PolicyIn(_PolicyBlock):
     """The policy keys a group (or the ``defaults:`` block) may set."""
 
@@ -434,6 +483,16 @@ class PolicyIn(_PolicyBlock):
         le=3600,
         title="Call deadline",
         description="Bounds retries and switches of one call together.",
+    )
+    limits: LimitsIn | None = None
+    session_limits: SessionLimitsIn | None = None
+    loop_guard: Annotated[int | None, Policy(None, section="Limits and budgets")] = Field(
+        None,
+        ge=1,
+        le=1000,
+        title="Loop guard",
+        description="A session sending the same request body this many times in a row "
+        "is stopped at the next one; empty = off.",
     )
 
     @model_validator(mode="after")
@@ -490,6 +549,15 @@ class CapabilitiesIn(_Strict):
     prefill: bool = False
 
 
+class PriceIn(_Strict):
+    """A target's price in currency units per million tokens (operator-entered).
+    ``cached_input`` absent: cached input is priced as input."""
+
+    input: float = Field(ge=0, le=1e6)
+    output: float = Field(ge=0, le=1e6)
+    cached_input: float | None = Field(None, ge=0, le=1e6)
+
+
 class TargetIn(_Strict):
     """One target. The options after ``context_window`` (SPEC §4, §13) are stored together
     in ``Target.options`` by :func:`target_options`; absent = the default."""
@@ -505,6 +573,7 @@ class TargetIn(_Strict):
     efforts: Annotated[list[Effort], AfterValidator(_unique_efforts)] | None = None
     circuit: TargetCircuitIn | None = None
     capabilities: CapabilitiesIn | None = None
+    price: PriceIn | None = None
 
     @model_validator(mode="after")
     def _max_needs_efforts(self) -> TargetIn:
@@ -528,6 +597,7 @@ TARGET_OPTIONS: tuple[str, ...] = (
     "efforts",
     "circuit",
     "capabilities",
+    "price",
 )
 
 
@@ -537,7 +607,7 @@ def target_options(item: TargetIn) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in TARGET_OPTIONS:
         value = getattr(item, name)
-        if name in ("circuit", "capabilities"):
+        if name in ("circuit", "capabilities", "price"):
             value = value.model_dump(exclude_none=True) if value is not None else None
         if value != TargetIn.model_fields[name].default and value not in (None, {}):
             out[name] = value

@@ -64,6 +64,10 @@ from routing.gateway.replies import (
 from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
+from routing.limits.gate import Admission, LimitGate, gate_for
+from routing.limits.refusal import refusal_reply
+from routing.limits.rules import Refusal
+from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
 from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
@@ -167,6 +171,9 @@ class Call:
         # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
         self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
         self.rescue: Rescue | None = None
+        self.key = key
+        self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
+        self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
@@ -190,6 +197,10 @@ class Call:
     # ------------------------------------------------------------------ main loop
     async def run(self) -> Reply:
         try:
+            if self.group.limits is not None or (self.key is not None and self.key.limits):
+                refused = await self._admit()
+                if refused is not None:
+                    return refused
             return await self._run()
         except asyncio.CancelledError:
             self._finish(CallOutcome.ABORTED, error_code=FailureCode.ABORTED.value, http_status=499)
@@ -198,6 +209,40 @@ class Call:
             # A bug, not an upstream's failure: still on the record, never left open.
             self._finish(CallOutcome.FAILED, error_code=FailureCode.UNKNOWN.value, http_status=500)
             raise
+
+    async def _admit(self) -> Reply | None:
+        """Limits are checked before any upstream (``routing.limits``): a refusal is on
+        the record (outcome refused) and never touches a target's health."""
+        key = self.key
+        self.gate = gate = gate_for(self.runtime)
+        verdict = await gate.admit(
+            key_id=key.id if key is not None else None,
+            key_name=key.name if key is not None else "",
+            key_limits=key.limits if key is not None else None,
+            group=self.group.name,
+            group_limits=self.group.limits,
+            session=self.session,
+            body=self.body,
+        )
+        if not isinstance(verdict, Refusal):
+            self.admission = verdict
+            return None
+        log.info(
+            "refused call=%s group=%s key=%s code=%s: %s",
+            self.call_id,
+            self.group.name,
+            key.name if key is not None else "-",
+            verdict.code.value,
+            verdict.message(),
+        )
+        self.record.reason = verdict.message()[:500]  # as the door's refusals (SPEC §12)
+        self._finish(CallOutcome.REFUSED, error_code=verdict.code.value, http_status=429)
+        return refusal_reply(
+            verdict,
+            now=self.runtime.clock(),
+            door=self.door,
+            headers={"x-switchyard-request-id": self.call_id},
+        )
 
     async def _run(self) -> Reply:
         store = self.runtime.store
@@ -859,6 +904,11 @@ class Call:
             return
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
+        served = self.group.by_key.get(record.served_by) if record.served_by else None
+        if served is not None and record.usage:
+            record.cost = cost_of(record.usage, served.price)
+        if self.admission is not None and self.gate is not None:
+            self.gate.settle(self.admission, usage_tokens(record.usage), record.cost)
         self.runtime.calls_open -= 1
         if self.trace is not None:
             self.trace.finish(record)

@@ -74,7 +74,8 @@ class CallOutcome(StrEnum):
     """How a call ended. OK: the answer reached the client. FAILED: an error was surfaced,
     every route was exhausted, a stream broke after its commit point, or a bug. ABORTED:
     the client went away. REFUSED: a door turned the request away before routing (bad
-    shape, unknown model, key not allowed, no target could take it): no upstream called."""
+    shape, unknown model, key not allowed, no target could take it) or a limit did (429,
+    SPEC §17): no upstream called."""
 
     OK = "ok"
     FAILED = "failed"
@@ -108,6 +109,7 @@ class CallRecord:
     key_name: str = ""
     reason: str = ""  # a refused call's error message (what the client was told)
     trace_id: str = ""  # the call's sampled OpenTelemetry trace (routing.observability.tracing)
+    cost: float | None = None  # from usage and the serving target's price (SPEC §17)
 
     @property
     def door(self) -> str:

@@ -36,6 +36,7 @@ from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
 
 if TYPE_CHECKING:
+    from routing.limits.gate import LimitGate
     from routing.observability.spans import Tracing
 
 log = logging.getLogger("switchyard.gateway")
@@ -91,6 +92,7 @@ class Runtime:
         self.background_checks = True  # tests turn the loop off and drive check passes
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
         self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
+        self.limit_gate: LimitGate | None = None  # built on first use (routing.limits.gate)
 
     @property
     def hub(self) -> EventHub:

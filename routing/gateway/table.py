@@ -32,6 +32,7 @@ from routing.engine.plan import CommitPoint
 from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
+from routing.limits.spec import GroupLimits, LimitSet, Price
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class TargetSpec:
     efforts: tuple[str, ...] = ()
     circuit: CircuitPolicy | None = None  # None: the group's
     prefill: bool = False  # takes an assistant prefill (capabilities.prefill, SPEC §16)
+    price: Price | None = None  # per million tokens (SPEC §17); None: cost unknown
     continuity: TargetContinuity = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +123,7 @@ class GroupSpec:
     window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
     kinds: frozenset[str] = field(init=False)  # upstream kinds of its targets (front doors)
     members: tuple[tuple[str, str], ...] = field(init=False)  # (target key, provider name)
+    limits: GroupLimits | None = field(init=False)  # None: nothing limits it (SPEC §17)
 
     def __post_init__(self) -> None:
         compact = self.policy.get("compact_window")
@@ -140,6 +143,7 @@ class GroupSpec:
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
         object.__setattr__(self, "kinds", frozenset(t.provider.kind for t in self.targets))
         object.__setattr__(self, "members", tuple((t.key, t.provider.name) for t in self.targets))
+        object.__setattr__(self, "limits", GroupLimits.of_policy(self.policy))
 
 
 def group_summary(group: GroupSpec) -> str:
@@ -166,6 +170,7 @@ class KeySpec:
     groups: frozenset[str]  # empty = every group
     name: str = ""
     id: int | None = None  # the ApiKey row, so calls can record who made them
+    limits: LimitSet | None = None  # None: nothing limits it (SPEC §17)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +315,8 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
     capabilities = options.get("capabilities")
     if isinstance(capabilities, Mapping) and capabilities.get("prefill"):
         out["prefill"] = True
+    if options.get("price"):
+        out["price"] = Price.of(options["price"])
     return out
 
 
@@ -432,7 +439,11 @@ def compile_table() -> RoutingTable:
 
     keys = {
         row.hashed: KeySpec(
-            kind=row.kind, groups=frozenset(row.groups or ()), name=row.name, id=row.pk
+            kind=row.kind,
+            groups=frozenset(row.groups or ()),
+            name=row.name,
+            id=row.pk,
+            limits=LimitSet.of(row.limits or {}),
         )
         for row in ApiKey.objects.filter(revoked_at__isnull=True)
     }

@@ -73,6 +73,31 @@ HEALTH_TRANSITIONS = Counter(
     ["target", "code"],
     registry=REGISTRY,
 )
+INPUT_TOKENS = Counter(
+    "switchyard_input_tokens",
+    "Input (prompt) tokens of calls, by group and serving target.",
+    ["group", "target"],
+    registry=REGISTRY,
+)
+OUTPUT_TOKENS = Counter(
+    "switchyard_output_tokens",
+    "Output (completion) tokens of calls, by group and serving target.",
+    ["group", "target"],
+    registry=REGISTRY,
+)
+COST = Counter(
+    "switchyard_cost",
+    "Cost of calls (the targets' price currency), by group and serving target; calls "
+    "without usage or price add nothing.",
+    ["group", "target"],
+    registry=REGISTRY,
+)
+REFUSALS = Counter(
+    "switchyard_refusals",
+    "Calls refused over a limit, by group and code (rpm_limit, budget_exceeded...).",
+    ["group", "code"],
+    registry=REGISTRY,
+)
 TIME_TO_FIRST_TOKEN = Histogram(
     "switchyard_time_to_first_token_seconds",
     "From the call's arrival to its commit point (first content), retries and switches included.",
@@ -122,6 +147,10 @@ def observe(event: Event) -> None:
             ).inc()
         if any(a.continuation for a in event.attempts):
             RESCUES.labels(group, "ok" if event.outcome == CallOutcome.OK else "failed").inc()
+        if event.outcome == CallOutcome.REFUSED:
+            REFUSALS.labels(group, event.error_code or "").inc()
+        elif event.served_by and event.usage:
+            _usage(group, _target(event.served_by), event.usage, event.cost)
         if event.outcome == CallOutcome.OK and event.ttft_ms is not None:
             TIME_TO_FIRST_TOKEN.labels(group).observe(event.ttft_ms / 1000)
         if event.overhead_ms is not None:
@@ -133,6 +162,16 @@ def observe(event: Event) -> None:
     elif isinstance(event, HealthEvent):
         target = event.target or f"{event.provider}/*"
         HEALTH_TRANSITIONS.labels(_target(target), event.code or "").inc()
+
+
+def _usage(group: str, target: str, usage: dict[str, object], cost: float | None) -> None:
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(prompt, int) and prompt > 0:
+        INPUT_TOKENS.labels(group, target).inc(prompt)
+    if isinstance(completion, int) and completion > 0:
+        OUTPUT_TOKENS.labels(group, target).inc(completion)
+    if cost:
+        COST.labels(group, target).inc(cost)
 
 
 class _ScrapeCollector(Collector):

@@ -100,4 +100,10 @@ async def status_read(runtime: Runtime) -> Status:
                 rotation=await _rotation(runtime, group),
             )
         )
-    return Status(now=now, groups=groups, store=await runtime.store.describe())
+    store = await runtime.store.describe()
+    gate = runtime.limit_gate
+    if gate is not None:  # limits in use: where their counters are, degraded or not
+        limits = gate.counters.describe()
+        store["limits"] = limits
+        store["degraded"] = bool(store.get("degraded")) or bool(limits.get("degraded"))
+    return Status(now=now, groups=groups, store=store)

@@ -12,7 +12,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder
     ├── global_policy.py  global_update_policy / global_restore_default
-    └── api_keys.py       key_create / key_revoke
+    └── api_keys.py       key_create / key_revoke / key_update
 
 Exception tree (the API turns each into one response, ``routing.api.config_api``)::
 
@@ -62,7 +62,7 @@ Decisions:
   never from inside an event loop.
 """
 
-from routing.services.api_keys import key_create, key_revoke
+from routing.services.api_keys import key_create, key_revoke, key_update
 from routing.services.base import NotFound, ProviderCallError, ServiceError, VersionConflict
 from routing.services.global_policy import global_restore_default, global_update_policy
 from routing.services.groups import (
@@ -98,6 +98,7 @@ __all__ = [
     "group_update_policy",
     "key_create",
     "key_revoke",
+    "key_update",
     "provider_create",
     "provider_delete",
     "provider_enable",

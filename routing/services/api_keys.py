@@ -20,14 +20,15 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from pydantic import ValidationError
 
 from routing.config.errors import ConfigError, FieldError
-from routing.config.schema import GROUP_NAME_RE
+from routing.config.schema import GROUP_NAME_RE, LIMIT_NAMES, LimitsIn, field_errors
 from routing.config.signals import keys_changed
 from routing.models import ApiKey, Group
 from routing.services.base import NotFound, record
@@ -70,8 +71,57 @@ def _checked_groups(kind: str, groups: Iterable[str]) -> list[str]:
     return names
 
 
+def key_limits(raw: Any) -> dict[str, int | float]:
+    """A key's ``limits`` validated as stored (SPEC §17: the fields of a group's
+    ``limits``); ``None`` or ``{}``: no limits. Errors are ``limits.<name>`` field errors:
+    unknown names, negative or non-numeric values."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError.single("limits", "must be a mapping of limit names to numbers")
+    errors = [
+        FieldError(f"limits.{name}", f"unknown limit; known: {', '.join(LIMIT_NAMES)}")
+        for name in raw
+        if name not in LIMIT_NAMES
+    ]
+    known = {name: value for name, value in raw.items() if name in LIMIT_NAMES}
+    model: LimitsIn | None = None
+    try:
+        model = LimitsIn.model_validate(known)
+    except ValidationError as exc:
+        errors += [error.prefixed("limits") for error in field_errors(exc, LimitsIn)]
+    if errors or model is None:
+        raise ConfigError(errors)
+    return model.model_dump(exclude_none=True)
+
+
+def parse_limit_options(options: Iterable[str]) -> dict[str, Any]:
+    """``["rpm=60", "cost_per_day=5"]`` (``createkey --limit``, the Keys page) as a raw
+    mapping for :func:`key_limits`: numbers where they parse, the text otherwise (so the
+    error names the field)."""
+    out: dict[str, Any] = {}
+    for option in options:
+        name, sep, text = option.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ConfigError.single("limits", f"{option!r}: write NAME=VALUE, e.g. rpm=60")
+        text = text.strip()
+        try:
+            out[name] = int(text)
+        except ValueError:
+            try:
+                out[name] = float(text)
+            except ValueError:
+                out[name] = text
+    return out
+
+
 def generate_key(
-    *, name: str, kind: str = "client", groups: Iterable[str] = ()
+    *,
+    name: str,
+    kind: str = "client",
+    groups: Iterable[str] = (),
+    limits: Mapping[str, int | float] | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key; returns the row and the secret, which is never retrievable again."""
     name = name.strip()
@@ -88,6 +138,7 @@ def generate_key(
             prefix=secret[:DISPLAY_PREFIX_LENGTH],
             hashed=hash_secret(secret),
             groups=group_names,
+            limits=dict(limits or {}),
         )
         _notify(f"created {key.prefix}")
     return key, secret
@@ -118,6 +169,7 @@ def _snapshot(key: ApiKey) -> dict[str, Any]:
         "kind": key.kind,
         "prefix": key.prefix,
         "groups": list(key.groups or []),
+        "limits": dict(key.limits or {}),
         "revoked_at": key.revoked_at,
     }
 
@@ -127,11 +179,22 @@ def _label(key: ApiKey) -> str:
 
 
 def key_create(
-    *, name: str, kind: str, groups: Iterable[str] = (), actor: str, path: str = "api"
+    *,
+    name: str,
+    kind: str,
+    groups: Iterable[str] = (),
+    limits: Any = None,
+    actor: str,
+    path: str = "api",
 ) -> tuple[ApiKey, str]:
     """Create a client or admin key; returns the row and the secret, which is stored only
-    as a hash and never shown again. Client keys may be limited to existing groups."""
+    as a hash and never shown again. Client keys may be limited to existing groups, and
+    capped by ``limits`` (:func:`key_limits`)."""
     errors: list[FieldError] = []
+    try:
+        checked = key_limits(limits)
+    except ConfigError as exc:
+        errors += exc.errors
     if not isinstance(name, str) or not 0 < len(name.strip()) <= 100 or not name.isprintable():
         errors.append(FieldError("name", "a key needs a name of 1-100 printable characters"))
     if kind not in KINDS:
@@ -140,7 +203,7 @@ def key_create(
         raise ConfigError(errors)
     with transaction.atomic():
         try:
-            key, secret = generate_key(name=name, kind=kind, groups=groups)
+            key, secret = generate_key(name=name, kind=kind, groups=groups, limits=checked)
         except ApiKeyError as exc:
             raise ConfigError.single("groups", str(exc)) from None
         record(
@@ -171,4 +234,28 @@ def key_revoke(*, key_id: int, actor: str, path: str = "api") -> ApiKey:
                 before=before,
                 after=_snapshot(key),
             )
+    return key
+
+
+def key_update(*, key_id: int, limits: Any, actor: str, path: str = "api") -> ApiKey:
+    """Replace a key's limits (``{}`` or ``None``: none). Applied from the next request
+    on, in every process; nothing changes when a limit is invalid."""
+    checked = key_limits(limits)
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(pk=key_id).first()
+        if key is None:
+            raise NotFound("API key", key_id)
+        before = _snapshot(key)
+        if dict(key.limits or {}) != checked:
+            key.limits = checked
+            key.save(update_fields=["limits"])
+            record(
+                actor=actor,
+                path=path,
+                object_type="key",
+                object_name=_label(key),
+                before=before,
+                after=_snapshot(key),
+            )
+            _notify(f"limited {key.prefix}")
     return key

@@ -398,6 +398,11 @@ class RedisStore(HealthStore):
     def degraded(self) -> bool:
         return self._down_since is not None
 
+    def redis_client(self) -> Redis:
+        """The running loop's client (its pool), for the limit counters that share this
+        server and prefix (``routing.limits.redis_counters``)."""
+        return self._connection().client
+
     async def aclose(self) -> None:
         """Close the running loop's client and its pool (tests; shutdown)."""
         with self._lock:

@@ -81,7 +81,7 @@ def provider_version(name: str) -> Callable[[], int]:
 def error_loc(path: str) -> list[str | int]:
     """A FieldError's dotted path as a ninja ``loc``: ``targets.0.model`` ->
     ``["body", "targets", 0, "model"]``."""
-    return ["body", *(int(p) if p.isdigit() else p for p in path.split(".") if p)]
+    return ["body", *(int(p) if p.isascii() and p.isdigit() else p for p in path.split(".") if p)]
 
 
 def json_body(request: HttpRequest, *, default: Any = None) -> Any:

@@ -13,12 +13,16 @@ from routing.api.config_api.schemas import (
     CREATE,
     FILTERED,
     READ,
+    WRITE,
     KeyCreatedOut,
+    KeyDetailOut,
     KeyId,
     KeyIn,
     KeyOut,
+    KeyPatchIn,
     KeysQuery,
 )
+from routing.limits.usage import key_detail
 
 router = Router(tags=["keys"])
 
@@ -39,7 +43,12 @@ def keys_list(request: HttpRequest, filters: Query[KeysQuery]) -> list[dict[str,
 def keys_create(request: HttpRequest) -> Status[dict[str, Any]]:
     body = parse(KeyIn, json_body(request))
     key, secret = services.key_create(
-        name=body.name, kind=body.kind, groups=body.groups, actor=who(request), path="api"
+        name=body.name,
+        kind=body.kind,
+        groups=body.groups,
+        limits=body.limits,
+        actor=who(request),
+        path="api",
     )
     return Status(201, {**selectors.key_out(key), "secret": secret})
 
@@ -51,4 +60,25 @@ def keys_create(request: HttpRequest) -> Status[dict[str, Any]]:
 )
 def keys_revoke(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
     key = services.key_revoke(key_id=key_id, actor=who(request), path="api")
+    return selectors.key_out(key)
+
+
+@router.get(
+    "/keys/{int:key_id}",
+    response={200: KeyDetailOut, **READ},
+    summary="A key: its limits, their use in the current windows, and its spend",
+)
+def keys_detail(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
+    return key_detail(key_id)
+
+
+@router.patch(
+    "/keys/{int:key_id}",
+    response={200: KeyOut, **WRITE},
+    summary="Set a key's limits (replacing them); applied from the next request on",
+    openapi_extra=body_doc(inline_schema(KeyPatchIn)),
+)
+def keys_update(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
+    body = parse(KeyPatchIn, json_body(request))
+    key = services.key_update(key_id=key_id, limits=body.limits, actor=who(request), path="api")
     return selectors.key_out(key)

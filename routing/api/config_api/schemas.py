@@ -67,6 +67,17 @@ class KeyIn(_Body):
     groups: list[str] = Field(
         default_factory=list, description="client keys only: the groups it may use (empty = all)"
     )
+    limits: dict[str, Any] | None = Field(
+        None,
+        description="rpm, tpm, concurrency, tokens_per_day, cost_per_day, tokens_per_month, "
+        "cost_per_month (SPEC §17); absent = none",
+    )
+
+
+class KeyPatchIn(_Body):
+    limits: dict[str, Any] | None = Field(
+        description="the key's limits, replacing the current ones ({} or null: none)"
+    )
 
 
 class ExplainIn(_Body):
@@ -185,9 +196,37 @@ class KeyOut(Schema):
     kind: str
     prefix: str
     groups: list[str]
+    limits: dict[str, float]
     created_at: datetime
     revoked_at: datetime | None
     active: bool
+
+
+class LimitUseOut(Schema):
+    limit: float
+    used: float
+    window: str
+    resets_at: datetime | None
+
+
+class SpendTotalOut(Schema):
+    calls: int
+    tokens: int
+    cost: float | None
+
+
+class SpendOut(SpendTotalOut):
+    key: str | None = None
+    group: str | None = None
+    target: str | None = None
+    day: str | None = None
+
+
+class KeyDetailOut(KeyOut):
+    use: dict[str, LimitUseOut] = Field(description="each limit's use in its current window")
+    spend: dict[str, SpendTotalOut] = Field(
+        description="today and this month (UTC), from the ledger"
+    )
 
 
 class KeyCreatedOut(KeyOut):

@@ -1,4 +1,5 @@
-"""``manage.py createkey NAME [--admin] [--groups a,b]``: create a gateway key.
+"""``manage.py createkey NAME [--admin] [--groups a,b] [--limit rpm=60 ...]``: create a
+gateway key (``--limit`` once per limit, SPEC §17).
 
 The secret is printed once, alone on the last line of stdout (scripts can ``tail -n1``);
 only its sha256 is stored. Goes through ``routing.services.key_create`` like the API and
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from routing.config.errors import ConfigError
 from routing.config.loader import default_actor
 from routing.services import key_create
+from routing.services.api_keys import parse_limit_options
 
 
 class Command(BaseCommand):
@@ -31,19 +33,34 @@ class Command(BaseCommand):
             default="",
             help="comma-separated groups a client key may use (default: all)",
         )
+        parser.add_argument(
+            "--limit",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="a limit, e.g. rpm=60 or cost_per_day=5 (repeat for several): rpm, tpm, "
+            "concurrency, tokens_per_day, cost_per_day, tokens_per_month, cost_per_month",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         groups = [g.strip() for g in options["groups"].split(",") if g.strip()]
         kind = "admin" if options["admin"] else "client"
         try:
             key, secret = key_create(
-                name=options["name"], kind=kind, groups=groups, actor=default_actor(), path="cli"
+                name=options["name"],
+                kind=kind,
+                groups=groups,
+                limits=parse_limit_options(options["limit"]),
+                actor=default_actor(),
+                path="cli",
             )
         except ConfigError as exc:
-            raise CommandError("; ".join(error.message for error in exc.errors)) from None
+            raise CommandError("; ".join(str(error) for error in exc.errors)) from None
         scope = ", ".join(key.groups) if key.groups else "all groups"
         if kind == "admin":
             scope = "management API"
+        if key.limits:
+            scope += "; limits " + ", ".join(f"{k}={v}" for k, v in key.limits.items())
         self.stdout.write(
             f"created {kind} key {key.name!r} (id {key.pk}, prefix {key.prefix}; {scope})"
         )

@@ -1,0 +1,41 @@
+"""``GET /api/v1/spend``: calls, tokens and cost by key, group, target or day (SPEC §17),
+aggregated from the ledger (``routing.audit.spend``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema
+
+from routing.api.config_api.schemas import FILTERED, SpendOut
+from routing.audit.spend import spend_rows
+
+router = Router(tags=["spend"])
+
+
+class SpendQuery(Schema):
+    by: Literal["key", "group", "target", "day"] = "day"
+    since: dt.datetime | None = Field(None, description="inclusive; ISO 8601 (UTC if naive)")
+    until: dt.datetime | None = Field(None, description="exclusive")
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=dt.UTC)
+
+
+@router.get(
+    "/spend",
+    response={200: list[SpendOut], **FILTERED},
+    summary="Calls, tokens and cost by key, group, target or UTC day",
+    description="Refused calls are left out; `cost` is null when no call in the row had "
+    "a price and usage.",
+)
+async def spend(request: HttpRequest, filters: Query[SpendQuery]) -> list[dict[str, Any]]:
+    return await sync_to_async(spend_rows)(
+        by=filters.by, since=_aware(filters.since), until=_aware(filters.until)
+    )
