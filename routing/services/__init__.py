@@ -21,6 +21,7 @@ Exception tree (the API turns each into one response, ``routing.api.config_api``
     ├── VersionConflict    ``based_on`` is not the current version; ``current_version`` (412)
     └── ProviderCallError  the upstream could not give a model list (credential scrubbed) (424)
     routing.config.errors.ConfigError   invalid input, one FieldError per problem        (422)
+    └── NameTaken      the object to create already exists                            (409)
 
 Decisions:
 
@@ -63,7 +64,13 @@ Decisions:
 """
 
 from routing.services.api_keys import key_create, key_revoke
-from routing.services.base import NotFound, ProviderCallError, ServiceError, VersionConflict
+from routing.services.base import (
+    NameTaken,
+    NotFound,
+    ProviderCallError,
+    ServiceError,
+    VersionConflict,
+)
 from routing.services.global_policy import global_restore_default, global_update_policy
 from routing.services.groups import (
     group_create,
@@ -83,6 +90,7 @@ from routing.services.targets import (
 from routing.services.upstream import ProviderTestResult, provider_refresh_models, provider_test
 
 __all__ = [
+    "NameTaken",
     "NotFound",
     "ProviderCallError",
     "ProviderTestResult",

@@ -51,6 +51,14 @@ class ProviderCallError(ServiceError):
         super().__init__(message)
 
 
+class NameTaken(ConfigError):
+    """The object to create already exists: a field error like any other on the file and
+    the page, answered 409 Conflict by the API (the body is valid; the state refuses it)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__([FieldError(path, message)])
+
+
 class Unchanged(Exception):
     """Raised inside a write's transaction to roll back a version bump that changed nothing."""
 

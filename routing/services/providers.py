@@ -13,6 +13,7 @@ from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields, new_cred
 from routing.config.schema import parse_provider
 from routing.models import Provider
 from routing.services.base import (
+    NameTaken,
     NotFound,
     Unchanged,
     as_mapping,
@@ -84,7 +85,7 @@ def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
                 after=provider_snapshot(provider),
             )
     except IntegrityError:
-        raise ConfigError.single("name", f"a provider named {item.name!r} already exists") from None
+        raise NameTaken("name", f"a provider named {item.name!r} already exists") from None
     return provider
 
 
