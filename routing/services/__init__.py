@@ -56,8 +56,9 @@ Decisions:
   the health store (SPEC §4: a disabled provider leaves that state by an operator action or
   a changed credential). Credentials never enter a record, an error or a return value.
 - **Every change** is recorded with ``routing.audit.services.config_change_record`` and
-  announced with ``config_changed`` after commit; model ``post_save`` signals invalidate the
-  routing table in every process, so the next call follows the change.
+  announced with ``config_changed`` after commit; the write bumps the configuration version
+  once and invalidates the routing table in every process once
+  (``routing.signals.config_written``), so the next call follows the change.
 - All functions are sync (Django ORM). Health actions drive the async health store through
   ``async_to_sync``; call them from a worker thread (a sync view, ``sync_to_async``),
   never from inside an event loop.

@@ -16,6 +16,7 @@ from routing.config.policy import POLICY_FIELDS, flatten, policy_flat, unflatten
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
 from routing.config.signals import config_changed
 from routing.models import GlobalSettings
+from routing.signals import config_written
 
 M = TypeVar("M", bound=models.Model)
 
@@ -110,7 +111,9 @@ def record(
     before: Mapping[str, Any] | None,
     after: Mapping[str, Any] | None,
 ) -> None:
-    """Leave a config-change record and announce the change, both after commit."""
+    """Leave a config-change record and announce the change, both after commit; the
+    write's one version bump and notice (``routing.signals.config_written``)."""
+    config_written()
     config_change_record(
         actor=actor,
         path=path,
