@@ -6,7 +6,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
 
     routing/services/
     ├── base.py           errors, compare-and-set on versions, change records
-    ├── providers.py      provider_create / _update / _delete
+    ├── providers.py      provider_create / _update / _delete, providers_rotate_secret
     ├── upstream.py       provider_refresh_models, provider_test (the kind's own client)
     ├── health.py         provider_enable, target_reset (the async health store)
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
@@ -80,7 +80,12 @@ from routing.services.groups import (
     group_update_policy,
 )
 from routing.services.health import provider_enable, target_reset
-from routing.services.providers import provider_create, provider_delete, provider_update
+from routing.services.providers import (
+    provider_create,
+    provider_delete,
+    provider_update,
+    providers_rotate_secret,
+)
 from routing.services.targets import (
     target_add,
     target_remove,
@@ -111,6 +116,7 @@ __all__ = [
     "provider_refresh_models",
     "provider_test",
     "provider_update",
+    "providers_rotate_secret",
     "target_add",
     "target_remove",
     "target_reset",
