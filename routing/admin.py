@@ -36,6 +36,7 @@ from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services import key_revoke
 from routing.services.groups import check_listed, group_snapshot, policy_snapshot
 from routing.services.providers import provider_snapshot
+from routing.signals import config_written
 
 if TYPE_CHECKING:
     # Django's admin and form classes are generic only in django-stubs: at run time they
@@ -119,6 +120,7 @@ class NotifiesConfigChange(AnyModelAdmin):
         )
 
     def _notify(self, request: HttpRequest) -> None:
+        config_written()
         source = self._actor(request)
         transaction.on_commit(lambda: config_changed.send(sender="admin", source=source))
 

@@ -12,7 +12,8 @@ Decisions:
 - Decryption tries the current secret, then ``SWITCHYARD["SECRET_KEY_FALLBACKS"]``
   (optional list) — the rotation window, as with Django's ``SECRET_KEY_FALLBACKS``.
 - Rotation (``manage.py rotate_secret --old OLD --new NEW``) re-encrypts every
-  provider's token in one transaction. Flow: either stop the gateway, rotate, set
+  provider's token in one transaction (the rows: ``routing.services.providers``; the
+  cipher: :func:`rotator`). Flow: either stop the gateway, rotate, set
   ``SWITCHYARD_SECRET_KEY=NEW`` and start it; or, without downtime, first deploy
   ``SWITCHYARD_SECRET_KEY=NEW`` with ``OLD`` listed in the fallbacks, rotate, then drop
   the fallback.
@@ -27,6 +28,7 @@ import functools
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -34,7 +36,6 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import transaction
 
 from routing.conf import switchyard_settings
 
@@ -114,34 +115,25 @@ def decrypt(token: str) -> str:
         ) from None
 
 
-def rotate(old_secret: str, new_secret: str) -> int:
-    """Re-encrypt every stored provider credential from ``old_secret`` to ``new_secret``.
-
-    All-or-nothing: if any token decrypts with neither secret, nothing is changed. Tokens
-    already under ``new_secret`` are re-encrypted too, so a repeated run is harmless.
-    Provider versions are not bumped: the credential itself did not change.
-    Returns the number of credentials re-encrypted.
-    """
-    from routing.models import Provider  # models import this module
-
+def rotator(old_secret: str, new_secret: str) -> Callable[[str, str], str]:
+    """``rotate(owner, token)``: the token re-encrypted from ``old_secret`` (or already
+    ``new_secret``) to ``new_secret``; :class:`CredentialDecryptError` naming ``owner`` when
+    it decrypts with neither. The rows are ``routing.services.providers_rotate_secret``'s."""
     if not new_secret:
         raise ValueError("the new secret must not be empty")
     if not old_secret:
         raise ValueError("the old secret must not be empty")
     if old_secret == new_secret:
         raise ValueError("the old and new secrets are the same")
-    rotator = MultiFernet([fernet_for(new_secret), fernet_for(old_secret)])
-    count = 0
-    with transaction.atomic():
-        rows = Provider.objects.select_for_update().exclude(api_key_encrypted="")
-        for pk, name, token in rows.values_list("pk", "name", "api_key_encrypted"):
-            try:
-                rotated = rotator.rotate(token.encode("ascii")).decode("ascii")
-            except InvalidToken:
-                raise CredentialDecryptError(
-                    f"provider {name!r}: the stored credential decrypts with neither the old "
-                    "nor the new secret; nothing was changed"
-                ) from None
-            Provider.objects.filter(pk=pk).update(api_key_encrypted=rotated)
-            count += 1
-    return count
+    fernet = MultiFernet([fernet_for(new_secret), fernet_for(old_secret)])
+
+    def rotate(owner: str, token: str) -> str:
+        try:
+            return fernet.rotate(token.encode("ascii")).decode("ascii")
+        except InvalidToken:
+            raise CredentialDecryptError(
+                f"provider {owner!r}: the stored credential decrypts with neither the old "
+                "nor the new secret; nothing was changed"
+            ) from None
+
+    return rotate

@@ -1,10 +1,15 @@
 """Keep every process's compiled routing table in step with the database.
 
-Any committed write to the configuration models marks the table stale; the next call
-compiles a fresh one. The same write bumps ``ConfigVersion`` inside its transaction, so
-every other gateway process notices it on its next version check (``routing.gateway.sync``,
-at most ``CONFIG_CHECK_S`` later) whatever process wrote it; with ``REDIS_URL`` set the
-change is also broadcast at once over pub/sub.
+One configuration write — one transaction, however many rows it saves — bumps
+``ConfigVersion`` once, inside that transaction, and after it commits marks this process's
+table stale and broadcasts one notice (with ``REDIS_URL``, over pub/sub). Every other
+gateway process notices the bump on its next version check (``routing.gateway.sync``, at
+most ``CONFIG_CHECK_S`` later) whatever process wrote it, or the notice at once.
+
+:func:`config_written` is that one step. Model saves and deletes call it (``post_save``,
+``post_delete``), and so does every write path that records itself (``record()`` in the
+services, the file loader, the admin), which covers rows written with ``update()`` or
+``bulk_create()``, which send no model signal. Only its first call in a transaction acts.
 """
 
 from __future__ import annotations
@@ -14,21 +19,25 @@ from typing import Any
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
-from routing.config.signals import config_changed
-
 CONFIG_MODELS = ("Provider", "Group", "Target", "GlobalSettings", "ApiKey")
 
 
-def configuration_changed(**_: Any) -> None:
-    bump_config_version()  # inside the writer's transaction: rolls back with it
-    transaction.on_commit(_invalidate_everywhere)
+def config_written(**_: Any) -> None:
+    """This transaction writes configuration: bump the version (rolls back with it) and,
+    once it commits, invalidate here and everywhere — once per transaction.
 
-
-def config_change_announced(**_: Any) -> None:
-    """``config_changed`` is sent after commit; writes made with ``update()`` or
-    ``bulk_create()`` fire no model signal, so the announcement bumps the version too."""
+    Decision: "already done in this transaction" is read from Django's own list of the
+    transaction's on-commit callbacks, not kept in a flag of ours, so a savepoint rolled
+    back takes its bump's callback with it and the next write in the transaction bumps
+    again. Outside a transaction (autocommit) every call is its own write.
+    """
+    connection = transaction.get_connection()
+    if connection.in_atomic_block and any(
+        func is _invalidate_everywhere for _, func, _ in connection.run_on_commit
+    ):
+        return
     bump_config_version()
-    transaction.on_commit(_invalidate_everywhere)  # at once when sent after commit
+    transaction.on_commit(_invalidate_everywhere)
 
 
 def bump_config_version() -> None:
@@ -54,10 +63,5 @@ def connect() -> None:
 
     for name in CONFIG_MODELS:
         model = apps.get_model("routing", name)
-        post_save.connect(
-            configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-save"
-        )
-        post_delete.connect(
-            configuration_changed, sender=model, dispatch_uid=f"switchyard-{name}-delete"
-        )
-    config_changed.connect(config_change_announced, dispatch_uid="switchyard-config-changed")
+        post_save.connect(config_written, sender=model, dispatch_uid=f"switchyard-{name}-save")
+        post_delete.connect(config_written, sender=model, dispatch_uid=f"switchyard-{name}-delete")

@@ -928,7 +928,7 @@ def test_the_readme_front_door_example_runs(h: Harness) -> None:
     code = readme_example("front-doors").replace("http://127.0.0.1:8000", h.gateway.url)
     h.configure(THREE_KINDS.replace("via-openai\n", "auto\n", 1))
     h.upstream.script("c-model", Reply("one"), Reply("two"))
-    exec(compile(code, "README.md", "exec"), {"KEY": h.key})  # noqa: S102
+    exec(compile(code, "docs/front-doors.md", "exec"), {"KEY": h.key})  # noqa: S102
     assert [r.path for r in h.upstream.requests] == ["/v1/chat/completions"] * 2
 
 

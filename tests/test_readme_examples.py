@@ -1,4 +1,5 @@
-"""The README's code is part of the product: its custom-algorithm example must work."""
+"""The documentation's code is part of the product: the README's and ``docs/``'s examples
+(``<!-- example: NAME -->`` before a python block) must work."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from django.test import override_settings
 
 from tests.conftest import Harness
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def readme_example(name: str) -> str:
-    match = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", README.read_text(), re.S)
-    assert match, f"README has no example {name!r}"
-    return match.group(1)
+    """The example named ``name``, from whichever document holds it (exactly one does)."""
+    pattern = rf"<!-- example: {name} -->\s*```python\n(.*?)```"
+    found = [m.group(1) for doc in DOCUMENTS for m in re.finditer(pattern, doc.read_text(), re.S)]
+    assert len(found) == 1, f"{len(found)} documents have the example {name!r}"
+    return found[0]
 
 
 @pytest.fixture

@@ -302,21 +302,21 @@ def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponseBase:
 
 
 @api.api_operation(
-    ["GET", "PUT", "PATCH", "DELETE"], "/messages", auth=None, include_in_schema=False
+    ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/messages", auth=None, include_in_schema=False
 )
 async def messages_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.MESSAGES)
 
 
 @api.api_operation(
-    ["GET", "PUT", "PATCH", "DELETE"], "/responses", auth=None, include_in_schema=False
+    ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/responses", auth=None, include_in_schema=False
 )
 async def responses_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.RESPONSES)
 
 
 @api.api_operation(
-    ["GET", "PUT", "PATCH", "DELETE"], "/embeddings", auth=None, include_in_schema=False
+    ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/embeddings", auth=None, include_in_schema=False
 )
 async def embeddings_wrong_method(request: HttpRequest) -> HttpResponseBase:
     return _wrong_method(request, Protocol.CHAT)

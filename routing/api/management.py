@@ -19,6 +19,7 @@ from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer
 from ninja.security.session import SessionAuthIsStaff
 
+from routing.api.config_api.http import document_preconditions, document_references
 from routing.api.openai_docs import v1_openapi
 from routing.gateway.runtime import get_runtime
 
@@ -61,6 +62,9 @@ class ManagementAPI(NinjaAPI):
     clients and operators everything."""
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        """The declared document; when served (ninja's view passes the URL's
+        ``path_params``), also the installation's providers and groups that bodies may
+        name — a read of two small tables per request of the document."""
         schema = super().get_openapi_schema(*args, **kwargs)
         extra = v1_openapi()
         schema["paths"] = {**extra["paths"], **schema["paths"]}
@@ -68,7 +72,10 @@ class ManagementAPI(NinjaAPI):
         components.setdefault("schemas", {}).update(extra["components"]["schemas"])
         components.setdefault("securitySchemes", {}).update(extra["components"]["securitySchemes"])
         schema["tags"] = [*schema.get("tags", []), *extra["tags"]]
-        return schema
+        documented = document_preconditions(schema)
+        if kwargs.get("path_params") is None:
+            return documented
+        return document_references(documented)
 
 
 api = ManagementAPI(

@@ -10,6 +10,7 @@ session). Empty text fields are rendered as ``null``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -17,7 +18,9 @@ from typing import Annotated, Any, Literal
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router, Schema
 from ninja.errors import ValidationError
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, PlainSerializer
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 from routing.api.config_api.schemas import AUTH, FILTERED
 from routing.audit.call_query import CallFilters, FilterError, calls_page
@@ -167,8 +170,42 @@ def _blank_is_none(value: object) -> object:
     return None if value == "" else value
 
 
-# ``?group=&kind=`` (a filter left empty in a form or script) means "no filter".
-Blankable = BeforeValidator(_blank_is_none)
+class _Blankable:
+    """``?group=&kind=`` (a filter left empty in a form or script) means "no filter"; the
+    document says so, offering the empty string beside the filter's own type."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(_blank_is_none, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        documented = handler(schema)
+        if "anyOf" in documented:
+            options = documented.pop("anyOf")
+        else:
+            options, documented = [documented], {}
+        return {**documented, "anyOf": [*options, {"type": "string", "maxLength": 0}]}
+
+
+Blankable = _Blankable()
+
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _date_time_only(value: object) -> object:
+    """The document says ``format: date-time``; pydantic would also read a number as Unix
+    time, which the document does not offer, so a number is refused."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value):
+        raise PydanticCustomError(
+            "datetime_type", "must be a date and time (ISO 8601), not a number"
+        )
+    return value
+
+
+DateTimeQuery = Annotated[datetime | None, Blankable, BeforeValidator(_date_time_only)]
 
 
 class CallsQuery(Schema):
@@ -181,8 +218,8 @@ class CallsQuery(Schema):
     front_door: Annotated[
         Literal["chat", "messages", "responses", "embeddings"] | None, Blankable
     ] = None
-    since: Annotated[datetime | None, Blankable] = None
-    until: Annotated[datetime | None, Blankable] = None
+    since: DateTimeQuery = None
+    until: DateTimeQuery = None
     served_by_fallback: Annotated[bool | None, Blankable] = None
     before: Annotated[int | None, Blankable] = Field(None, ge=1)
     limit: int = Field(50, ge=1, le=500)
@@ -190,7 +227,7 @@ class CallsQuery(Schema):
 
 class EventsQuery(Schema):
     kind: Annotated[EventKindName | None, Blankable] = None
-    since: Annotated[datetime | None, Blankable] = None
+    since: DateTimeQuery = None
     limit: int = Field(100, ge=1, le=1000)
 
 

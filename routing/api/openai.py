@@ -299,7 +299,10 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
 
 
 @api.api_operation(
-    ["GET", "PUT", "PATCH", "DELETE"], "/chat/completions", auth=None, include_in_schema=False
+    ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"],
+    "/chat/completions",
+    auth=None,
+    include_in_schema=False,
 )
 async def chat_completions_wrong_method(request: HttpRequest) -> HttpResponseBase:
     reply = ErrorReply(

@@ -75,6 +75,18 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class AnthropicErrorDetail(BaseModel):
+    type: str = Field(description="e.g. authentication_error, api_error, overloaded_error")
+    message: str
+
+
+class AnthropicErrorBody(BaseModel):
+    """The Messages door answers errors in Anthropic's shape."""
+
+    type: Literal["error"]
+    error: AnthropicErrorDetail
+
+
 HEADERS = {
     name: {"description": text, "schema": {"type": "string"}}
     for name, text in {
@@ -91,25 +103,23 @@ def _json(model: type[BaseModel]) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
+def _errors(*codes: int, body: type[BaseModel] = ErrorBody) -> dict[str, Any]:
     meaning = {
         400: "malformed JSON or a missing field",
         401: "missing, wrong or revoked key",
-        403: "this key may not use this group",
+        403: "an admin key, or a key that may not use this group",
         404: "unknown model (group)",
         413: "body too large",
         502: "every target failed (`ROUTES_EXHAUSTED`)",
         503: "no target could be tried (`Retry-After`)",
     }
-    return {
-        str(code): {"description": meaning[code], "content": _json(ErrorBody)} for code in codes
-    }
+    return {str(code): {"description": meaning[code], "content": _json(body)} for code in codes}
 
 
 def v1_openapi() -> dict[str, Any]:
     """``paths``, ``components`` and ``tags`` to merge into the management API's schema."""
     schemas: dict[str, Any] = {}
-    for model in (ChatCompletionRequest, ChatCompletion, ModelList, ErrorBody):
+    for model in (ChatCompletionRequest, ChatCompletion, ModelList, ErrorBody, AnthropicErrorBody):
         schema = model.model_json_schema(ref_template=REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -177,18 +187,29 @@ def v1_openapi() -> dict[str, Any]:
                                 "description": "the door's own answer shape (JSON or SSE)",
                                 "headers": HEADERS,
                             },
-                            **_errors(400, 401, 403, 404, 502, 503),
+                            **_errors(400, 401, 403, 404, 502, 503, body=error_body),
                         },
                     }
                 }
-                for path, operation, summary in (
+                for path, operation, summary, error_body in (
                     (
                         "/v1/messages",
                         "v1_messages",
                         "Anthropic Messages door to the same groups (`x-api-key` accepted)",
+                        AnthropicErrorBody,
                     ),
-                    ("/v1/responses", "v1_responses", "OpenAI Responses door to the same groups"),
-                    ("/v1/embeddings", "v1_embeddings", "Embeddings routed through a group"),
+                    (
+                        "/v1/responses",
+                        "v1_responses",
+                        "OpenAI Responses door to the same groups",
+                        ErrorBody,
+                    ),
+                    (
+                        "/v1/embeddings",
+                        "v1_embeddings",
+                        "Embeddings routed through a group",
+                        ErrorBody,
+                    ),
                 )
             },
             "/v1/models": {
@@ -199,7 +220,7 @@ def v1_openapi() -> dict[str, Any]:
                     "security": security,
                     "responses": {
                         "200": {"description": "OpenAI's list shape", "content": _json(ModelList)},
-                        **_errors(401),
+                        **_errors(401, 403),
                     },
                 }
             },

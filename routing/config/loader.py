@@ -67,6 +67,7 @@ from routing.config.schema import (
 from routing.config.signals import config_changed
 from routing.crypto import CredentialDecryptError
 from routing.models import GlobalSettings, Group, Provider, Target
+from routing.signals import config_written
 
 _ENV_REF = re.compile(r"\$(\$)?\{([^}]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -685,6 +686,7 @@ def apply_config(
             if dry_run:
                 raise _DryRun(result)
             if result.changed:
+                config_written()  # the apply's one bump and notice, whatever rows it wrote
                 transaction.on_commit(lambda: config_changed.send(sender=origin, source=source))
     except _DryRun:
         pass

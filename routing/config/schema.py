@@ -26,7 +26,8 @@ in a malformed document cannot leak into a message.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -37,6 +38,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     PrivateAttr,
     SecretStr,
     ValidationError,
@@ -44,7 +46,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, PydanticCustomError
 
 from routing.conf import switchyard_settings
 from routing.config.errors import ConfigError, FieldError
@@ -106,6 +109,34 @@ def _short(value: Any) -> str:
 
 
 # --- field types ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: typing dedupes Union members
+class Documented:
+    """JSON Schema keywords stating what a validator checks, so the API document (and a
+    schema-driven client or fuzzer) knows what a valid value is. Validation stays the
+    validator's, with its own messages; ``keywords`` may be a callable, read when the
+    schema is generated (for values that come from settings)."""
+
+    keywords: Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema.update(self.keywords() if callable(self.keywords) else self.keywords)
+        return schema
+
+
+# A URL Django's URLValidator accepts: http(s), a host name with a top-level domain, an
+# IPv4 address or localhost, an optional port and a plain path (a subset: what the
+# document promises is always accepted).
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_LABEL = "[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?"
+URL_PATTERN = (
+    rf"^https?://(localhost|{_OCTET}(\.{_OCTET}){{3}}|({_LABEL}\.){{1,4}}[a-z]{{2,10}})"
+    r"(:[0-9]{1,5})?(/[-A-Za-z0-9._~%/]*)?$"
+)
 
 
 def _failure_code(value: Any) -> FailureCode:
@@ -249,12 +280,38 @@ def _unique_models(models: list[str]) -> list[str]:
 
 
 FailureCodeIn = Annotated[FailureCode, BeforeValidator(_failure_code)]
-CodeList = Annotated[list[FailureCodeIn], AfterValidator(_unique_codes)]
-AlgorithmName = Annotated[str, AfterValidator(_algorithm)]
+CodeList = Annotated[
+    list[FailureCodeIn],
+    AfterValidator(_unique_codes),
+    Documented({"minItems": 1, "uniqueItems": True}),
+]
+# Documented as the names it takes; a dotted path to a RoutingAlgorithm subclass that
+# imports is accepted too (the description says so), but no schema can tell which do.
+AlgorithmName = Annotated[
+    str,
+    AfterValidator(_algorithm),
+    Documented(lambda: {"enum": [*ALGORITHMS, *extra_algorithms()]}),
+]
 ProviderName = Annotated[str, AfterValidator(_provider_name)]
 GroupName = Annotated[str, AfterValidator(_group_name)]
-ModelId = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_not_blank)]
-BaseUrl = Annotated[str, Field(max_length=500), AfterValidator(_base_url)]
+PRINTABLE_ASCII_PATTERN = "^[ -~]*$"
+_HEADERS_DOCUMENTED = {
+    "propertyNames": {
+        "pattern": _HEADER_NAME.pattern,
+        "not": {"pattern": "^[Aa][Uu][Tt][Hh][Oo][Rr][Ii][Zz][Aa][Tt][Ii][Oo][Nn]$"},
+    },
+    "additionalProperties": {"type": "string", "pattern": PRINTABLE_ASCII_PATTERN},
+}
+NOT_BLANK_PATTERN = r"^\S([\s\S]*\S)?$"
+ModelId = Annotated[
+    str,
+    Field(min_length=1, max_length=200),
+    AfterValidator(_not_blank),
+    Documented({"pattern": NOT_BLANK_PATTERN}),
+]
+BaseUrl = Annotated[
+    str, Field(max_length=500), AfterValidator(_base_url), Documented({"pattern": URL_PATTERN})
+]
 ContextWindow = Annotated[int, Field(ge=1, le=MAX_CONTEXT_WINDOW)]
 TimeoutSeconds = Annotated[float, Field(ge=0.1, le=3600)]
 MIN_HEALTH_CHECK_S = 1.0  # the checker's tick: a shorter interval would not check sooner
@@ -437,7 +494,8 @@ class PolicyIn(_PolicyBlock):
     algorithm: Annotated[AlgorithmName | None, Policy("priority")] = Field(
         None,
         title="Algorithm",
-        description="How the next target is chosen among the healthy ones.",
+        description="How the next target is chosen among the healthy ones (or the dotted path "
+        "of a RoutingAlgorithm subclass).",
     )
     switch_codes: Annotated[
         CodeList | None, Policy(_codes(DEFAULT_SWITCH_CODES), section="Switch codes")
@@ -562,6 +620,17 @@ class TargetIn(_Strict):
     """One target. The options after ``context_window`` (SPEC §4, §13) are stored together
     in ``Target.options`` by :func:`target_options`; absent = the default."""
 
+    # ``_max_needs_efforts``, as the document states it
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {
+                "properties": {"reasoning_effort": {"const": "max"}},
+                "required": ["reasoning_effort"],
+            },
+            "then": {"properties": {"efforts": {"type": "array"}}, "required": ["efforts"]},
+        }
+    )
+
     provider: ProviderName
     model: ModelId
     weight: int = Field(1, ge=1, le=1000)
@@ -570,7 +639,14 @@ class TargetIn(_Strict):
     keep_thinking: bool = False
     break_tool_loop: bool = False
     reasoning_effort: Literal["inherit", "max", "drop"] = "inherit"
-    efforts: Annotated[list[Effort], AfterValidator(_unique_efforts)] | None = None
+    efforts: (
+        Annotated[
+            list[Effort],
+            AfterValidator(_unique_efforts),
+            Documented({"minItems": 1, "uniqueItems": True}),
+        ]
+        | None
+    ) = None
     circuit: TargetCircuitIn | None = None
     capabilities: CapabilitiesIn | None = None
     price: PriceIn | None = None
@@ -666,10 +742,18 @@ class ProviderIn(_Strict):
     name: ProviderName
     kind: Literal["openai", "anthropic", "openai-responses"] = "openai"
     base_url: BaseUrl
-    api_key: Annotated[SecretStr | None, AfterValidator(_credential)] = None
-    headers: Annotated[dict[str, str], AfterValidator(_headers)] = Field(default_factory=dict)
+    api_key: Annotated[
+        Annotated[SecretStr, Documented({"pattern": PRINTABLE_ASCII_PATTERN})] | None,
+        AfterValidator(_credential),
+    ] = None
+    headers: Annotated[
+        dict[str, str], AfterValidator(_headers), Documented(_HEADERS_DOCUMENTED)
+    ] = Field(default_factory=dict)
     betas: BetasIn | None = None
-    models: Annotated[list[ModelId], AfterValidator(_unique_models)] | None = None
+    models: (
+        Annotated[list[ModelId], AfterValidator(_unique_models), Documented({"uniqueItems": True})]
+        | None
+    ) = None
     timeouts: TimeoutsIn | None = None
     health_check_s: HealthCheckSeconds | None = None
 

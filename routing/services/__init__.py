@@ -6,7 +6,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
 
     routing/services/
     ├── base.py           errors, compare-and-set on versions, change records
-    ├── providers.py      provider_create / _update / _delete
+    ├── providers.py      provider_create / _update / _delete, providers_rotate_secret
     ├── upstream.py       provider_refresh_models, provider_test (the kind's own client)
     ├── health.py         provider_enable, target_reset (the async health store)
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
@@ -21,6 +21,7 @@ Exception tree (the API turns each into one response, ``routing.api.config_api``
     ├── VersionConflict    ``based_on`` is not the current version; ``current_version`` (412)
     └── ProviderCallError  the upstream could not give a model list (credential scrubbed) (424)
     routing.config.errors.ConfigError   invalid input, one FieldError per problem        (422)
+    └── NameTaken      the object to create already exists                            (409)
 
 Decisions:
 
@@ -55,15 +56,22 @@ Decisions:
   the health store (SPEC §4: a disabled provider leaves that state by an operator action or
   a changed credential). Credentials never enter a record, an error or a return value.
 - **Every change** is recorded with ``routing.audit.services.config_change_record`` and
-  announced with ``config_changed`` after commit; model ``post_save`` signals invalidate the
-  routing table in every process, so the next call follows the change.
+  announced with ``config_changed`` after commit; the write bumps the configuration version
+  once and invalidates the routing table in every process once
+  (``routing.signals.config_written``), so the next call follows the change.
 - All functions are sync (Django ORM). Health actions drive the async health store through
   ``async_to_sync``; call them from a worker thread (a sync view, ``sync_to_async``),
   never from inside an event loop.
 """
 
 from routing.services.api_keys import key_create, key_revoke, key_update
-from routing.services.base import NotFound, ProviderCallError, ServiceError, VersionConflict
+from routing.services.base import (
+    NameTaken,
+    NotFound,
+    ProviderCallError,
+    ServiceError,
+    VersionConflict,
+)
 from routing.services.global_policy import global_restore_default, global_update_policy
 from routing.services.groups import (
     group_create,
@@ -73,7 +81,12 @@ from routing.services.groups import (
     group_update_policy,
 )
 from routing.services.health import provider_enable, target_reset
-from routing.services.providers import provider_create, provider_delete, provider_update
+from routing.services.providers import (
+    provider_create,
+    provider_delete,
+    provider_update,
+    providers_rotate_secret,
+)
 from routing.services.targets import (
     target_add,
     target_remove,
@@ -84,6 +97,7 @@ from routing.services.targets import (
 from routing.services.upstream import ProviderTestResult, provider_refresh_models, provider_test
 
 __all__ = [
+    "NameTaken",
     "NotFound",
     "ProviderCallError",
     "ProviderTestResult",
@@ -105,6 +119,7 @@ __all__ = [
     "provider_refresh_models",
     "provider_test",
     "provider_update",
+    "providers_rotate_secret",
     "target_add",
     "target_remove",
     "target_reset",

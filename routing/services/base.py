@@ -16,6 +16,7 @@ from routing.config.policy import POLICY_FIELDS, flatten, policy_flat, unflatten
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
 from routing.config.signals import config_changed
 from routing.models import GlobalSettings
+from routing.signals import config_written
 
 M = TypeVar("M", bound=models.Model)
 
@@ -49,6 +50,14 @@ class ProviderCallError(ServiceError):
     def __init__(self, message: str) -> None:
         self.message = message
         super().__init__(message)
+
+
+class NameTaken(ConfigError):
+    """The object to create already exists: a field error like any other on the file and
+    the page, answered 409 Conflict by the API (the body is valid; the state refuses it)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__([FieldError(path, message)])
 
 
 class Unchanged(Exception):
@@ -102,7 +111,9 @@ def record(
     before: Mapping[str, Any] | None,
     after: Mapping[str, Any] | None,
 ) -> None:
-    """Leave a config-change record and announce the change, both after commit."""
+    """Leave a config-change record and announce the change, both after commit; the
+    write's one version bump and notice (``routing.signals.config_written``)."""
+    config_written()
     config_change_record(
         actor=actor,
         path=path,

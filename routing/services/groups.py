@@ -22,6 +22,7 @@ from routing.config.schema import GroupIn, parse_group, target_options
 from routing.engine.targets import target_key
 from routing.models import Group, Provider, Target
 from routing.services.base import (
+    NameTaken,
     Unchanged,
     as_mapping,
     known_fields,
@@ -112,7 +113,7 @@ def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:
                 after=group_snapshot(group),
             )
     except IntegrityError:
-        raise ConfigError.single("name", f"a group named {item.name!r} already exists") from None
+        raise NameTaken("name", f"a group named {item.name!r} already exists") from None
     return group
 
 

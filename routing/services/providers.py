@@ -8,11 +8,13 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from routing import crypto
 from routing.config.errors import ConfigError
 from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields, new_credential
 from routing.config.schema import parse_provider
 from routing.models import Provider
 from routing.services.base import (
+    NameTaken,
     NotFound,
     Unchanged,
     as_mapping,
@@ -86,7 +88,7 @@ def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
                 after=provider_snapshot(provider),
             )
     except IntegrityError:
-        raise ConfigError.single("name", f"a provider named {item.name!r} already exists") from None
+        raise NameTaken("name", f"a provider named {item.name!r} already exists") from None
     return provider
 
 
@@ -149,6 +151,24 @@ def provider_update(
         # SPEC §4: a changed credential lifts a credential-disabled provider.
         enable_in_store(name, by=f"{actor} (credential changed)")
     return provider
+
+
+def providers_rotate_secret(*, old_secret: str, new_secret: str) -> int:
+    """Re-encrypt every stored provider credential from ``old_secret`` to ``new_secret``.
+
+    All-or-nothing: if any token decrypts with neither secret, nothing is changed. Tokens
+    already under ``new_secret`` are re-encrypted too, so a repeated run is harmless.
+    Provider versions are not bumped and nothing is recorded: the credential itself did
+    not change. Returns the number of credentials re-encrypted.
+    """
+    rotate = crypto.rotator(old_secret, new_secret)
+    count = 0
+    with transaction.atomic():
+        rows = Provider.objects.select_for_update().exclude(api_key_encrypted="")
+        for pk, name, token in rows.values_list("pk", "name", "api_key_encrypted"):
+            Provider.objects.filter(pk=pk).update(api_key_encrypted=rotate(name, token))
+            count += 1
+    return count
 
 
 def provider_delete(*, name: str, based_on: int, actor: str, path: str) -> None:

@@ -11,7 +11,14 @@ from django.db.models import Max
 from routing.config.errors import ConfigError, FieldError
 from routing.config.schema import TARGET_OPTIONS, parse_target, target_options
 from routing.models import Group, Provider, Target
-from routing.services.base import NotFound, Unchanged, as_mapping, record, versioned_write
+from routing.services.base import (
+    NameTaken,
+    NotFound,
+    Unchanged,
+    as_mapping,
+    record,
+    versioned_write,
+)
 from routing.services.groups import check_listed, group_snapshot
 
 TUNING = ("weight", "enabled", "context_window")
@@ -75,7 +82,7 @@ def target_add(
         item = parse_target(raw, providers=providers)
         check_listed([("model", item.provider, item.model)], providers)
         if row.targets.filter(provider__name=item.provider, model=item.model).exists():
-            raise ConfigError.single(
+            raise NameTaken(
                 "model", f"{item.provider}/{item.model} is already a target of {row.name!r}"
             )
         last = row.targets.aggregate(last=Max("position"))["last"]

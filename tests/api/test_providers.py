@@ -54,7 +54,6 @@ def test_create_read_and_list_never_show_the_credential(api: Api) -> None:
 def test_invalid_providers_are_field_level_422s(api: Api) -> None:
     api.provider("p1")
     cases: list[tuple[dict[str, Any], list[Any]]] = [
-        ({"name": "p1", "base_url": "http://x.test/v1"}, ["body", "name"]),
         ({"name": "bad name", "base_url": "http://x.test/v1"}, ["body", "name"]),
         ({"name": "p2", "base_url": "ftp://x.test"}, ["body", "base_url"]),
         (
@@ -72,6 +71,21 @@ def test_invalid_providers_are_field_level_422s(api: Api) -> None:
         response = api.post("/providers", body)
         assert response.status_code == 422, body
         assert [e["loc"] for e in response.json()["detail"]] == [loc], response.json()
+    assert Provider.objects.count() == 1
+
+
+def test_a_taken_name_is_a_conflict_with_the_field_named(api: Api) -> None:
+    """A valid body the state refuses: 409 (documented), in the 422's shape."""
+    api.provider("p1")
+    response = api.post("/providers", {"name": "p1", "base_url": "http://x.test/v1"})
+    assert response.status_code == 409
+    assert response.json()["detail"] == [
+        {
+            "loc": ["body", "name"],
+            "msg": "a provider named 'p1' already exists",
+            "type": "value_error",
+        }
+    ]
     assert Provider.objects.count() == 1
 
 

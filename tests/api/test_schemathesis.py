@@ -1,6 +1,8 @@
 """Done-when: "schemathesis over the OpenAPI schema with an admin key finds no 5xx
-responses", bounded so the suite stays fast; and (issue 10 item 9) every status an
-operation answers is one its OpenAPI document lists.
+responses", bounded so the suite stays fast; (issue 10 item 9) every status an
+operation answers is one its OpenAPI document lists; and (issue 23 item 6) schemathesis's
+own coverage and fuzzing phases, run as a new user would — over the live gateway's
+sockets with an admin key — find nothing: the document tells the truth.
 
 Every operation of the management API is fuzzed in-process (WSGI, same database
 connection) in two passes, derandomized so that a run is reproducible:
@@ -21,16 +23,22 @@ from __future__ import annotations
 
 import socket
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+import httpx
+import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
+from schemathesis.config import SchemathesisConfig
+from schemathesis.engine import events, from_schema
 
 from routing import selectors, services
 from routing.models import Group, Provider, Target
 from tests.api.conftest import Api
+from tests.conftest import Harness
 
 WIDE_EXAMPLES = 8  # per operation and generation mode
 DEEP_EXAMPLES = 12  # per operation
@@ -148,3 +156,158 @@ def test_the_management_api_never_answers_5xx(api: Api) -> None:
     refused_as_invalid = fuzzer.count(lambda label, status: status == 422)
     assert writes_accepted >= 25, fuzzer.statuses
     assert refused_as_invalid >= 50, fuzzer.statuses
+
+
+# --------------------------------------------------------- schemathesis's own phases
+PHASE_EXAMPLES = 10  # per operation and phase: about two minutes on one core
+# A body the document calls valid may still be based on a stale version: If-Match is
+# documented (required, its pattern), the current version cannot be, so 412 is a valid
+# body's answer too. Every other check runs as schemathesis ships it.
+POSITIVE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "412", "429", "5xx"]
+# A write based on a stale version is refused before its content is looked at (412), so
+# an invalid body with a well-formed but stale If-Match is refused that way.
+NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "412", "415", "422"]
+NEGATIVE_STATUSES += ["428", "429", "5xx"]
+# A write without If-Match is answered 428 Precondition Required (RFC 6585: "the origin
+# server requires the request to be conditional"), with the current version to retry with.
+MISSING_HEADER_STATUSES = ["400", "401", "403", "406", "415", "422", "428"]
+# Operations the phases leave to the passes above: revoking a key by a generated id would
+# revoke the key this run authenticates with (the deep pass aims at a victim key), and
+# the provider actions call the provider's upstream, which a fuzzed PATCH may point at
+# any host name.
+NOT_IN_PHASES = r"^/api/v1/keys/\{key_id\}$|/refresh-models$|/test$"
+
+
+def _ordered(low: str, high: str) -> Callable[[dict[str, Any]], None]:
+    def fix(block: dict[str, Any]) -> None:
+        """Both ends of the range, in order: one end alone is checked against the other
+        end's value in the layers below, which a body cannot know."""
+        a, b = block.get(low), block.get(high)
+        if isinstance(a, int | float) and isinstance(b, int | float):
+            block[low], block[high] = min(a, b), max(a, b)
+        elif isinstance(a, int | float) and high not in block:
+            block[high] = a
+        elif isinstance(b, int | float) and low not in block:
+            block[low] = b
+
+    return fix
+
+
+# Rules the document states in words because JSON Schema cannot compare two values or
+# name Unicode categories. A valid body obeys them, so the run makes its valid cases obey
+# them too (invalid cases are left alone): each is a 422 that the document announces.
+def _distinct_targets(block: dict[str, Any]) -> None:
+    targets, seen = block.get("targets"), set()
+    if isinstance(targets, list) and all(isinstance(t, dict) for t in targets):
+        for target in list(targets):
+            address = (target.get("provider"), target.get("model"))
+            if address in seen:
+                targets.remove(target)
+            seen.add(address)
+
+
+BODY_RULES = [
+    _ordered("initial_delay_ms", "max_delay_ms"),
+    _ordered("cooldown_base_ms", "cooldown_cap_ms"),
+    lambda block: block.pop("compact_window", None) if block.get("context_window") else None,
+    _distinct_targets,  # each provider/model once in a group
+]
+
+
+def _obey(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _obey(item)
+    elif isinstance(node, dict):
+        for rule in BODY_RULES:
+            rule(node)
+        for item in node.values():
+            _obey(item)
+
+
+def _as_a_client_would(url: str, key: str) -> Callable[[Any, Any], Any]:
+    """``map_case`` for the valid cases: the in-words rules above, a key name of printable
+    characters, a calls window whose end is after its start, and a reorder naming the
+    group's own targets (read from the API, as a client does before it reorders)."""
+
+    def map_case(context: Any, case: Any) -> Any:
+        meta = getattr(case, "meta", None)
+        if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+            return case
+        label = f"{case.method.upper()} {case.operation.path}"
+        if isinstance(case.body, dict | list):
+            _obey(case.body)
+        if label == "POST /api/v1/keys" and isinstance(case.body, dict):
+            name = "".join(c if c.isprintable() else "x" for c in str(case.body.get("name", "")))
+            case.body["name"] = name if name.strip() else "k"
+        query = case.query if isinstance(case.query, dict) else {}
+        if query.get("since") and query.get("until") and query["since"] >= query["until"]:
+            query.pop("until")
+        if label == "PUT /api/v1/groups/{name}/targets/order" and isinstance(case.body, dict):
+            read = httpx.get(
+                f"{url}/api/v1/groups/{case.path_parameters['name']}",
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            if read.status_code == 200:
+                case.body["order"] = [t["id"] for t in read.json()["targets"]]
+        return case
+
+    return map_case
+
+
+def _phase_failures(url: str, key: str) -> tuple[list[str], set[str]]:
+    config = SchemathesisConfig.from_dict(
+        {
+            "headers": {"Authorization": f"Bearer {key}"},
+            "seed": 23,
+            "generation": {"max-examples": PHASE_EXAMPLES, "database": "none"},
+            "checks": {
+                "positive_data_acceptance": {"expected-statuses": POSITIVE_STATUSES},
+                "negative_data_rejection": {"expected-statuses": NEGATIVE_STATUSES},
+                "missing_required_header": {"expected-statuses": MISSING_HEADER_STATUSES},
+            },
+            "phases": {
+                "examples": {"enabled": False},
+                "coverage": {"enabled": True},
+                "fuzzing": {"enabled": True},
+                "stateful": {"enabled": False},
+            },
+        }
+    )
+    schema = schemathesis.openapi.from_url(f"{url}/api/v1/openapi.json", config=config)
+    schema = schema.exclude(path_regex=NOT_IN_PHASES)
+    schema.hook("map_case")(_as_a_client_would(url, key))
+    failures: list[str] = []
+    tested: set[str] = set()
+    for event in from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            recorder = event.recorder
+            tested.add(recorder.label)
+            for case_id, checks in recorder.checks.items():
+                case = recorder.cases[case_id].value
+                for check in checks:
+                    if check.failure_info is not None:
+                        failure = check.failure_info.failure
+                        answer = recorder.interactions.get(case_id)
+                        text = answer.response.content[:300] if answer and answer.response else b""
+                        failures.append(
+                            f"{event.phase} {recorder.label} {check.name}: {failure.title} "
+                            f"({case.method} {case.formatted_path} query={case.query} "
+                            f"body={str(case.body)[:300]}): {failure.message[:300]} -> {text!r}"
+                        )
+        elif isinstance(event, (events.NonFatalError, events.FatalError)):
+            failures.append(f"{type(event).__name__}: {event!r}"[:600])
+    return failures, tested
+
+
+@pytest.mark.timeout(600)  # about two minutes alone on a core; the suite shares them
+def test_schemathesis_coverage_and_fuzzing_find_nothing(api: Api, live: Harness) -> None:
+    """The document is what a schema-driven client trusts: a body it calls valid is
+    accepted, one it calls invalid is refused, every status and header an answer carries
+    is the documented one — for the management API and the ``/v1`` doors on one page."""
+    base_url = f"http://127.0.0.1:{_closed_port()}/v1"
+    _seed(api, base_url)
+    failures, tested = _phase_failures(live.gateway.url, api.key)
+    assert not failures, "\n".join(failures)
+    assert len(tested) >= 30, tested  # every operation but the three left to the passes
+    assert "POST /api/v1/groups" in tested and "POST /v1/messages" in tested

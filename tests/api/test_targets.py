@@ -58,7 +58,6 @@ def test_add_appends_and_bumps_the_group_version(auto: Api) -> None:
 @pytest.mark.parametrize(
     ("body", "loc", "message"),
     [
-        ({"provider": "p1", "model": "a"}, ["body", "model"], "p1/a is already a target of 'auto'"),
         (
             {"provider": "p1", "model": "zzz"},
             ["body", "model"],
@@ -91,6 +90,18 @@ def test_invalid_targets_are_refused_field_by_field(
     assert error["loc"] == loc
     if message is not None:
         assert error["msg"] == message
+    assert Group.objects.get().version == 1 and Target.objects.count() == 1
+
+
+def test_a_target_already_in_the_group_is_a_conflict(auto: Api) -> None:
+    response = auto.post("/groups/auto/targets", {"provider": "p1", "model": "a"}, if_match='W/"1"')
+    assert response.status_code == 409, response.content
+    [error] = response.json()["detail"]
+    assert error == {
+        "loc": ["body", "model"],
+        "msg": "p1/a is already a target of 'auto'",
+        "type": "value_error",
+    }
     assert Group.objects.get().version == 1 and Target.objects.count() == 1
 
 

@@ -3,7 +3,7 @@ Playwright) against the gateway served over real sockets, with the websocket liv
 
 Each test maps to a line of the dashboard issue's "done when" list. Screenshots of the
 chain panel during a failover and of the settings form go to ``docs/screenshots/``
-(shown by the README).
+(shown by docs/console.md).
 """
 
 from __future__ import annotations

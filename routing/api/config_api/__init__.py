@@ -70,6 +70,11 @@ def install(api: NinjaAPI) -> None:
         ]
         return api.create_response(request, {"detail": detail}, status=422)
 
+    def taken(request: HttpRequest, exc: services.NameTaken) -> HttpResponse:
+        response = invalid(request, exc)
+        response.status_code = 409
+        return response
+
     def not_found(request: HttpRequest, exc: services.NotFound) -> HttpResponse:
         return api.create_response(request, {"detail": str(exc)}, status=404)
 
@@ -80,6 +85,7 @@ def install(api: NinjaAPI) -> None:
         services.VersionConflict: conflict,
         PreconditionRequired: precondition,
         ConfigError: invalid,
+        services.NameTaken: taken,
         services.NotFound: not_found,
         services.ProviderCallError: upstream,
     }

@@ -3,6 +3,7 @@ JSON bodies, path names, and request-body documentation from the pydantic schema
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
@@ -44,6 +45,69 @@ IfMatch = Annotated[
         "412 when it is stale.",
     ),
 ]
+
+
+IF_MATCH_PATTERN = r'^(W/)?"?[0-9]{1,18}"?$'  # what ``based_on`` reads; "*" is refused
+
+
+def document_preconditions(schema: dict[str, Any]) -> dict[str, Any]:
+    """State in the OpenAPI document that every write taking ``If-Match`` requires it (a
+    428 without it). The view's parameter stays optional, so the 428 — which carries the
+    current version — is the answer, not a generic 422."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "header" and parameter.get("name") == "If-Match":
+                    parameter["required"] = True
+                    parameter["schema"] = {
+                        "type": "string",
+                        "pattern": IF_MATCH_PATTERN,
+                        "description": parameter.get("description", ""),
+                    }
+    return schema
+
+
+def document_references(schema: dict[str, Any]) -> dict[str, Any]:
+    """Name, in the document served now, the objects a body may refer to: a target's
+    provider among the installation's providers (and its model among that provider's
+    models, when it lists any), a client key's groups among its groups. The services refuse
+    any other with a 422, so a document without them would call such a body valid."""
+    from django.db import DatabaseError
+
+    from routing.models import Group, Provider  # the app registry is ready when served
+
+    try:
+        providers = {p.name: list(p.models or []) for p in Provider.objects.only("name", "models")}
+        groups = sorted(Group.objects.values_list("name", flat=True))
+    except DatabaseError:  # the document still serves, less precise, while the database is away
+        return schema
+
+    def target(node: dict[str, Any]) -> dict[str, Any]:
+        variants = []
+        for name, models in sorted(providers.items()):
+            variant = copy.deepcopy(node)
+            properties = variant["properties"]
+            properties["provider"] = {**properties["provider"], "enum": [name]}
+            if models:
+                properties["model"] = {**properties["model"], "enum": models}
+            variants.append(variant)
+        return {"anyOf": variants} if variants else {"not": {}}
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {key: walk(value) for key, value in node.items()}
+        if out.get("title") == "TargetIn" and "provider" in out.get("properties", {}):
+            return target(out)
+        if out.get("title") == "KeyIn":
+            items: dict[str, Any] = {"type": "string", "enum": groups} if groups else {"not": {}}
+            out["properties"]["groups"] = {**out["properties"]["groups"], "items": items}
+        return out
+
+    result: dict[str, Any] = walk(schema)
+    return result
 
 
 def etag(version: int) -> str:
@@ -90,9 +154,23 @@ def json_body(request: HttpRequest, *, default: Any = None) -> Any:
             return default
         raise ConfigError.single("", "a JSON body is required")
     try:
-        return orjson.loads(request.body)
+        return _integral(orjson.loads(request.body))
     except orjson.JSONDecodeError:
         raise ConfigError.single("", "the body is not valid JSON (UTF-8)") from None
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type, and JSON Schema's ``integer`` is any number without a
+    fraction: ``5.0`` is the integer 5 to a client (and to the documented schema), so it is
+    read as one. Fractions stay floats; the schema's strictness about strings and booleans
+    is untouched."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral(item) for item in value]
+    return value
 
 
 def parse(model: type[BaseModel], raw: Any) -> Any:

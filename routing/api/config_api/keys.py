@@ -10,10 +10,11 @@ from ninja import Query, Router, Status
 from routing import selectors, services
 from routing.api.config_api.http import body_doc, inline_schema, json_body, parse, who
 from routing.api.config_api.schemas import (
-    CREATE,
+    AUTH,
     FILTERED,
     READ,
     WRITE,
+    InvalidOut,
     KeyCreatedOut,
     KeyDetailOut,
     KeyId,
@@ -36,7 +37,7 @@ def keys_list(request: HttpRequest, filters: Query[KeysQuery]) -> list[dict[str,
 
 @router.post(
     "/keys",
-    response={201: KeyCreatedOut, **CREATE},
+    response={201: KeyCreatedOut, **AUTH, 422: InvalidOut},
     summary="Create a key; its secret is in this response only",
     openapi_extra=body_doc(inline_schema(KeyIn)),
 )

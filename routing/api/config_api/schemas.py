@@ -35,6 +35,12 @@ class RestoreIn(_Body):
         None,
         description="dotted policy fields to restore; null or absent = every field. Known: "
         + ", ".join(POLICY_FIELDS),
+        json_schema_extra={
+            "anyOf": [
+                {"type": "array", "items": {"type": "string", "enum": list(POLICY_FIELDS)}},
+                {"type": "null"},
+            ]
+        },
     )
 
 
@@ -61,11 +67,30 @@ TARGET_PATCH_DOC: dict[str, Any] = {
 }
 
 
+KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+
+
 class KeyIn(_Body):
-    name: str = Field(min_length=1, max_length=100)
+    # Documented for what ``key_create`` checks: group names (the installation's groups,
+    # filled in when the document is served) only on client keys.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"kind": {"const": "admin"}}, "required": ["kind"]},
+            "then": {"properties": {"groups": {"maxItems": 0}}},
+        }
+    )
+
+    name: str = Field(
+        min_length=1,
+        max_length=100,
+        # ``key_create`` wants printable characters, one of them not a space: the pattern
+        # says "no control characters" (JSON Schema cannot name Unicode categories)
+        json_schema_extra={"pattern": KEY_NAME_PATTERN},
+    )
     kind: Literal["client", "admin"] = "client"
     groups: list[str] = Field(
-        default_factory=list, description="client keys only: the groups it may use (empty = all)"
+        default_factory=list,
+        description="client keys only: the groups it may use (empty = all)",
     )
     limits: dict[str, Any] | None = Field(
         None,
@@ -273,4 +298,5 @@ WRITE: dict[int, Any] = {
     422: InvalidOut,
     428: VersionErrorOut,
 }
-CREATE: dict[int, Any] = {**AUTH, 422: InvalidOut}
+# 409: the name (a target: provider/model in its group) is taken; the body was valid.
+CREATE: dict[int, Any] = {**AUTH, 409: InvalidOut, 422: InvalidOut}

@@ -28,6 +28,7 @@ from routing.api.config_api.schemas import (
     ActionOut,
     GroupOut,
     GroupPath,
+    InvalidOut,
     OrderIn,
     TargetId,
 )
@@ -38,7 +39,7 @@ router = Router(tags=["targets"])
 
 @router.post(
     "/groups/{name}/targets",
-    response={201: GroupOut, **WRITE},
+    response={201: GroupOut, **WRITE, 409: InvalidOut},
     summary="Append a target (If-Match: the group's ETag; answers the group)",
     openapi_extra=body_doc(inline_schema(TargetIn)),
 )

@@ -12,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.crypto import CredentialDecryptError, rotate
+from routing.crypto import CredentialDecryptError
+from routing.services import providers_rotate_secret
 
 
 class Command(BaseCommand):
@@ -24,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            count = rotate(options["old"], options["new"])
+            count = providers_rotate_secret(old_secret=options["old"], new_secret=options["new"])
         except (CredentialDecryptError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(

@@ -1,0 +1,142 @@
+"""One configuration write -> one version bump -> one notice (issue 23 item 2).
+
+A write saves several rows (a group and its targets, a claimed version and the object)
+and records itself; each of those used to bump ``ConfigVersion`` and broadcast. Counted
+here on the real paths: the version row in the database, and the notices this process
+publishes on the shared Redis (read up to a sentinel published after the write, so the
+count needs no waiting for silence).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import transaction
+from django.test import override_settings
+
+from routing import services
+from routing.config.loader import apply_config, load_text
+from routing.gateway import sync
+from routing.models import ConfigVersion, GlobalSettings, Provider
+from tests.state.servers import REDIS_URL
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DEADLINE_S = 10.0
+ACTOR = {"actor": "test", "path": "api"}
+FILE = """
+providers:
+  - {name: f1, base_url: "http://127.0.0.1:9/v1", models: [a, b]}
+groups:
+  - {name: fg, targets: [{provider: f1, model: a}, {provider: f1, model: b}]}
+"""
+
+
+def version() -> int:
+    return ConfigVersion.objects.filter(pk=1).values_list("version", flat=True).first() or 0
+
+
+@pytest.fixture
+def notices() -> Iterator[Callable[[], int]]:
+    """Counts this process's change notices published since the fixture started."""
+    client = redis.Redis.from_url(REDIS_URL)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(sync.CHANNEL)
+
+    def count() -> int:
+        sentinel = f"sentinel-{uuid.uuid4().hex}"
+        client.publish(sync.CHANNEL, json.dumps({"origin": sentinel}))
+        ours, deadline = 0, time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.5)
+            if message is None:
+                continue
+            origin = sync._origin_of(message["data"])
+            if origin == sentinel:
+                return ours
+            ours += origin == sync.PROCESS_ID
+        raise AssertionError("the sentinel notice never arrived")
+
+    with override_settings(SWITCHYARD={**settings.SWITCHYARD, "REDIS_URL": REDIS_URL}):
+        count()  # drain what setting up published
+        yield count
+    pubsub.close()
+    client.close()
+
+
+def _provider() -> None:
+    services.provider_create(
+        data={"name": "p1", "base_url": "http://127.0.0.1:9/v1", "models": ["a", "b"]}, **ACTOR
+    )
+
+
+WRITES: dict[str, Callable[[], Any]] = {
+    "provider_create": _provider,
+    "group_create (a group and two targets)": lambda: services.group_create(
+        data={
+            "name": "g",
+            "targets": [{"provider": "p1", "model": "a"}, {"provider": "p1", "model": "b"}],
+        },
+        **ACTOR,
+    ),
+    "provider_update (a claimed version, then the row)": lambda: services.provider_update(
+        name="p1", data={"models": ["a", "b", "c"]}, based_on=1, **ACTOR
+    ),
+    "targets_reorder (update() only)": lambda: services.targets_reorder(
+        group="g",
+        order=[t.pk for t in Provider.objects.get(name="p1").targets.order_by("-position")],
+        based_on=1,
+        **ACTOR,
+    ),
+    "key_create": lambda: services.key_create(name="k", kind="client", **ACTOR),
+    "loadconfig (a file of two objects)": lambda: apply_config(load_text(FILE), source="test.yaml"),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_one_write_bumps_the_version_once_and_broadcasts_once(
+    write: str, notices: Callable[[], int]
+) -> None:
+    GlobalSettings.load()  # the singleton a first read creates (a write of its own, once)
+    if write != "provider_create":
+        _provider()
+    if write.startswith("targets_reorder"):
+        WRITES["group_create (a group and two targets)"]()
+    notices()
+    before = version()
+    WRITES[write]()
+    assert version() == before + 1
+    assert notices() == 1
+
+
+def test_a_rolled_back_savepoint_takes_its_bump_and_the_next_write_bumps(
+    notices: Callable[[], int],
+) -> None:
+    before = version()
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                _provider()
+                raise RuntimeError("refused")
+        except RuntimeError:
+            pass
+        assert version() == before  # the savepoint's bump went with it
+        services.key_create(name="k", kind="client", **ACTOR)
+    assert version() == before + 1
+    assert notices() == 1
+
+
+def test_a_write_that_changes_nothing_bumps_nothing(notices: Callable[[], int]) -> None:
+    _provider()
+    notices()
+    before = version()
+    services.provider_update(name="p1", data={}, based_on=1, **ACTOR)
+    assert version() == before
+    assert notices() == 0
