@@ -125,6 +125,16 @@ def record(
     transaction.on_commit(lambda: config_changed.send(sender=path, source=actor))
 
 
+def default_actor() -> str:
+    """Who runs a command: ``cli:<os user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
 def as_mapping(data: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError.single("", f"{what} must be an object (key: value pairs)")
