@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import F, QuerySet
+from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
-from routing.audit.services import config_change_record
 from routing.config.errors import ConfigError
 from routing.config.policy import (
     BUILTIN_DEFAULTS,
@@ -31,12 +29,16 @@ from routing.config.policy import (
     validate_policy_flat,
 )
 from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, target_options
-from routing.config.signals import config_changed
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services import key_revoke
-from routing.services.groups import check_listed, group_snapshot, policy_snapshot
+from routing.services.base import record_writes
+from routing.services.groups import (
+    check_listed,
+    group_snapshot,
+    group_targets_edited,
+    policy_snapshot,
+)
 from routing.services.providers import provider_snapshot
-from routing.signals import config_written
 
 if TYPE_CHECKING:
     # Django's admin and form classes are generic only in django-stubs: at run time they
@@ -104,25 +106,14 @@ class NotifiesConfigChange(AnyModelAdmin):
     def _record(
         self,
         request: HttpRequest,
-        obj: Any,
-        before: dict[str, Any] | None,
-        after: dict[str, Any] | None,
+        changes: list[tuple[Any, dict[str, Any] | None, dict[str, Any] | None]],
     ) -> None:
-        if before == after:
-            return
-        config_change_record(
+        record_writes(
             actor=self._actor(request),
             path="admin",
             object_type=self.object_type,
-            object_name=self.object_name(obj),
-            before=before,
-            after=after,
+            changes=[(self.object_name(obj), before, after) for obj, before, after in changes],
         )
-
-    def _notify(self, request: HttpRequest) -> None:
-        config_written()
-        source = self._actor(request)
-        transaction.on_commit(lambda: config_changed.send(sender="admin", source=source))
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         stored = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
@@ -132,21 +123,17 @@ class NotifiesConfigChange(AnyModelAdmin):
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         before = getattr(request, "switchyard_before", None)
-        self._record(request, form.instance, before, self.snapshot(form.instance))
-        self._notify(request)
+        self._record(request, [(form.instance, before, self.snapshot(form.instance))])
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         before = self.snapshot(obj)
         super().delete_model(request, obj)
-        self._record(request, obj, before, None)
-        self._notify(request)
+        self._record(request, [(obj, before, None)])
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         doomed = [(obj, self.snapshot(obj)) for obj in queryset]
         super().delete_queryset(request, queryset)
-        for obj, before in doomed:
-            self._record(request, obj, before, None)
-        self._notify(request)
+        self._record(request, [(obj, before, None) for obj, before in doomed])
 
 
 # --- providers -----------------------------------------------------------------------
@@ -416,13 +403,10 @@ class GroupAdmin(NotifiesConfigChange):
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
-        group: Group = form.instance
-        # Positions become 0..n-1 in the order the editor gave, whatever numbers were typed.
-        for index, target in enumerate(group.targets.order_by("position", "pk")):
-            if target.position != index:
-                Target.objects.filter(pk=target.pk).update(position=index)
-        if change and (form.has_changed() or any(fs.has_changed() for fs in formsets)):
-            Group.objects.filter(pk=group.pk).update(version=F("version") + 1)
+        group_targets_edited(
+            group=form.instance,
+            changed=change and (form.has_changed() or any(fs.has_changed() for fs in formsets)),
+        )
 
 
 # --- global settings -----------------------------------------------------------------

@@ -14,7 +14,7 @@ every write that changes the row bumps it, and a write based on an older version
 refused by the API/page/admin. ``file_version`` on Provider and Group is the ``version`` the
 config file last left the row at (null: never written by the file); ``version !=
 file_version`` means the page, API or admin changed it since, which a file load must not
-undo silently (``routing.config.loader``). ``ConfigVersion`` counts every committed
+undo silently (``routing.services.config_file``). ``ConfigVersion`` counts every committed
 configuration write, so gateway processes without Redis notice changes (``routing.gateway.sync``).
 """
 

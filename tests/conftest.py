@@ -241,11 +241,12 @@ class Harness:
     key: str = ""
 
     def configure(self, yaml_text: str) -> None:
-        from routing.config.loader import apply_config, load_file
+        from routing.config.yaml import load_file
+        from routing.services.config_file import config_apply
 
         path = self.tmp_path / "switchyard.yaml"
         path.write_text(textwrap.dedent(yaml_text).replace("{upstream}", self.upstream.base_url))
-        off_loop(lambda: apply_config(load_file(path), source=str(path)))
+        off_loop(lambda: config_apply(load_file(path), source=str(path)))
 
     def client(self, **kwargs: object):  # type: ignore[no-untyped-def]
         from openai import OpenAI

@@ -77,8 +77,10 @@ def test_structured_output_maps_across_all_three_protocols() -> None:
 
 @pytest.mark.django_db
 def test_aliases_and_betas_survive_an_export_round_trip() -> None:
-    from routing.config.loader import apply_config, export_config, load_text
+    from routing.config.export import export_config
+    from routing.config.yaml import load_text
     from routing.models import Group, Provider
+    from routing.services.config_file import config_apply
 
     text = """
 providers:
@@ -91,12 +93,12 @@ groups:
     aliases: ["claude-*", sonnet]
     targets: [{provider: p, model: m}]
 """
-    apply_config(load_text(text), source="t")
+    config_apply(load_text(text), source="t")
     first = export_config()
     assert "claude-*" in first and "betas:" in first
     Group.objects.all().delete()
     Provider.objects.all().delete()
-    apply_config(load_text(first), source="export")
+    config_apply(load_text(first), source="export")
     assert export_config() == first
     assert Group.objects.get(name="claude").aliases == ["claude-*", "sonnet"]
     assert Provider.objects.get(name="p").betas == {"allow": ["x-1", "y-2"], "strip": ["y-2"]}

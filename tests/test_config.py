@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.dispatch import Signal
 
 from routing.config.errors import ConfigError, FieldError
-from routing.config.loader import apply_config, export_config, load_file, load_text
+from routing.config.export import export_config
 from routing.config.policy import (
     BUILTIN_DEFAULTS,
     POLICY_FIELDS,
@@ -28,7 +28,9 @@ from routing.config.policy import (
 )
 from routing.config.schema import PolicyIn, parse_group
 from routing.config.signals import config_changed
+from routing.config.yaml import load_file, load_text
 from routing.models import GlobalSettings, Group, Provider, Target
+from routing.services.config_file import config_apply
 
 SAMPLES = Path(__file__).parent / "config_samples"
 PRIMARY_KEY = "sk-primary-PLAINTEXT-0123456789"
@@ -94,7 +96,7 @@ def snapshot() -> tuple[Any, ...]:
 
 
 def apply_sample(name: str = "full.yaml", env: dict[str, str] | None = None) -> None:
-    apply_config(load_file(SAMPLES / name, env=ENV if env is None else env), source=name)
+    config_apply(load_file(SAMPLES / name, env=ENV if env is None else env), source=name)
 
 
 # --- validation table ----------------------------------------------------------------
@@ -505,7 +507,7 @@ def test_keys_are_not_interpolated() -> None:
 def test_apply_creates_everything_in_file_order(django_capture_on_commit_callbacks: Any) -> None:
     with signal_log(config_changed) as received:
         with django_capture_on_commit_callbacks(execute=True):
-            result = apply_config(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
+            result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
     assert result.providers_created == ["primary", "backup"]
     assert result.groups_created == ["auto", "fast.v2"]
     assert [(r["sender"], r["source"]) for r in received] == [("file", "full.yaml")]
@@ -555,7 +557,7 @@ def test_reapplying_the_same_file_changes_nothing(django_capture_on_commit_callb
     before = snapshot()
     with signal_log(config_changed) as received:
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            result = apply_config(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
+            result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
     assert not result.changed
     assert result.summary() == ["no changes"]
     assert received == []
@@ -569,7 +571,7 @@ def test_changes_bump_versions_and_prune() -> None:
     doc = base_doc()
     doc["providers"][0]["api_key"] = "${PRIMARY_API_KEY}"
     doc["providers"][1]["timeouts"] = {"connect_s": 2}
-    result = apply_config(load_text(as_yaml(doc), env=ENV), source="next.yaml")
+    result = config_apply(load_text(as_yaml(doc), env=ENV), source="next.yaml")
     assert result.providers_updated == ["backup"]
     assert result.groups_updated == ["auto"]
     assert result.groups_deleted == ["fast.v2"]
@@ -583,7 +585,7 @@ def test_changes_bump_versions_and_prune() -> None:
 
     doc["providers"].pop(1)
     _group(doc)["targets"].pop(1)
-    result = apply_config(load_text(as_yaml(doc), env=ENV), source="next.yaml")
+    result = config_apply(load_text(as_yaml(doc), env=ENV), source="next.yaml")
     assert result.providers_deleted == ["backup"]
     assert list(Provider.objects.values_list("name", flat=True)) == ["primary"]
 
@@ -593,26 +595,26 @@ def test_credential_and_models_are_kept_unless_the_file_sets_them() -> None:
     apply_sample()
     doc = base_doc()
     del doc["providers"][0]["api_key"]
-    apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     primary = Provider.objects.get(name="primary")
     assert primary.get_api_key() == PRIMARY_KEY
     assert primary.models == ["model-a", "model-b"]
     assert primary.version == 1
 
     doc["providers"][0]["api_key"] = "sk-rotated-0123456789"
-    apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     primary.refresh_from_db()
     assert (primary.get_api_key(), primary.version) == ("sk-rotated-0123456789", 2)
 
     # The one credential rule of every write path: "" keeps, null clears.
     doc["providers"][0]["api_key"] = ""
-    apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     primary.refresh_from_db()
     assert (primary.get_api_key(), primary.version) == ("sk-rotated-0123456789", 2)
 
     doc["providers"][0]["api_key"] = None
     doc["providers"][0]["models"] = []
-    apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     primary.refresh_from_db()
     assert (primary.has_api_key, primary.api_key_hint, primary.models) == (False, "", [])
 
@@ -623,9 +625,9 @@ def test_a_failure_mid_apply_changes_nothing(
 ) -> None:
     apply_sample()
     before = snapshot()
-    from routing.config import loader
+    from routing.services import config_file
 
-    real = loader._apply_group
+    real = config_file._apply_group
     calls: list[str] = []
 
     def failing(group: Any, item: Any, providers: Any, plan: Any) -> Any:
@@ -634,12 +636,12 @@ def test_a_failure_mid_apply_changes_nothing(
             raise RuntimeError("database went away")
         return real(group, item, providers, plan)
 
-    monkeypatch.setattr(loader, "_apply_group", failing)
+    monkeypatch.setattr(config_file, "_apply_group", failing)
     doc = base_doc()
     _group(doc)["commit"] = "complete"
     doc["groups"].append({"name": "second", "targets": [{"provider": "backup", "model": "z"}]})
     with django_capture_on_commit_callbacks() as callbacks, pytest.raises(RuntimeError):
-        apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+        config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     assert calls == ["auto", "second"]  # the first group was written before the failure
     assert callbacks == []
     assert snapshot() == before
@@ -655,7 +657,7 @@ def test_effective_policy_is_checked_against_global_settings() -> None:
     doc = base_doc()
     _group(doc)["retry"]["initial_delay_ms"] = 5000
     with pytest.raises(ConfigError) as caught:
-        apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+        config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     assert [str(e) for e in caught.value.errors] == [
         "groups.0.retry.initial_delay_ms: "
         "must be <= retry.max_delay_ms (1000, from global settings)"
@@ -672,7 +674,7 @@ def test_a_conflict_between_lower_layers_is_reported_once() -> None:
     doc["defaults"] = {"circuit": {"cooldown_base_ms": 500}}
     doc["groups"].append({"name": "other", "targets": [{"provider": "backup", "model": "m"}]})
     with pytest.raises(ConfigError) as caught:
-        apply_config(load_text(as_yaml(doc), env=ENV), source="x")
+        config_apply(load_text(as_yaml(doc), env=ENV), source="x")
     assert [str(e) for e in caught.value.errors] == [
         "defaults.circuit.cooldown_cap_ms: must be >= circuit.cooldown_base_ms "
         "(500, from the config file)"
@@ -681,7 +683,7 @@ def test_a_conflict_between_lower_layers_is_reported_once() -> None:
 
 @pytest.mark.django_db
 def test_dry_run_reports_without_writing() -> None:
-    result = apply_config(load_file(SAMPLES / "full.yaml", env=ENV), source="f", dry_run=True)
+    result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="f", dry_run=True)
     assert result.dry_run and result.groups_created == ["auto", "fast.v2"]
     assert Provider.objects.count() == 0
     assert GlobalSettings.objects.count() == 0
@@ -709,7 +711,7 @@ def test_export_round_trip_is_byte_equal() -> None:
 
     first = export_config()
     _wipe()
-    apply_config(load_text(first, env=ENV), source="export")
+    config_apply(load_text(first, env=ENV), source="export")
     second = export_config()
     assert second == first
     assert Provider.objects.get(name="primary").headers == {"X-Template": "keep ${THIS} literal"}
@@ -974,17 +976,17 @@ def test_a_providers_health_check_interval_loads_and_round_trips() -> None:
     doc = base_doc()
     doc["providers"][0]["health_check_s"] = 30
     doc["providers"][1]["health_check_s"] = 0
-    apply_config(load_text(as_yaml(doc), env=ENV), source="f")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="f")
     assert Provider.objects.get(name="primary").health_check_s == 30.0
     assert Provider.objects.get(name="backup").health_check_s == 0.0
     first = export_config()
     assert "health_check_s: 30.0" in first and "health_check_s: 0.0" in first
     _wipe()
-    apply_config(load_text(first, env=ENV), source="export")
+    config_apply(load_text(first, env=ENV), source="export")
     assert export_config() == first
     # left out of the file: the gateway's interval again (like a timeout left out)
     del doc["providers"][0]["health_check_s"]
-    apply_config(load_text(as_yaml(doc), env=ENV), source="f")
+    config_apply(load_text(as_yaml(doc), env=ENV), source="f")
     assert Provider.objects.get(name="primary").health_check_s is None
     assert "health_check_s" not in yaml.safe_load(export_config())["providers"][1]
 

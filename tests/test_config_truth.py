@@ -19,9 +19,10 @@ from django.core.management.base import CommandError
 from routing.audit import writer
 from routing.audit.models import ConfigChange
 from routing.config.errors import ConfigError
-from routing.config.loader import OperatorWork, apply_config, load_text
+from routing.config.yaml import load_text
 from routing.models import ApiKey, Group, Provider
 from routing.services import group_create, group_update_policy, provider_update
+from routing.services.config_file import OperatorWork, config_apply
 from tests.audit.conftest import clear_audit_tables
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +51,7 @@ def _clean(settings: Any) -> None:
 
 
 def load(text: str, **options: Any) -> Any:
-    return apply_config(load_text(text, env={"P1_API_KEY": UPSTREAM_KEY}), source="f", **options)
+    return config_apply(load_text(text, env={"P1_API_KEY": UPSTREAM_KEY}), source="f", **options)
 
 
 def run(*args: str) -> str:
@@ -245,7 +246,7 @@ def test_the_file_refuses_a_model_outside_the_list_with_every_other_error() -> N
     # and the target names a model the provider does not list.
     unlisted = LISTED.replace("model: a}", "model: b}")
     with pytest.raises(ConfigError) as refused:
-        apply_config(load_text(unlisted, env={}), source="f")
+        config_apply(load_text(unlisted, env={}), source="f")
     assert [str(e) for e in refused.value.errors] == [
         "providers.0.api_key: environment variable P1_API_KEY is not set "
         "(and provider p1 has no stored credential to keep)",

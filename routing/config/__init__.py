@@ -8,11 +8,13 @@
     ├── schema.py   pydantic models shared by file, API, page and admin; RENAMED_KEYS;
     │               PolicyIn, where every policy field is declared
     ├── policy.py   POLICY_FIELDS, BUILTIN_DEFAULTS (derived), flatten/unflatten, resolve()
-    ├── loader.py   load_file / apply_config / export_config (needs the app registry)
+    ├── yaml.py     load_file / load_text: parse, interpolate, validate (no database)
+    ├── export.py   export_config: the configuration as a file (needs the app registry)
     └── signals.py  config_changed, keys_changed
 
 Only the pure parts are re-exported here so importing ``routing.config`` never touches
-the ORM; import ``routing.config.loader`` explicitly.
+the ORM; import ``routing.config.yaml`` / ``routing.config.export``
+explicitly. Writing the file is a service (``routing.services.config_file``).
 """
 
 from routing.config.errors import ConfigError, FieldError

@@ -732,7 +732,7 @@ class BetasIn(_Strict):
 
 class ProviderIn(_Strict):
     """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
-    replaces it, ``null`` clears it (``routing.config.loader.new_credential``, every path).
+    replaces it, ``null`` clears it (``routing.services.providers.new_credential``, every path).
 
     ``models`` absent = keep the list refreshed from the upstream. ``health_check_s``: how
     often a cooling target of this provider gets an active health check (0 = never);

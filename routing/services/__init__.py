@@ -12,6 +12,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder
     ├── global_policy.py  global_update_policy / global_restore_default
+    ├── config_file.py    config_apply: the config file's apply and prune (``loadconfig``)
     └── api_keys.py       key_create / key_revoke / key_update
 
 Exception tree (the API turns each into one response, ``routing.api.config_api``)::

@@ -125,6 +125,40 @@ def record(
     transaction.on_commit(lambda: config_changed.send(sender=path, source=actor))
 
 
+def record_writes(
+    *,
+    actor: str,
+    path: str,
+    object_type: str,
+    changes: Iterable[tuple[str, Mapping[str, Any] | None, Mapping[str, Any] | None]],
+) -> None:
+    """One editor action that wrote rows itself (the admin's save or bulk delete): a
+    config-change record per ``(name, before, after)`` that differs, then the write's one
+    version bump and invalidation, and one ``config_changed`` after commit."""
+    for name, before, after in changes:
+        if before != after:
+            config_change_record(
+                actor=actor,
+                path=path,
+                object_type=object_type,
+                object_name=name,
+                before=before,
+                after=after,
+            )
+    config_written()
+    transaction.on_commit(lambda: config_changed.send(sender=path, source=actor))
+
+
+def default_actor() -> str:
+    """Who runs a command: ``cli:<os user>``."""
+    import getpass
+
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
 def as_mapping(data: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError.single("", f"{what} must be an object (key: value pairs)")

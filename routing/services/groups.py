@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
 from routing.config.aliases import conflicts_with_others
 from routing.config.errors import ConfigError, FieldError
@@ -75,6 +76,18 @@ def check_listed(pairs: Iterable[tuple[str, str, str]], providers: Mapping[str, 
             )
     if errors:
         raise ConfigError(errors)
+
+
+def group_targets_edited(*, group: Group, changed: bool) -> None:
+    """After an editor that saves a group and its targets as rows (the admin's inline):
+    positions become 0..n-1 in the order the editor gave, whatever numbers were typed, and
+    the group's version moves once when anything changed (a target is part of its group's
+    state). The caller records the change (``base.record_writes``)."""
+    for index, target in enumerate(group.targets.order_by("position", "pk")):
+        if target.position != index:
+            Target.objects.filter(pk=target.pk).update(position=index)
+    if changed:
+        Group.objects.filter(pk=group.pk).update(version=F("version") + 1)
 
 
 def group_create(*, data: dict[str, Any], actor: str, path: str) -> Group:

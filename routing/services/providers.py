@@ -10,8 +10,9 @@ from django.db import IntegrityError, transaction
 
 from routing import crypto
 from routing.config.errors import ConfigError
-from routing.config.loader import TIMEOUT_FIELDS, copy_provider_fields, new_credential
-from routing.config.schema import parse_provider
+from routing.config.export import TIMEOUT_FIELDS
+from routing.config.schema import ProviderIn, parse_provider
+from routing.crypto import CredentialDecryptError
 from routing.models import Provider
 from routing.services.base import (
     NameTaken,
@@ -24,6 +25,49 @@ from routing.services.base import (
 from routing.services.health import enable_in_store
 
 TIMEOUT_COLUMNS = TIMEOUT_FIELDS
+
+
+def new_credential(provider: Provider, *, given: bool, value: str | None) -> str | None:
+    """The one credential rule of every write path (file, API, page, admin, commands).
+
+    ``api_key`` absent or ``""`` keeps the stored credential; a non-empty string replaces
+    it; ``null`` clears it. Returns the credential to store (``""`` = clear) or None when
+    the stored one stays as it is (including "replaced by the same value").
+    """
+    if not given:
+        return None
+    if value is None:
+        return "" if provider.has_api_key else None
+    plain = value.strip()
+    if not plain:
+        return None
+    try:
+        if provider.has_api_key and provider.get_api_key() == plain:
+            return None
+    except CredentialDecryptError:
+        pass  # unreadable under the current secret: the new value wins
+    return plain
+
+
+def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
+    """Copy a validated provider onto its row (all but the credential), the same for every
+    write path: a timeout left out goes back to its default, absent ``models`` keeps the
+    list refreshed from the upstream; a health check interval left out is the gateway's."""
+    provider.kind = item.kind
+    provider.base_url = item.base_url
+    provider.headers = dict(item.headers)
+    provider.betas = item.betas.model_dump(exclude_none=True) if item.betas else {}
+    if item.models is not None:
+        provider.models = list(item.models)
+    timeouts = item.timeouts.model_dump() if item.timeouts else {}
+    for key, column in TIMEOUT_FIELDS.items():
+        value = timeouts.get(key)
+        setattr(provider, column, value if value is not None else _default(Provider, column))
+    provider.health_check_s = item.health_check_s
+
+
+def _default(model: type[Any], column: str) -> Any:
+    return model._meta.get_field(column).default
 
 
 def provider_snapshot(provider: Provider) -> dict[str, Any]:

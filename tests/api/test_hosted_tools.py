@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from routing.config.errors import ConfigError
-from routing.config.loader import apply_config, load_text
+from routing.config.yaml import load_text
 from routing.models import Group
+from routing.services.config_file import config_apply
 from tests.api.conftest import Api
 
 CONFIG = """
@@ -22,7 +23,7 @@ groups:
 
 
 def test_the_file_sets_it_and_the_api_shows_and_changes_it(api: Api) -> None:
-    apply_config(load_text(CONFIG), source="switchyard.yaml")
+    config_apply(load_text(CONFIG), source="switchyard.yaml")
     assert Group.objects.get().policy["hosted_tools"] == "skip"
     assert api.get("/groups/auto").json()["fields"]["hosted_tools"]["value"] == "skip"
     response = api.patch("/groups/auto", {"hosted_tools": "drop"}, if_match='W/"1"')
@@ -34,7 +35,7 @@ def test_a_bad_value_is_refused_in_the_file_and_by_the_api(api: Api) -> None:
     with pytest.raises(ConfigError) as caught:
         load_text(CONFIG.replace("hosted_tools: skip", "hosted_tools: sometimes"))
     assert "hosted_tools" in str(caught.value)
-    apply_config(load_text(CONFIG), source="switchyard.yaml")
+    config_apply(load_text(CONFIG), source="switchyard.yaml")
     response = api.patch("/groups/auto", {"hosted_tools": "sometimes"}, if_match='W/"1"')
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "hosted_tools"

@@ -11,9 +11,10 @@ import pytest
 
 from routing import services
 from routing.config.errors import ConfigError
-from routing.config.loader import apply_config, load_text
 from routing.config.policy import BUILTIN_DEFAULTS, POLICY_FIELDS
+from routing.config.yaml import load_text
 from routing.models import GlobalSettings, Group
+from routing.services.config_file import config_apply
 from tests.api.conftest import Api, field_view
 
 CONFIG = """
@@ -32,7 +33,7 @@ groups:
 
 @pytest.fixture
 def layered(api: Api) -> Api:
-    apply_config(load_text(CONFIG), source="switchyard.yaml")
+    config_apply(load_text(CONFIG), source="switchyard.yaml")
     return api
 
 

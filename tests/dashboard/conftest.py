@@ -60,11 +60,12 @@ def configure(tmp_path: Path, transactional_db: None) -> Iterator[Callable[..., 
     from routing.audit.writer import flush
 
     def apply(yaml_text: str = TWO_GROUPS, upstream: str = "http://127.0.0.1:9/v1") -> None:
-        from routing.config.loader import apply_config, load_file
+        from routing.config.yaml import load_file
+        from routing.services.config_file import config_apply
 
         path = tmp_path / "switchyard.yaml"
         path.write_text(textwrap.dedent(yaml_text).replace("{upstream}", upstream))
-        apply_config(load_file(path), source=str(path))
+        config_apply(load_file(path), source=str(path))
 
     yield apply
     flush(5.0)

@@ -22,9 +22,10 @@ from django.db import transaction
 from django.test import override_settings
 
 from routing import services
-from routing.config.loader import apply_config, load_text
+from routing.config.yaml import load_text
 from routing.gateway import sync
 from routing.models import ConfigVersion, GlobalSettings, Provider
+from routing.services.config_file import config_apply
 from tests.state.servers import REDIS_URL
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -96,7 +97,7 @@ WRITES: dict[str, Callable[[], Any]] = {
         **ACTOR,
     ),
     "key_create": lambda: services.key_create(name="k", kind="client", **ACTOR),
-    "loadconfig (a file of two objects)": lambda: apply_config(load_text(FILE), source="test.yaml"),
+    "loadconfig (a file of two objects)": lambda: config_apply(load_text(FILE), source="test.yaml"),
 }
 
 

@@ -19,7 +19,7 @@ from routing.api.config_api.http import (
     who,
 )
 from routing.api.config_api.schemas import AUTH, WRITE, GlobalOut, RestoreIn
-from routing.config.loader import export_config
+from routing.config.export import export_config
 from routing.config.schema import PolicyIn
 
 router = Router(tags=["global settings"])

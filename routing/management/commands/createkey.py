@@ -14,9 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.config.errors import ConfigError
-from routing.config.loader import default_actor
 from routing.services import key_create
 from routing.services.api_keys import parse_limit_options
+from routing.services.base import default_actor
 
 
 class Command(BaseCommand):

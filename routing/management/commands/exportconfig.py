@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from routing.config.loader import export_config
+from routing.config.export import export_config
 
 
 class Command(BaseCommand):

@@ -19,7 +19,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.config.errors import ConfigError
-from routing.config.loader import OperatorWork, apply_config, load_file
+from routing.config.yaml import load_file
+from routing.services.config_file import OperatorWork, config_apply
 
 
 class Command(BaseCommand):
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         path: str = options["file"]
         try:
             config = load_file(path)
-            result = apply_config(
+            result = config_apply(
                 config, source=path, replace=options["replace"], dry_run=options["check"]
             )
         except OperatorWork as exc:

@@ -11,10 +11,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
-from routing.config.loader import default_actor
 from routing.models import ApiKey
 from routing.services import NotFound, key_revoke
 from routing.services.api_keys import DISPLAY_PREFIX_LENGTH, hash_secret
+from routing.services.base import default_actor
 
 
 class Command(BaseCommand):

@@ -235,10 +235,11 @@ class Command(BaseCommand):
 
     def _apply_file(self, config_file: str) -> None:
         from routing.config.errors import ConfigError
-        from routing.config.loader import apply_config, load_file
+        from routing.config.yaml import load_file
+        from routing.services.config_file import config_apply
 
         try:
-            result = apply_config(
+            result = config_apply(
                 load_file(config_file), source=config_file, replace=False, keep_operator_work=True
             )
         except ConfigError as exc:
@@ -269,10 +270,10 @@ class Command(BaseCommand):
     def _demo_key(self) -> tuple[str, Path]:
         """The demo client key: the one kept in ``var/demo-key`` while it is active, else a
         new one written there (0600). Never revokes anything."""
-        from routing.config.loader import default_actor
         from routing.models import ApiKey
         from routing.services import key_create
         from routing.services.api_keys import hash_secret
+        from routing.services.base import default_actor
 
         path = settings.VAR_DIR / "demo-key"
         try:
