@@ -1,7 +1,7 @@
 """Mid-stream rescue (SPEC §16, issue 24 item 5) against the scripted upstream: a cut and
 a stall after the commit point, restart and prefill, a diverging restart, a prefill
 learned to be refused; at the chat door, the Messages door (pass-through and translated)
-and the Responses door (translated)."""
+and the Responses door (translated and pass-through)."""
 
 from __future__ import annotations
 
@@ -250,3 +250,95 @@ def test_a_rescue_that_probes_a_cooling_target_records_its_verdict(harness: Harn
     assert error is None and text == WHOLE
     snapshot = async_to_sync(store.snapshot)(["p2/b"], ["p2"])
     assert "p2/b" not in snapshot.targets or snapshot.targets["p2/b"].state == "healthy"
+
+
+# -- the Responses door, Responses upstream (pass-through) -----------------------------------
+RESPONSES = """
+providers:
+  - name: resp
+    kind: openai-responses
+    base_url: {upstream}
+    api_key: upstream-key-resp
+    timeouts: {connect_s: 2, first_token_s: 0.6, idle_s: 0.6, total_s: 10}
+groups:
+  - name: resps
+    resume: continuation
+    targets:
+      - {provider: resp, model: r1}
+      - {provider: resp, model: r2, capabilities: {prefill: true}}
+"""
+
+
+def responses_stream(h: Harness) -> tuple[list[object], object, Exception | None]:
+    """Every event the official SDK validated and handed out, its final response, and
+    the error it raised (a ``response.failed`` event is handed out, not raised)."""
+    events: list[object] = []
+    final, error = None, None
+    try:
+        with h.client().responses.stream(model="resps", input="hi") as stream:
+            for event in stream:
+                events.append(event)
+            if events and events[-1].type == "response.completed":
+                final = stream.get_final_response()
+    except (openai.APIError, RuntimeError) as exc:  # RuntimeError: the SDK's checks
+        error = exc
+    return events, final, error
+
+
+def text_of(events: list[object]) -> str:
+    return "".join(
+        e.delta  # type: ignore[attr-defined]
+        for e in events
+        if e.type == "response.output_text.delta"  # type: ignore[attr-defined]
+    )
+
+
+@pytest.mark.parametrize(
+    "cut", [DropAfter(2, content=SENT), StallAfter(2, content=SENT)], ids=["cut", "stall"]
+)
+def test_the_responses_door_continues_a_pass_through_stream(harness: Harness, cut: object) -> None:
+    harness.configure(RESPONSES)
+    harness.upstream.script("r1", cut)
+    harness.upstream.script("r2", Reply(WHOLE, chunks=6))
+    events, final, error = responses_stream(harness)
+    assert error is None
+    assert text_of(events) == WHOLE  # never "The answer is The answer is ..."
+    numbers = [e.sequence_number for e in events]  # type: ignore[attr-defined]
+    assert numbers == list(range(len(events)))  # one numbering, as one response
+    kinds = [e.type for e in events]  # type: ignore[attr-defined]
+    assert kinds.count("response.created") == 1 and kinds[-1] == "response.completed"
+    assert kinds.count("response.output_item.added") == 1  # the open message went on
+    created = events[0].response  # type: ignore[attr-defined]
+    [added] = [e for e in events if e.type == "response.output_item.added"]  # type: ignore[attr-defined]
+    deltas = {e.item_id for e in events if e.type == "response.output_text.delta"}  # type: ignore[attr-defined]
+    assert deltas == {added.item.id}  # type: ignore[attr-defined]
+    assert final is not None
+    assert final.id == created.id  # type: ignore[attr-defined]
+    assert final.output_text == WHOLE  # type: ignore[attr-defined]
+    [item] = final.output  # type: ignore[attr-defined]
+    assert item.id == added.item.id and item.status == "completed"  # type: ignore[attr-defined]
+    assert final.usage is not None and final.usage.output_tokens > 0  # type: ignore[attr-defined]
+    [_, restart] = harness.upstream.requests
+    assert restart.path == "/v1/responses"
+    assert restart.body["model"] == "r2"
+    assert restart.body["input"] == "hi"  # a restart: Responses has no assistant prefill
+    call = record(harness)
+    assert call.outcome == "ok"
+    assert call.trail().endswith("resp/r2:continuation")
+    assert call.usage is not None  # the continuation's, counted once
+
+
+def test_the_responses_door_never_splices_a_diverging_restart(harness: Harness) -> None:
+    harness.configure(RESPONSES)
+    harness.upstream.script("r1", DropAfter(2, content=SENT))
+    harness.upstream.script("r2", Reply("Something else entirely.", chunks=3))
+    events, final, error = responses_stream(harness)
+    assert error is None and final is None  # response.failed is handed out, not raised
+    assert text_of(events) == SENT
+    failed = events[-1]
+    assert failed.type == "response.failed"  # type: ignore[attr-defined]
+    assert "diverged" in failed.response.error.message  # type: ignore[attr-defined]
+    assert failed.response.id == events[0].response.id  # type: ignore[attr-defined]
+    numbers = [e.sequence_number for e in events]  # type: ignore[attr-defined]
+    assert numbers == list(range(len(events)))
+    assert record(harness).outcome == "failed"

@@ -25,7 +25,7 @@ from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.engine.rescue import Partial
 from routing.gateway.continuity import ServedTurn
 from routing.gateway.replies import sse
-from routing.protocols import Protocol
+from routing.protocols import Protocol, responses
 from routing.protocols.canonical import OPAQUE
 from routing.protocols.legs import (
     Decoder,
@@ -509,6 +509,8 @@ async def run_attempt(
     )
     if partial:
         reader.partial = Partial()
+        if isinstance(reader.decoder, responses.StreamDecoder):
+            reader.decoder.keep = True  # a Responses pass-through is continued from it
     try:
         return await _read_to_commit(reader, commit=commit)
     except BaseException:

@@ -770,7 +770,7 @@ class Call:
             self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
         ):
             return
-        sink = sink_for(self.door, relay, reader, self.body)
+        sink = sink_for(self.door, relay, reader, self.body, self.prepared.tool_names)
         if sink is None:
             return
         self.rescue = rescue = Rescue()

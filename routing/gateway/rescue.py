@@ -8,9 +8,11 @@ finish ends with the door's error event, exactly as an unrescued stream would.
 
 The continuation is read as canonical chunks (whatever its target's kind) and written in
 the door's framing by a :class:`Sink`: chat chunks for the chat door, the broken relay's
-own encoder when it was translating, and for a Messages pass-through an encoder primed
-with the text block the client has open. A Responses pass-through (a Responses upstream
-behind the Responses door) is not rescued: its error event stands.
+own encoder when it was translating, for a Messages pass-through an encoder primed with
+the text block the client has open, and for a Responses pass-through an encoder primed
+with the response the client is reading (its id, ``sequence_number``, finished items and
+open message; ``responses.continuing``). A Responses target always restarts: Responses
+has no assistant prefill.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from routing.engine.rescue import (
 )
 from routing.gateway.attempt import EventReader, run_attempt
 from routing.gateway.replies import SSE_DONE, sse, sse_error
-from routing.protocols import Protocol, messages
+from routing.protocols import Protocol, messages, responses
 from routing.protocols.legs import Item, PassThrough, Relay, translate_body
+from routing.protocols.responses_tools import ToolNames
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
@@ -61,7 +64,13 @@ def chat_sink(*, include_usage: bool) -> Sink:
     return Sink(encode, lambda: SSE_DONE, lambda message, code: sse_error(message, code=code))
 
 
-def sink_for(door: Protocol, relay: Relay | None, reader: EventReader, body: Chunk) -> Sink | None:
+def sink_for(
+    door: Protocol,
+    relay: Relay | None,
+    reader: EventReader,
+    body: Chunk,
+    names: ToolNames | None = None,
+) -> Sink | None:
     """The sink that continues what ``relay`` (None: the chat relay) was writing, or None
     when this door and kind cannot be continued."""
     if door is Protocol.CHAT:
@@ -73,6 +82,12 @@ def sink_for(door: Protocol, relay: Relay | None, reader: EventReader, body: Chu
         return None
     if isinstance(relay, PassThrough):
         decoder = reader.decoder
+        if door is Protocol.RESPONSES and isinstance(decoder, responses.StreamDecoder):
+            # The same response goes on: its id, numbering, items and open text part.
+            primed = responses.continuing(decoder, names)
+            if primed is None:
+                return None
+            return Sink(primed.encode, primed.end, primed.error)
         if door is not Protocol.MESSAGES or not isinstance(decoder, messages.StreamDecoder):
             return None
         encoder = messages.StreamEncoder(open_text_block=max(decoder.block_index, 0))

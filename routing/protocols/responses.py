@@ -638,12 +638,42 @@ class StreamDecoder:
         self.usage: dict[str, Any] | None = None
         self.next_sequence = 0  # after the latest event's ``sequence_number``
         self._calls: dict[str, int] = {}  # item id -> tool call index
+        # What the client has, for a rescue to continue it (kept only when ``keep``: the
+        # finished items, the open one, its output index, text part and text so far).
+        self.keep = False
+        self.output: list[dict[str, Any]] = []
+        self.open: dict[str, Any] | None = None
+        self.open_index = -1
+        self.open_part: int | None = None
+        self.open_text: list[str] = []
+
+    def _track(self, kind: object, event: dict[str, Any]) -> None:
+        if kind == "response.output_item.added":
+            item = event.get("item")
+            self.open = item if isinstance(item, dict) else None
+            index = event.get("output_index")
+            self.open_index = index if isinstance(index, int) else -1
+            self.open_part, self.open_text = None, []
+        elif kind == "response.content_part.added":
+            index = event.get("content_index")
+            self.open_part = index if isinstance(index, int) else None
+        elif kind == "response.output_text.delta":
+            delta = event.get("delta")
+            if isinstance(delta, str):
+                self.open_text.append(delta)
+        elif kind == "response.output_item.done":
+            item = event.get("item")
+            if isinstance(item, dict):
+                self.output.append(item)
+            self.open, self.open_index, self.open_part, self.open_text = None, -1, None, []
 
     def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
         sequence = event.get("sequence_number")
         if isinstance(sequence, int):
             self.next_sequence = sequence + 1
+        if self.keep:
+            self._track(kind, event)
         if kind == "response.output_text.delta":
             return [chunk(self.id, self.model, {"content": event.get("delta", "")})]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
@@ -947,6 +977,29 @@ class StreamEncoder:
         return failed_event(
             self._id or _response_id(""), self._model, self._seq, message, code, self._output
         )
+
+
+def continuing(decoder: StreamDecoder, names: ToolNames | None = None) -> StreamEncoder | None:
+    """An encoder that goes on with the pass-through stream ``decoder`` read (kept with
+    ``keep``), from where the client is: the same response, its numbering, its finished
+    items, and the open message's text part. None where text cannot go on: before the
+    response began, or inside a reasoning item, a tool call or another part."""
+    item = decoder.open
+    if not decoder.id:
+        return None
+    if item is not None and (
+        item.get("type") != "message"
+        or not isinstance(item.get("id"), str)
+        or decoder.open_part != 0
+        or decoder.open_index != len(decoder.output)
+    ):
+        return None
+    encoder = StreamEncoder(names)
+    encoder._id, encoder._model = decoder.id, decoder.model
+    encoder._seq = decoder.next_sequence
+    encoder._output = list(decoder.output)
+    encoder._open, encoder._text = item, list(decoder.open_text)
+    return encoder
 
 
 def failed_event(
