@@ -64,6 +64,19 @@ groups:
     algorithm: priority
     retry: {{max_retries: 0}}
     targets: [{{provider: down, model: fail503}}, {{provider: up, model: fast}}]
+  # Scenario s: bench with every group limit configured, far above what a run uses (the
+  # check and the settle run on every call; nothing is ever refused), and a price.
+  - name: bench-limits
+    algorithm: priority
+    limits:
+      rpm: 10000000
+      tpm: 10000000000
+      concurrency: 100000
+      tokens_per_day: 1000000000000
+      cost_per_day: 1000000000
+      tokens_per_month: 1000000000000
+      cost_per_month: 1000000000
+    targets: [{{provider: up, model: fast, price: {{input: 2.0, output: 8.0}}}}]
 """
 
 # Scenario e prices a real failover on every call, so its failing target must never stay

@@ -89,6 +89,13 @@ SCENARIOS = {
             group="bench-rescue",
         ),
         Scenario(
+            "s",
+            "(a) against group bench-limits (all 7 group limits configured, never reached, "
+            "a price): price of the limit check and settle; compare with a (--interleave)",
+            1,
+            group="bench-limits",
+        ),
+        Scenario(
             "i",
             "(a) through the Messages door to an anthropic target: pass-through",
             1,
@@ -155,7 +162,7 @@ SCENARIOS = {
         ),
     )
 }
-DEFAULT_SCENARIOS = "a,b,c,d,e,f,i,j,k,l,m,n,o,p,q"
+DEFAULT_SCENARIOS = "a,b,c,d,e,f,i,j,k,l,m,n,o,p,q,s"
 # Four paths per scenario double the time; these three show what a shared store costs
 # per call (a), under load (b) and when health changes on every call (e).
 SCALE_OUT_SCENARIOS = "a,b,e"

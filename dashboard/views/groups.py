@@ -368,12 +368,12 @@ async def target_stats(request: HttpRequest) -> HttpResponse:
 @require_GET
 @staff_required
 async def group_limits(request: HttpRequest, name: str) -> HttpResponse:
-    """The card's use-against-limits line, refreshed every 10 s (htmx polling): counters
-    move with every call, and a read per refresh is cheaper than a push per call."""
+    """The card's use-against-limits line, reloaded when a call of the group finishes
+    (``dashboard.js``: a ``call.recorded`` push arms one throttled htmx reload)."""
     try:
         card = await reads.group_card(name)
     except services.NotFound:
-        return HttpResponse(status=286)  # htmx: stop polling
+        return HttpResponse(status=286)  # htmx swaps the line away
     if not card.limits:
         return HttpResponse("", status=286)
     return render(request, "dashboard/groups.html#limit_use", {"card": card})

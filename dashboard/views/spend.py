@@ -1,9 +1,9 @@
 """The Spend page: what keys, groups and targets cost, per UTC day (SPEC §17).
 
 A chart (``dashboard.spend_chart``) and a table, both from the call ledger
-(``routing.audit.spend``), off the request path of calls. The panel refreshes itself
-every ``REFRESH_S`` seconds (htmx polling): spend moves with calls, and one aggregate
-query per refresh is cheaper than a push per call.
+(``routing.audit.spend``), off the request path of calls. The panel reloads itself when
+calls finish (``dashboard.js``: a ``call.recorded`` push arms one throttled htmx reload),
+like the rest of the console; nothing polls.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from routing.audit.spend import spend_by_day, spend_rows
 
 BY = ("key", "group", "target")
 DAYS = (7, 30, 90)
-REFRESH_S = 10
 
 
 def _context(by: str, days: int) -> dict[str, Any]:
@@ -41,7 +40,6 @@ def _context(by: str, days: int) -> dict[str, Any]:
         "legend": list(enumerate(chart.series)),
         "table": [{**row, "name": row[by] or "–"} for row in table],
         "since": first,
-        "refresh_s": REFRESH_S,
     }
 
 

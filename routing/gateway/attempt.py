@@ -513,6 +513,10 @@ async def run_attempt(
             reader.decoder.keep = True  # a Responses pass-through is continued from it
     try:
         return await _read_to_commit(reader, commit=commit)
+    except UpstreamFailure as exc:
+        exc.usage = exc.usage or reader.usage  # reported before it failed: still paid for
+        await reader.aclose()
+        raise
     except BaseException:
         await reader.aclose()
         raise
@@ -595,7 +599,10 @@ async def _read_completion(
         return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
     canonical = completion if kind is Protocol.CHAT else completion_to_canonical(kind, completion)
     if not has_content(canonical):
-        raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "completion has no content"))
+        raise UpstreamFailure(
+            Failure(FailureCode.EMPTY_RESPONSE, "completion has no content"),
+            usage=canonical.get("usage"),
+        )
     if not completion.get("model"):
         completion["model"] = canonical["model"] = model
         raw = orjson.dumps(completion)

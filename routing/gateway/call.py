@@ -174,6 +174,7 @@ class Call:
         self.key = key
         self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
         self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
+        self.served: AttemptRecord | None = None  # the committed attempt (its usage at the end)
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
@@ -380,7 +381,7 @@ class Call:
                 )
                 committed = True
             except UpstreamFailure as exc:
-                failure = exc.failure
+                failure, usage = exc.failure, exc.usage
             except asyncio.CancelledError:
                 self._attempt(
                     target,
@@ -399,9 +400,10 @@ class Call:
                 if self.track_inflight and not (committed and answer.reader is not None):
                     await store.inflight_add(target.key, -1)
             if committed:
-                self._attempt(
+                self.served = self._attempt(
                     target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
                 )
+                self.served.usage = answer.usage  # a stream's final usage at its end
                 self.rewrites = rewrites
                 return answer
             record = self._attempt(
@@ -413,6 +415,7 @@ class Call:
                 failure=failure,
                 rewrites=rewrites,
             )
+            record.usage = usage
             decision = decide(
                 failure,
                 retries_done=tries - 1,
@@ -785,6 +788,10 @@ class Call:
             # usage counted once: a rescued stream's is its continuation's
             rescued = self.rescue is not None and self.rescue.target is not None
             self.record.usage = self.rescue.usage if rescued and self.rescue else reader.usage
+            if self.served is not None:  # the cut attempt is paid for too
+                self.served.usage = reader.usage
+            if self.rescue is not None and self.rescue.attempt is not None:
+                self.rescue.attempt.usage = self.rescue.usage
             await reader.aclose()
             if self.track_inflight:
                 await self.runtime.store.inflight_add(target.key, -1)
@@ -904,11 +911,18 @@ class Call:
             return
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
-        served = self.group.by_key.get(record.served_by) if record.served_by else None
-        if served is not None and record.usage:
-            record.cost = cost_of(record.usage, served.price)
+        # Every attempt that reported usage is paid for, each at its own target's price:
+        # a retried, switched or rescued call costs more than its answer.
+        tokens, by_key = 0, self.group.by_key
+        for attempt in record.attempts:
+            if attempt.usage:
+                tokens += usage_tokens(attempt.usage)
+                target = by_key.get(attempt.target)
+                cost = cost_of(attempt.usage, target.price) if target is not None else None
+                if cost is not None:
+                    record.cost = cost if record.cost is None else record.cost + cost
         if self.admission is not None and self.gate is not None:
-            self.gate.settle(self.admission, usage_tokens(record.usage), record.cost)
+            self.gate.settle(self.admission, tokens, record.cost)
         self.runtime.calls_open -= 1
         if self.trace is not None:
             self.trace.finish(record)

@@ -68,6 +68,7 @@ class AttemptRecord:
     rewrites: tuple[str, ...] = ()  # what the outbound copy of the request changed (SPEC §13)
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
     continuation: bool = False  # a mid-stream rescue of a cut stream (SPEC §16)
+    usage: dict[str, Any] | None = None  # what the upstream reported for it (priced, §17)
 
 
 class CallOutcome(StrEnum):
@@ -109,7 +110,7 @@ class CallRecord:
     key_name: str = ""
     reason: str = ""  # a refused call's error message (what the client was told)
     trace_id: str = ""  # the call's sampled OpenTelemetry trace (routing.observability.tracing)
-    cost: float | None = None  # from usage and the serving target's price (SPEC §17)
+    cost: float | None = None  # each attempt's usage at its target's price, summed (SPEC §17)
 
     @property
     def door(self) -> str:

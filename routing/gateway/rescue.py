@@ -43,6 +43,7 @@ from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
     from routing.gateway.call import Call
+    from routing.gateway.events import AttemptRecord
     from routing.gateway.table import TargetSpec
 
 Chunk = dict[str, Any]
@@ -116,6 +117,7 @@ class Rescue:
     usage: dict[str, Any] | None = None
     failure: Failure | None = None
     tried: list[str] = field(default_factory=list)
+    attempt: AttemptRecord | None = None  # the continuation's (its usage set at the end)
 
 
 def _with_prefill(body: dict[str, Any], text: str) -> dict[str, Any]:
@@ -195,7 +197,7 @@ async def continue_elsewhere(
         except UpstreamFailure as exc:
             f = exc.failure
             record = call._attempt(target, 1, started, ok=False, probe=probe, failure=f)
-            record.continuation = True
+            record.continuation, record.usage = True, exc.usage
             if mode is RescueMode.PREFILL and rejects_prefill(f.code, f.status):
                 # Learned: it does not take a prefill. The request was at fault, not the
                 # target: no health charge; the next round restarts there instead.
@@ -208,7 +210,7 @@ async def continue_elsewhere(
             continue
         record = call._attempt(target, 1, started, ok=True, probe=probe)
         record.continuation = True
-        rescue.target, rescue.mode = target.key, mode
+        rescue.target, rescue.mode, rescue.attempt = target.key, mode, record
         # It answered: a probe's verdict, and health for everyone (as a commit records it).
         runtime.hub.publish_all(
             await runtime.store.record_success(target.key, runtime.clock(), None)

@@ -4,6 +4,7 @@ the one exception it raises.
 Exception tree::
 
     UpstreamFailure(Exception)        carries .failure: routing.engine.failures.Failure
+                                      and .usage: what was reported before it failed
 
 Nothing above ``routing.upstream`` catches a foreign exception: httpx's and aiohttp's are
 translated once, in ``routing.upstream.transport``.
@@ -12,6 +13,7 @@ translated once, in ``routing.upstream.transport``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from routing.engine.failures import Failure
 
@@ -27,6 +29,9 @@ class Timeouts:
 class UpstreamFailure(Exception):
     """An upstream outcome that is not a usable answer, already classified."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, usage: dict[str, Any] | None = None) -> None:
         super().__init__(failure.message)
         self.failure = failure
+        # What the upstream reported using before it failed (a stream's usage chunk before
+        # its error): the attempt is paid for all the same (SPEC §17).
+        self.usage = usage

@@ -166,6 +166,34 @@
     }
   }
 
+  // ---------------------------------------------------------------- spend and limits
+  // Every finished call (refused ones too) moves spend and the counters: the Spend panel
+  // and the groups' limits lines reload on "switchyard:spend" / "switchyard:limits" (their
+  // hx-trigger). Throttled: the first call arms one reload SPEND_DELAY_MS later, calls in
+  // between join it, so a busy gateway costs a page one read per fragment per interval,
+  // and the ledger writer (every 0.2 s) has written the call by then.
+  var SPEND_DELAY_MS = 2000;
+  var spendTimer = null;
+  var spendGroups = {};
+
+  function spendChanged(group) {
+    if (!document.querySelector("[data-spend-panel], [data-limit-use]")) return;
+    spendGroups[group] = true;
+    if (spendTimer !== null) return;
+    spendTimer = setTimeout(function () {
+      var groups = Object.keys(spendGroups);
+      spendTimer = null;
+      spendGroups = {};
+      var panel = document.querySelector("[data-spend-panel]");
+      if (panel) htmx.trigger(panel, "switchyard:spend");
+      groups.forEach(function (name) {
+        document.querySelectorAll('[data-limit-use="' + CSS.escape(name) + '"]').forEach(function (line) {
+          htmx.trigger(line, "switchyard:limits");
+        });
+      });
+    }, SPEND_DELAY_MS);
+  }
+
   // ---------------------------------------------------------------- live statistics
   function refreshStats() {
     var cells = document.querySelectorAll("[data-stats]");
@@ -228,6 +256,7 @@
         break;
       case "call.recorded":
         addCall(message);
+        spendChanged(message.group);
         break;
       case "calls.row":
         addCallRow(message);

@@ -142,6 +142,29 @@ async def test_finished_calls_are_pushed_as_chain_rows(
     assert "<code>p2/b</code> ✓ 840 ms" in message["html"]
 
 
+async def test_a_refused_call_is_pushed_too_so_spend_and_limits_reload(
+    live: WebsocketCommunicator, fresh_runtime: Any
+) -> None:
+    """The Spend panel and the groups' limits lines reload on ``call.recorded`` (named by
+    its group, dashboard.js): a call refused by a limit moves the counters too."""
+    from routing.gateway.events import CallOutcome
+
+    record = CallRecord(
+        call_id="refused-1",
+        group="capped",
+        session=None,
+        stream=False,
+        started_at=fresh_runtime.clock(),
+        outcome=CallOutcome.REFUSED,
+        error_code="rpm_limit",
+        http_status=429,
+        elapsed_ms=0.2,
+    )
+    fresh_runtime.hub.publish(record)
+    message = await next_of_kind(live, "call.recorded")
+    assert (message["group"], message["call_id"]) == ("capped", "refused-1")
+
+
 async def test_a_replaced_hub_is_followed_on_the_next_connect(
     live: WebsocketCommunicator, fresh_runtime: Any
 ) -> None:

@@ -79,10 +79,15 @@ def test_the_spend_page_and_the_groups_use(browser: object, h: Harness) -> None:
     row = page.locator('[data-spend-row="capped"]')
     expect(row).to_contain_text("3")
     expect(row.locator("[data-cost]")).not_to_have_text("–")
+    h.client().chat.completions.create(model="capped", messages=MESSAGES)  # pushed: reloads
+    expect(row.locator("td").nth(1)).to_have_text("4")
     page.locator('select[name="by"]').select_option("target")
     expect(page.locator('[data-spend-row="sim/a"]')).to_be_visible()
     shot(page, "spend.png")
     page.goto(h.gateway.url + "/groups/")
     use = page.locator('[data-group="capped"] [data-limit-use]')
-    expect(use).to_contain_text("rpm 3 / 50 this minute")
+    expect(use).to_contain_text("rpm 4 / 50 this minute")
     expect(use).to_contain_text("cost_per_day")
+    # Live: a call's push over the websocket reloads the line (no polling, no reload).
+    h.client().chat.completions.create(model="capped", messages=MESSAGES)
+    expect(use).to_contain_text("rpm 5 / 50 this minute")

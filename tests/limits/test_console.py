@@ -96,6 +96,8 @@ def test_the_spend_page_charts_and_tabulates_cost_by_group(console: tuple[Harnes
     assert (
         partial.lstrip().startswith('<div id="spend-panel"') and 'data-spend-row="p1/a"' in partial
     )
+    # Live like the rest of the console: reloaded on a call's push, never polled.
+    assert 'hx-trigger="switchyard:spend"' in partial and "every " not in partial
 
 
 def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client]) -> None:
@@ -105,12 +107,15 @@ def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client
     html = client.get("/groups/").content.decode()
     use = re.search(r"data-limit-use[^>]*>(.*?)</p>", html, re.S)
     assert use is not None
+    # Reloaded when a call of the group is pushed (dashboard.js), never polled.
+    assert 'data-limit-use="capped"' in html and 'hx-trigger="switchyard:limits"' in html
+    assert 'hx-trigger="every' not in html
     assert "rpm 3 / 5 this minute" in use.group(1)
     assert "cost_per_day" in use.group(1)
     h.client().chat.completions.create(model="capped", messages=MESSAGES)
-    fresh = client.get("/groups/capped/limits/", **HTMX).content.decode()  # the 10 s refresh
+    fresh = client.get("/groups/capped/limits/", **HTMX).content.decode()  # the live reload
     assert fresh.startswith('<p class="limit-use"') and "rpm 4 / 5 this minute" in fresh
-    assert client.get("/groups/free/limits/", **HTMX).status_code == 286  # none: stop polling
+    assert client.get("/groups/free/limits/", **HTMX).status_code == 286  # none: the line goes
 
 
 def test_a_target_is_added_with_a_price_on_the_page(console: tuple[Harness, Client]) -> None:
