@@ -159,6 +159,7 @@ class Cluster:
                 assert time.monotonic() < deadline, "the gateways are not subscribed"
                 time.sleep(0.05)
             self.manage("loadconfig", str(path))
+            deadline = time.monotonic() + 10  # from its exit: a loaded machine starts it slowly
             while pubsub.get_message(timeout=0.5) is None:
                 assert time.monotonic() < deadline, "loadconfig published no change notice"
         finally:

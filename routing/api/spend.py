@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
 from routing.api.config_api.schemas import FILTERED, SpendOut
+from routing.api.observability import DateTimeQuery
 from routing.audit.spend import spend_rows
 
 router = Router(tags=["spend"])
@@ -18,8 +19,8 @@ router = Router(tags=["spend"])
 
 class SpendQuery(Schema):
     by: Literal["key", "group", "target", "day"] = "day"
-    since: dt.datetime | None = Field(None, description="inclusive; ISO 8601 (UTC if naive)")
-    until: dt.datetime | None = Field(None, description="exclusive")
+    since: DateTimeQuery = Field(None, description="inclusive; ISO 8601 (UTC if naive)")
+    until: DateTimeQuery = Field(None, description="exclusive")
 
 
 def _aware(value: dt.datetime | None) -> dt.datetime | None:

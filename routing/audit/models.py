@@ -112,7 +112,7 @@ class Call(models.Model):
     # A refused call's reason: the error message the door answered (SPEC §12).
     reason = models.CharField(max_length=500, blank=True, default="", db_default="")
     # Its OpenTelemetry trace (32 hex digits) when tracing is on and the call was sampled.
-    trace_id = models.CharField(max_length=32, blank=True, default="")
+    trace_id = models.CharField(max_length=32, blank=True, default="", db_default="")
 
     class Meta:
         ordering: ClassVar[list[str]] = ["-id"]

@@ -716,7 +716,13 @@ def _beta_names(names: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-BetaNames = Annotated[list[str], AfterValidator(_beta_names)]
+# printable ASCII without spaces or commas (what ``_beta_names`` checks), for the document
+BETA_NAME_PATTERN = r"^[\x21-\x2b\x2d-\x7e]+$"
+BetaNames = Annotated[
+    list[str],
+    AfterValidator(_beta_names),
+    Documented({"items": {"type": "string", "minLength": 1, "pattern": BETA_NAME_PATTERN}}),
+]
 
 
 class BetasIn(_Strict):
@@ -773,7 +779,19 @@ def _aliases(aliases: list[str]) -> list[str]:
     return aliases
 
 
-Aliases = Annotated[list[ModelId], AfterValidator(_aliases)]
+# printable ASCII without spaces, at most MAX_ALIASES, no repeats (what ``_aliases`` checks)
+ALIAS_PATTERN = r"^[\x21-\x7e]+$"
+Aliases = Annotated[
+    list[ModelId],
+    AfterValidator(_aliases),
+    Documented(
+        {
+            "items": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": ALIAS_PATTERN},
+            "maxItems": 50,
+            "uniqueItems": True,
+        }
+    ),
+]
 
 
 class GroupIn(PolicyIn):

@@ -79,8 +79,10 @@ def test_the_openapi_document_covers_every_endpoint(api: Api) -> None:
         "/global/restore-default": {"post"},
         "/config/export": {"get"},
         "/keys": {"get", "post"},
-        "/keys/{key_id}": {"delete"},
+        "/keys/{key_id}": {"get", "patch", "delete"},
         "/route/explain": {"post"},
+        "/groups/{name}/aliases": {"put"},
+        "/spend": {"get"},
     }
     for path, methods in expected.items():
         assert set(paths[API + path]) == methods, path

@@ -13,6 +13,7 @@ from ninja import Path, Schema
 from pydantic import BaseModel, ConfigDict, Field
 
 from routing.config.policy import POLICY_FIELDS
+from routing.config.schema import Aliases, LimitsIn
 from routing.engine.failures import FailureCode
 
 MAX_ID = 2**63 - 1  # a 64-bit primary key; larger ids are a 422, not a database error
@@ -70,6 +71,14 @@ TARGET_PATCH_DOC: dict[str, Any] = {
 KEY_NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
 
 
+def LIMITS_DOCUMENTED(schema: dict[str, Any]) -> None:  # noqa: N802 (a json_schema_extra)
+    """A key's ``limits`` in the document as ``key_limits`` checks them: the fields of a
+    group's ``limits`` (``LimitsIn``), nothing else."""
+    limits = LimitsIn.model_json_schema()
+    schema["properties"] = limits["properties"]
+    schema["additionalProperties"] = False
+
+
 class KeyIn(_Body):
     # Documented for what ``key_create`` checks: group names (the installation's groups,
     # filled in when the document is served) only on client keys.
@@ -96,12 +105,14 @@ class KeyIn(_Body):
         None,
         description="rpm, tpm, concurrency, tokens_per_day, cost_per_day, tokens_per_month, "
         "cost_per_month (SPEC §17); absent = none",
+        json_schema_extra=LIMITS_DOCUMENTED,
     )
 
 
 class KeyPatchIn(_Body):
     limits: dict[str, Any] | None = Field(
-        description="the key's limits, replacing the current ones ({} or null: none)"
+        description="the key's limits, replacing the current ones ({} or null: none)",
+        json_schema_extra=LIMITS_DOCUMENTED,
     )
 
 
@@ -162,7 +173,9 @@ class GroupOut(Schema):
 
 
 class AliasesIn(Schema):
-    aliases: list[str] = Field(
+    model_config = ConfigDict(extra="forbid")
+
+    aliases: Aliases = Field(
         description="Model-name globs (claude-*, gpt-5*); [] removes them. An alias that "
         "could match another group's is refused, naming both."
     )

@@ -12,6 +12,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="call",
             name="trace_id",
-            field=models.CharField(blank=True, default="", max_length=32),
+            field=models.CharField(blank=True, db_default="", default="", max_length=32),
         ),
     ]
