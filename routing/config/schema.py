@@ -326,7 +326,12 @@ def _health_check_interval(value: float) -> float:
     return value
 
 
-HealthCheckSeconds = Annotated[float, Field(ge=0, le=3600), AfterValidator(_health_check_interval)]
+HealthCheckSeconds = Annotated[
+    float,
+    Field(ge=0, le=3600),
+    AfterValidator(_health_check_interval),
+    Documented(lambda: {"not": {"exclusiveMinimum": 0, "exclusiveMaximum": MIN_HEALTH_CHECK_S}}),
+]
 
 
 # --- models --------------------------------------------------------------------------
