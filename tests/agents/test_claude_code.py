@@ -189,3 +189,31 @@ def test_a_switch_between_user_turns_with_continue(h: Harness, claude: Claude) -
     assert anthropic_try.rewrites == () and not anthropic_try.ok
     assert "model-changed-notice" in chat_try.rewrites
     assert turn_one.body["messages"][0]["content"][-1]["text"] == "say something"
+
+
+def test_a_chat_500_fails_over_to_the_anthropic_target(
+    harness: Harness, claude_bin: Path, tmp_path: Path
+) -> None:
+    # The reverse direction: a chat-kind target first, the anthropic one as the fallback.
+    harness.configure(
+        CONFIG.replace(
+            "      - {provider: anthropic, model: a-model}\n"
+            "      - {provider: chat, model: c-model}\n",
+            "      - {provider: chat, model: c-model}\n"
+            "      - {provider: anthropic, model: a-model}\n",
+        )
+    )
+    claude = Claude(claude_bin, harness, tmp_path)
+    harness.upstream.script("c-model", then=Fail(500, "upstream broke"))
+    harness.upstream.script("a-model", then=tool_loop("Done via anthropic."))
+    events = claude.run("run echo hi-from-bash")
+    assert result(events) == "Done via anthropic."
+    assert tool_results(events) == ["hi-from-bash"]
+    assert {r.path for r in messages_sent(harness, "c-model")} == {"/v1/chat/completions"}
+    first, second = messages_sent(harness, "a-model")
+    assert first.path == "/v1/messages"
+    assert any(m["role"] == "system" for m in first.body["messages"])  # passed through
+    assert "hi-from-bash" in json.dumps(second.body["messages"][-1]["content"])
+    records = harness.events(CallRecord, at_least=2)
+    assert all(r.served_by == "anthropic/a-model" for r in records)
+    assert records[0].served_by_fallback
