@@ -341,7 +341,7 @@ async def status(request: HttpRequest) -> dict[str, Any]:
     return _status_out(await status_read(get_runtime()))
 
 
-def _aware(value: datetime | None, field: str = "since") -> datetime | None:
+def aware_utc(value: datetime | None, field: str = "since") -> datetime | None:
     """A naive timestamp is read as UTC, like every ``at`` we return; an aware one is
     turned into UTC (a database may refuse an offset it cannot store, PostgreSQL's ±16 h)."""
     if value is None:
@@ -377,8 +377,8 @@ async def calls(
             code=filters.code,
             session=filters.session,
             front_door=filters.front_door,
-            since=_aware(filters.since),
-            until=_aware(filters.until, "until"),
+            since=aware_utc(filters.since),
+            until=aware_utc(filters.until, "until"),
             fallback=filters.served_by_fallback,
         )
     except FilterError as exc:
@@ -397,5 +397,7 @@ async def calls(
     summary="Fallback, health and config-change records, newest first",
 )
 async def events(request: HttpRequest, filters: Query[EventsQuery]) -> list[dict[str, Any]]:
-    rows = await events_recent(kind=filters.kind, since=_aware(filters.since), limit=filters.limit)
+    rows = await events_recent(
+        kind=filters.kind, since=aware_utc(filters.since), limit=filters.limit
+    )
     return [_event_out(row) for row in rows]

@@ -3,7 +3,6 @@ aggregated from the ledger (``routing.audit.spend``)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -11,7 +10,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema
 
 from routing.api.config_api.schemas import FILTERED, SpendOut
-from routing.api.observability import DateTimeQuery
+from routing.api.observability import DateTimeQuery, aware_utc
 from routing.audit.spend import spend_rows
 
 router = Router(tags=["spend"])
@@ -23,12 +22,6 @@ class SpendQuery(Schema):
     until: DateTimeQuery = Field(None, description="exclusive")
 
 
-def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=dt.UTC)
-
-
 @router.get(
     "/spend",
     response={200: list[SpendOut], **FILTERED},
@@ -38,5 +31,7 @@ def _aware(value: dt.datetime | None) -> dt.datetime | None:
 )
 async def spend(request: HttpRequest, filters: Query[SpendQuery]) -> list[dict[str, Any]]:
     return await sync_to_async(spend_rows)(
-        by=filters.by, since=_aware(filters.since), until=_aware(filters.until)
+        by=filters.by,
+        since=aware_utc(filters.since, "since"),
+        until=aware_utc(filters.until, "until"),
     )

@@ -4,6 +4,8 @@ after its usage and rescued elsewhere. Token budgets are charged the same tokens
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +15,7 @@ from routing.gateway.events import CallRecord
 from routing.limits.gate import gate_for, limits_use
 from routing.limits.spec import GroupLimits, LimitSet, Price, cost_of, usage_tokens
 from routing.simulator.script import DropAfter, Reply, UsageThenError
-from tests.conftest import Harness
+from tests.conftest import Harness, settle_calls
 
 PRICE_A = Price(2.0, 10.0)
 PRICE_B = Price(4.0, 20.0)
@@ -49,8 +51,15 @@ def stream(h: Harness) -> str:
 
 
 def tokens_today(h: Harness) -> float:
+    """The group's tokens today, once every finished call's charge has landed (with Redis
+    a call's settle runs as a task of the gateway's loop after the call ends)."""
+    gate = gate_for(h.runtime)  # type: ignore[attr-defined]
+    settle_calls(h.runtime)
+    deadline = time.monotonic() + 10
+    while gate._pending and time.monotonic() < deadline:
+        threading.Event().wait(0.01)
     use = async_to_sync(limits_use)(
-        gate_for(h.runtime),  # type: ignore[attr-defined]
+        gate,
         group="capped",
         group_limits=GroupLimits(LimitSet(tokens_per_day=100000)),
     )

@@ -133,6 +133,10 @@ def test_a_key_limit_refuses_its_calls_and_spend_is_reported(live: Harness) -> N
     days = http.get("/api/v1/spend?by=day", **auth).json()
     assert sum(row["calls"] for row in days) == 3
     assert http.get("/api/v1/spend?by=planet", **auth).status_code == 422
+    assert http.get("/api/v1/spend?since=0.5", **auth).status_code == 422  # not a time
+    # An offset PostgreSQL cannot store is read in UTC, not sent to the database (a 500 there).
+    far = http.get("/api/v1/spend", {"until": "0335-07-03T10:24:47+19:19"}, **auth)
+    assert far.status_code == 200 and far.json() == []
     detail = http.get(f"/api/v1/keys/{key.pk}", **auth).json()
     assert detail["use"]["rpm"]["used"] == 2
     assert detail["spend"]["today"]["calls"] == 2
