@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -106,24 +107,26 @@ def refuse(
     elapsed_ms = 0.0
     if started is not None:
         elapsed_ms = max(0.0, (asyncio.get_running_loop().time() - started) * 1000)
-    runtime.hub.publish(
-        CallRecord(
-            call_id=uuid.uuid4().hex,
-            group=group,
-            session=None,
-            stream=False,
-            started_at=now,
-            outcome=CallOutcome.REFUSED,
-            elapsed_ms=elapsed_ms,
-            error_code=reply.code,
-            http_status=reply.status,
-            front_door=reply.door.value,
-            endpoint=endpoint,
-            key_id=key.id if key is not None else None,
-            key_name=key.name if key is not None else "",
-            reason=reply.message,
-        )
+    record = CallRecord(
+        call_id=uuid.uuid4().hex,
+        group=group,
+        session=None,
+        stream=False,
+        started_at=now,
+        outcome=CallOutcome.REFUSED,
+        elapsed_ms=elapsed_ms,
+        error_code=reply.code,
+        http_status=reply.status,
+        front_door=reply.door.value,
+        endpoint=endpoint,
+        key_id=key.id if key is not None else None,
+        key_name=key.name if key is not None else "",
+        reason=reply.message,
     )
+    if runtime.tracing is not None:  # one span, status error (SPEC §18)
+        started_ns = time.time_ns() - int(elapsed_ms * 1e6)
+        record.trace_id = runtime.tracing.refused(request.headers, started_ns, record)
+    runtime.hub.publish(record)
     return render(reply)
 
 

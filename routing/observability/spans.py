@@ -121,6 +121,18 @@ class Tracing:
             },
         )
 
+    def refused(
+        self, headers: Mapping[str, str] | None, started_ns: int, record: CallRecord
+    ) -> str:
+        """A request a door turned away before a call existed (bad key, bad body, unknown
+        model, nothing can take it): one SERVER span with status error, continuing the
+        client's ``traceparent``; the trace id for its ledger row ("" when not sampled).
+        Its reason is the refusal's code, never its message (which may quote the
+        request)."""
+        call = CallTrace(self, headers, started_ns, {})
+        call.refused(record)
+        return call.trace_id
+
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export every span handed over so far (tests; shutdown does it at exit)."""
         return self.processor.force_flush(timeout_millis)
@@ -273,6 +285,40 @@ class CallTrace:
                 else UNSET_STATUS,
                 start_time=self._started_ns,
                 end_time=now,
+                instrumentation_scope=tracing.scope,
+            )
+        )
+
+    def refused(self, record: CallRecord) -> None:
+        """The span of a request refused before a call existed (``Tracing.refused``)."""
+        if not self._flags.sampled:
+            return
+        tracing = self._tracing
+        code = record.error_code or record.outcome.value
+        operation = "embeddings" if record.endpoint == "embeddings" else "chat"
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": operation,
+            "switchyard.door": record.door,
+            "switchyard.request_id": record.call_id,
+            "switchyard.outcome": record.outcome.value,
+            "error.type": code,
+            "http.response.status_code": record.http_status,
+        }
+        if record.key_name:
+            attributes["switchyard.key.name"] = record.key_name
+        if record.group:
+            attributes["switchyard.group"] = record.group
+        tracing.processor.on_end(
+            ReadableSpan(
+                name=operation,
+                context=SpanContext(self._trace_id, self._span_id, False, self._flags, self._state),
+                parent=self._parent,
+                resource=tracing.resource,
+                attributes=attributes,
+                kind=SpanKind.SERVER,
+                status=Status(StatusCode.ERROR, code),
+                start_time=self._started_ns,
+                end_time=max(time.time_ns(), self._started_ns),
                 instrumentation_scope=tracing.scope,
             )
         )

@@ -28,6 +28,7 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     status_code: int  # 0 unset, 1 ok, 2 error
     events: list[tuple[str, int]]
+    status_message: str = ""
     resource: dict[str, Any] = field(default_factory=dict)
 
 
@@ -89,6 +90,7 @@ class OTLPReceiver:
                             end_ns=span.end_time_unix_nano,
                             attributes={a.key: _value(a.value) for a in span.attributes},
                             status_code=span.status.code,
+                            status_message=span.status.message,
                             events=[(e.name, e.time_unix_nano) for e in span.events],
                             resource=resource,
                         )

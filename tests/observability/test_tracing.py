@@ -451,3 +451,82 @@ def test_grpc_without_its_extra_leaves_tracing_off_and_says_why(
         return
     assert tracing is None
     assert "grpc extra" in caplog.text
+
+
+LIMITED = """
+providers:
+  - {name: p1, kind: openai, base_url: "{upstream}"}
+groups:
+  - name: capped
+    limits: {rpm: 1}
+    targets:
+      - {provider: p1, model: a}
+"""
+
+
+def test_every_refused_request_is_one_error_span_continuing_the_client_trace(
+    traced: Harness, receiver: OTLPReceiver
+) -> None:
+    """Refused at the door before a call exists (bad key, bad body, unknown model) or by
+    a limit (429): each is one SERVER span with status error and the refusal's code,
+    in the client's trace, and its ledger row carries the trace id."""
+    h = traced
+    h.configure(LIMITED)
+    clock = h.runtime.clock  # type: ignore[attr-defined]
+    h.runtime.clock = lambda: 1_796_405_430.0  # type: ignore[attr-defined]  # one minute
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    url, key = h.gateway.base_url, {"authorization": f"Bearer {h.key}"}
+
+    def post(path: str, n: int, headers: dict[str, str], **body: object) -> httpx.Response:
+        parent = {"traceparent": f"00-{trace_id}-{n:016x}-01"}
+        return httpx.post(f"{url}{path}", headers={**headers, **parent}, **body)  # type: ignore[arg-type]
+
+    chat = {"messages": [{"role": "user", "content": PROMPT}]}
+    sent = [
+        post("/chat/completions", 1, key, json={"model": "no-such-model-xyz", **chat}),
+        post("/chat/completions", 2, key, content=b'{"model": "capped", ' + PROMPT.encode()),
+        post("/messages", 3, {"x-api-key": "sk-wrong-SECRET-1234"}, json={"model": "capped"}),
+        post("/chat/completions", 4, key, json={"model": "capped", **chat}),  # the one allowed
+        post("/chat/completions", 5, key, json={"model": "capped", **chat}),  # over rpm
+    ]
+    assert [r.status_code for r in sent] == [404, 400, 401, 200, 429]
+    spans = flushed(h, receiver, calls=5)
+    h.runtime.clock = clock  # type: ignore[attr-defined]
+    servers = {int(s.parent_span_id, 16): s for s in spans if s.kind == SERVER}
+    assert sorted(servers) == [1, 2, 3, 4, 5]  # one SERVER span per request
+    assert {s.trace_id for s in spans} == {trace_id}  # every one continued the client's
+    refused = {n: servers[n] for n in (1, 2, 3, 5)}
+    for n, span in refused.items():
+        assert span.status_code == ERROR, n
+        assert span.attributes["switchyard.outcome"] == "refused"
+        assert span.attributes["http.response.status_code"] == sent[n - 1].status_code
+        assert span.start_ns <= span.end_ns
+    assert servers[4].status_code != ERROR
+    assert [refused[n].attributes["switchyard.door"] for n in (1, 2, 3, 5)] == [
+        "chat",
+        "chat",
+        "messages",
+        "chat",
+    ]
+    assert refused[1].attributes["switchyard.key.name"] == "test"
+    assert "switchyard.key.name" not in refused[3].attributes  # no key was recognised
+    codes = [refused[n].attributes["error.type"] for n in (1, 2, 3, 5)]
+    assert codes == [
+        sent[0].json()["error"]["code"],
+        "invalid_json",
+        "invalid_api_key",
+        "rpm_limit",
+    ]
+    assert [refused[n].status_message for n in (1, 2, 3, 5)] == codes
+    assert refused[5].attributes["switchyard.group"] == "capped"
+    exported = b"".join(receiver.bodies)
+    for secret in (h.key, "sk-wrong-SECRET-1234", "the-prompt-text-4711", "no-such-model-xyz"):
+        assert secret.encode() not in exported, secret
+
+    settle_calls(h.runtime)
+    from routing.audit.models import Call
+
+    rows = {row.call_id: row for row in Call.objects.filter(outcome="refused")}
+    assert len(rows) == 4
+    by_request = {s.attributes["switchyard.request_id"]: s for s in refused.values()}
+    assert {cid: rows[cid].trace_id for cid in rows} == {cid: trace_id for cid in by_request}
