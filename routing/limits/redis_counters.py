@@ -19,7 +19,6 @@ the local ones dropped.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 
 from routing.limits.counters import Counters, LocalCounters
 from routing.limits.rules import Plan, Rule
+from routing.state.outage import RedisOutage
 
 log = logging.getLogger("switchyard.limits")
 
@@ -54,19 +54,16 @@ class RedisCounters:
         self.prefix = f"{store.prefix}limit:"
         self.retry_s = retry_s
         self._clock = clock
-        self._lock = threading.Lock()
         self._local = LocalCounters()
-        self._down_since: float | None = None
-        self._retry_at = 0.0
-        self._reason = ""
+        self._outage = RedisOutage(retry_s=retry_s, clock=clock)
         self._scripts: dict[int, tuple[Any, Any]] = {}  # id(client) -> (take, settle)
 
     @property
     def degraded(self) -> bool:
-        return self._down_since is not None
+        return self._outage.degraded
 
     async def take(self, plan: Plan, now: float) -> Rule | None:
-        use_redis, trial = self._route()
+        use_redis, trial = self._outage.route()
         if not use_redis:
             return self._local.take_now(plan, now)
         args: list[Any] = [plan.digest]
@@ -115,12 +112,12 @@ class RedisCounters:
         return [float(v) if v is not None else 0.0 for v in values]
 
     def describe(self) -> dict[str, object]:
-        if self._down_since is None:
+        if not self._outage.degraded:
             return {"store": self.name, "degraded": False, "detail": "limit counters in Redis"}
         return {
             "store": self.name,
             "degraded": True,
-            "detail": f"Redis unreachable ({self._reason}): limits are counted per process",
+            "detail": f"Redis unreachable ({self._outage.reason}): limits are counted per process",
         }
 
     def _scripts_now(self) -> tuple[Any, Any]:
@@ -131,39 +128,19 @@ class RedisCounters:
             self._scripts = {id(client): scripts}  # one loop's client at a time
         return scripts
 
-    def _route(self) -> tuple[bool, bool]:
-        if self._down_since is None:
-            return True, False
-        with self._lock:
-            now = self._clock()
-            if now < self._retry_at:
-                return False, False
-            self._retry_at = now + self.retry_s
-            return True, True
-
     def _went_down(self, exc: BaseException) -> None:
-        with self._lock:
-            now = self._clock()
-            self._retry_at = now + self.retry_s
-            self._reason = f"{type(exc).__name__}: {exc}"
-            if self._down_since is not None:
-                return
-            self._down_since = now
-        log.warning(
-            "limits: Redis unreachable (%s); counting limits per process until it answers "
-            "(retrying every %g s)",
-            self._reason,
-            self.retry_s,
-        )
+        if self._outage.went_down(exc):
+            log.warning(
+                "limits: Redis unreachable (%s); counting limits per process until it answers "
+                "(retrying every %g s)",
+                self._outage.reason,
+                self.retry_s,
+            )
 
     def _came_back(self) -> None:
-        with self._lock:
-            if self._down_since is None:
-                return
-            self._down_since = None
-            self._reason = ""
+        if self._outage.came_back():
             self._local = LocalCounters()
-        log.warning("limits: Redis reachable again; limits are shared across processes again")
+            log.warning("limits: Redis reachable again; limits are shared across processes again")
 
 
 def _down() -> tuple[type[BaseException], ...]:

@@ -72,6 +72,7 @@ from routing.engine.failures import Failure
 from routing.engine.health import CircuitPolicy, HealthEvent, ProviderHealth, TargetHealth
 from routing.state.base import LATENCY_ALPHA, HealthStore, Snapshot
 from routing.state.memory import MemoryStore
+from routing.state.outage import RedisOutage
 
 log = logging.getLogger("switchyard.state")
 
@@ -168,9 +169,7 @@ class RedisStore(HealthStore):
         self._lock = threading.Lock()
         self._connections: dict[asyncio.AbstractEventLoop, _Connection] = {}
         self._local = MemoryStore(clock=clock)
-        self._down_since: float | None = None  # clock() when Redis was found unreachable
-        self._retry_at = 0.0
-        self._reason = ""
+        self._outage = RedisOutage(retry_s=retry_s, clock=clock)
 
     # ------------------------------------------------------------------ the contract
     async def snapshot(self, keys: Sequence[str], providers: Sequence[str]) -> Snapshot:
@@ -383,20 +382,20 @@ class RedisStore(HealthStore):
 
         await self._call(ping, _nothing)
         where = f"{redact_url(self.url)} (prefix {self.prefix!r})"
-        down_since = self._down_since
+        down_since = self._outage.down_since
         if down_since is None:
             detail = f"shared state in Redis at {where}"
             return {"store": self.name, "degraded": False, "detail": detail}
         seconds = max(0.0, self._clock() - down_since)
         detail = (
-            f"Redis unreachable at {where} for {seconds:.0f} s: {self._reason}; "
+            f"Redis unreachable at {where} for {seconds:.0f} s: {self._outage.reason}; "
             f"serving from in-process state, retrying every {self.retry_s:g} s"
         )
         return {"store": self.name, "degraded": True, "detail": detail}
 
     @property
     def degraded(self) -> bool:
-        return self._down_since is not None
+        return self._outage.degraded
 
     def redis_client(self) -> Redis:
         """The running loop's client (its pool), for the limit counters that share this
@@ -415,7 +414,7 @@ class RedisStore(HealthStore):
         self, remote: Callable[[_Connection], Awaitable[T]], local: Callable[[], Awaitable[T]]
     ) -> T:
         """Run ``remote`` against Redis, or ``local`` against the fallback while degraded."""
-        use_redis, trial = self._route()
+        use_redis, trial = self._outage.route()
         if not use_redis:
             return await local()
         try:
@@ -427,44 +426,20 @@ class RedisStore(HealthStore):
             self._came_back()
         return result
 
-    def _route(self) -> tuple[bool, bool]:
-        """(use Redis, this call is the one trial allowed while degraded)."""
-        if self._down_since is None:
-            return True, False
-        with self._lock:
-            if self._down_since is None:
-                return True, False
-            now = self._clock()
-            if now < self._retry_at:
-                return False, False
-            self._retry_at = now + self.retry_s  # concurrent callers stay local meanwhile
-            return True, True
-
     def _went_down(self, exc: BaseException) -> None:
-        with self._lock:
-            now = self._clock()
-            self._retry_at = now + self.retry_s
-            self._reason = f"{type(exc).__name__}: {exc}"
-            if self._down_since is not None:
-                return
-            self._down_since = now
-        log.warning(
-            "state store: Redis unreachable at %s (%s); routing on in-process state, "
-            "retrying every %g s",
-            redact_url(self.url),
-            self._reason,
-            self.retry_s,
-        )
+        if self._outage.went_down(exc):
+            log.warning(
+                "state store: Redis unreachable at %s (%s); routing on in-process state, "
+                "retrying every %g s",
+                redact_url(self.url),
+                self._outage.reason,
+                self.retry_s,
+            )
 
     def _came_back(self) -> None:
-        with self._lock:
-            if self._down_since is None:
-                return
-            self._down_since = None
-            self._reason = ""
-            self._local = MemoryStore(
-                clock=self._clock
-            )  # soft state: dropped, see the module docstring
+        if not self._outage.came_back():
+            return
+        self._local = MemoryStore(clock=self._clock)  # soft state: dropped, see the docstring
         log.warning(
             "state store: Redis at %s is reachable again; shared routing state resumed",
             redact_url(self.url),
