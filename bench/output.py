@@ -65,7 +65,34 @@ def _checks(rows: list[report.Row]) -> list[str]:
                     f"{key} {row.path}: the failing first target was tried on {failed} "
                     f"of {calls} calls ({failed / max(calls, 1):.1%})"
                 )
+        scaling = _scaling(key, measured)
+        if scaling:
+            notes.append(scaling)
     return notes
+
+
+def _scaling(key: str, measured: list[report.Row]) -> str | None:
+    """What a second worker gave, two ways. Measured: req/s of ``redis x2`` over ``redis
+    x1`` — on a 2-core machine the second worker shares its core with the load generator,
+    the upstream and redis-server, so this is a lower bound. CPU-accounted: 2 × (CPU per
+    call with one worker) ÷ (CPU per call with two) — the throughput two workers give on two
+    cores of their own when each call costs what it cost here (the load generator and
+    upstream elsewhere); it is what the per-call CPU says scaling loses to sharing state."""
+    rows = {r.path: r for r in measured}
+    one, two = rows.get("redis x1"), rows.get("redis x2")
+    if one is None or two is None:
+        return None
+    rps1, rps2 = one.med(lambda r: r["rps"]), two.med(lambda r: r["rps"])
+    cpu1 = one.med(lambda r: r.get("gateway_cpu_ms_per_req"))
+    cpu2 = two.med(lambda r: r.get("gateway_cpu_ms_per_req"))
+    if not (rps1 and rps2 and cpu1 and cpu2):
+        return None
+    return (
+        f"{key}: two workers against one: {rps2 / rps1:.2f}x req/s measured (the second "
+        f"worker shares its core with the load generator, upstream and redis), "
+        f"{2 * cpu1 / cpu2:.2f}x CPU-accounted (2 x {cpu1:.2f} / {cpu2:.2f} ms per call: "
+        "two cores of their own)"
+    )
 
 
 def render(

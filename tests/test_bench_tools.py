@@ -83,3 +83,19 @@ def test_the_stream_bench_history_weighs_what_it_says() -> None:
     assert len(turns) == 41 and turns[-1] == {"role": "user", "content": "hello"}
     assert [t["role"] for t in turns[:3]] == ["user", "assistant", "user"]
     assert 40_000 <= len(orjson.dumps(turns)) <= 44_000
+
+
+def test_the_scale_out_report_gives_the_measured_and_the_cpu_accounted_scaling() -> None:
+    from bench import output, report
+
+    def row(path: str, rps: float, cpu: float) -> report.Row:
+        rounds = [{"rps": rps, "gateway_cpu_ms_per_req": cpu}] * 3
+        return report.Row("b", path, rounds)  # type: ignore[arg-type]
+
+    line = output._scaling(
+        "b", [row("through", 200, 1.0), row("redis x1", 100, 1.5), row("redis x2", 150, 1.6)]
+    )
+    assert line is not None
+    assert "1.50x req/s measured" in line
+    assert "1.88x CPU-accounted (2 x 1.50 / 1.60 ms per call" in line
+    assert output._scaling("b", [row("through", 200, 1.0)]) is None
