@@ -114,6 +114,8 @@ class Call:
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
         ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
+        The call keeps the request's age, not the stamp: it measures on the runtime's
+        ``monotonic`` (deadline, attempts, overhead), which a test may replace.
 
         ``door`` is the protocol the client speaks; ``prepared`` its request translated for
         every kind of the group (``routing.protocols.legs``; None: chat door, chat targets).
@@ -133,8 +135,9 @@ class Call:
         self.stream = stream
         self.session = session
         self.call_id = call_id or uuid.uuid4().hex
-        self.loop = asyncio.get_running_loop()
-        self.started = started if started is not None else self.loop.time()
+        now = runtime.monotonic()
+        age = 0.0 if started is None else asyncio.get_running_loop().time() - started
+        self.started = now - age
         self.deadline = self.started + group.deadline_s
         self.upstream_s = 0.0  # time spent waiting on upstreams and backoff: not overhead
         self.record = CallRecord(
@@ -182,7 +185,7 @@ class Call:
         model = self.body.get("model")
         trace = self.runtime.tracing.start_call(
             headers=headers,
-            started_ns=time.time_ns() - int((self.loop.time() - self.started) * 1e9),
+            started_ns=time.time_ns() - int((self.runtime.monotonic() - self.started) * 1e9),
             door=self.record.door,
             endpoint=self.endpoint,
             requested_model=model if isinstance(model, str) else self.group.name,
@@ -279,7 +282,7 @@ class Call:
         """Walk the engine's choices (``routing.engine.select.choose``) and carry them out:
         SERVE at once, PROBE if the lease is free, REVIVE if the store still agrees."""
         group, store = self.group, self.runtime.store
-        if self.loop.time() >= self.deadline:
+        if self.runtime.monotonic() >= self.deadline:
             return None  # the call's deadline: stop here rather than charge targets for it
         snapshot = await store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
@@ -353,11 +356,11 @@ class Call:
         store, group = self.runtime.store, self.group
         group.algorithm.on_dispatch(target.candidate)
         tries = 0
-        first_started = self.loop.time()
+        first_started = self.runtime.monotonic()
         waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
         while True:
             tries += 1
-            attempt_started = self.loop.time()
+            attempt_started = self.runtime.monotonic()
             if self.track_inflight:
                 await store.inflight_add(target.key, 1)
             committed = False
@@ -378,6 +381,7 @@ class Call:
                     headers=headers,
                     names=self.prepared.tool_names,
                     partial=self.rescuable,
+                    clock=self.runtime.monotonic,
                 )
                 committed = True
             except UpstreamFailure as exc:
@@ -396,7 +400,7 @@ class Call:
                     await store.release_probe(target.key, self.runtime.clock())
                 raise
             finally:
-                self.upstream_s += self.loop.time() - attempt_started
+                self.upstream_s += self.runtime.monotonic() - attempt_started
                 if self.track_inflight and not (committed and answer.reader is not None):
                     await store.inflight_add(target.key, -1)
             if committed:
@@ -422,14 +426,17 @@ class Call:
                 policy=group.retry,
                 switch_codes=group.switch_codes,
                 is_probe=probe,
-                time_left_s=self.deadline - self.loop.time(),
+                time_left_s=self.deadline - self.runtime.monotonic(),
                 alternative=not probe and await self._has_alternative(target),
                 waited_s=waited_s,
                 rand=self.runtime.rand,
             )
             if decision.action is not Action.RETRY:
                 self.outcomes[target.key] = TargetOutcome(
-                    failure, tries, (self.loop.time() - first_started) * 1000, record.elapsed_ms
+                    failure,
+                    tries,
+                    (self.runtime.monotonic() - first_started) * 1000,
+                    record.elapsed_ms,
                 )
                 group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
@@ -448,9 +455,9 @@ class Call:
                     retries_left=group.retry.max_retries - tries,
                 )
             )
-            slept_from = self.loop.time()
+            slept_from = self.runtime.monotonic()
             await self.runtime.sleep(decision.delay_s)
-            self.upstream_s += self.loop.time() - slept_from
+            self.upstream_s += self.runtime.monotonic() - slept_from
             waited_s += decision.delay_s
 
     async def _has_alternative(self, target: TargetSpec) -> bool:
@@ -489,14 +496,14 @@ class Call:
         """A stored credential or header no request can carry (SPEC §9): a configuration
         failure of this target, recorded like any attempt, and the call moves on."""
         failure = Failure(FailureCode.MISSING_CREDENTIAL, target.provider.config_error)
-        self._attempt(target, 1, self.loop.time(), ok=False, probe=probe, failure=failure)
+        self._attempt(target, 1, self.runtime.monotonic(), ok=False, probe=probe, failure=failure)
         decision = decide(
             failure,
             retries_done=0,
             policy=self.group.retry,
             switch_codes=self.group.switch_codes,
             is_probe=probe,
-            time_left_s=self.deadline - self.loop.time(),
+            time_left_s=self.deadline - self.runtime.monotonic(),
             rand=self.runtime.rand,
         )
         self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0, 0.0)
@@ -519,7 +526,7 @@ class Call:
             target=target.key,
             try_number=tries,
             ok=ok,
-            elapsed_ms=(self.loop.time() - started) * 1000,
+            elapsed_ms=(self.runtime.monotonic() - started) * 1000,
             code=failure.code.value if failure else code,
             status=failure.status if failure else None,
             message=failure.message if failure else "",
@@ -601,7 +608,7 @@ class Call:
         if answer.reader is None:  # the whole answer is here: remember who wrote it
             await self.continuity.remember(target, answer.turn)
         self.record.served_by = target.key
-        committed_at = self.loop.time()
+        committed_at = self.runtime.monotonic()
         self.record.ttft_ms = (committed_at - self.started) * 1000
         overhead_ms = max(0.0, (committed_at - self.started - self.upstream_s) * 1000)
         self.record.overhead_ms = overhead_ms
@@ -910,7 +917,7 @@ class Call:
         if record.elapsed_ms:  # already finished (e.g. cancelled after a reply was built)
             return
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
-        record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
+        record.elapsed_ms = max((self.runtime.monotonic() - self.started) * 1000, 1e-3)
         # Every attempt that reported usage is paid for, each at its own target's price:
         # a retried, switched or rescued call costs more than its answer.
         tokens, by_key = 0, self.group.by_key
