@@ -93,6 +93,17 @@ class TargetOutcome:
     last_ms: float  # the last attempt alone
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchedFrom:
+    """The target a call just gave up on: a fallback event once the next pick is known
+    (none when nothing is left: the last target's failure is the call's own)."""
+
+    target: TargetSpec
+    failure: Failure
+    reason: SwitchReason
+    cooldown_s: float | None  # the cooling it entered, if giving up on it cooled it
+
+
 class Call:
     def __init__(
         self,
@@ -251,13 +262,13 @@ class Call:
     async def _run(self) -> Reply:
         store = self.runtime.store
         ticket = await store.next_ticket(self.group.name) if self.group.algorithm.uses_ticket else 0
-        switched_from: tuple[TargetSpec, Failure, SwitchReason, float | None] | None = None
+        switched_from: SwitchedFrom | None = None
         while True:
             pick = await self._pick(ticket)
             if switched_from is not None:
                 # A switch only when there is somewhere to go: the last target's failure
                 # is in the call's record, not a fallback (SPEC §16).
-                self._publish_fallback(*switched_from, to=pick[0] if pick else None)
+                self._publish_fallback(switched_from, to=pick[0] if pick else None)
                 switched_from = None
             if pick is None:
                 return await self._exhausted()
@@ -275,7 +286,7 @@ class Call:
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
             cooled = any(e.kind is EventKind.COOLING for e in events)
             reason = switch_reason(decision.reason, cooled=cooled)
-            switched_from = (target, failure, reason, cooldown)
+            switched_from = SwitchedFrom(target, failure, reason, cooldown)
 
     # ------------------------------------------------------------------ selection
     async def _pick(self, ticket: int) -> tuple[TargetSpec, bool] | None:
@@ -393,7 +404,7 @@ class Call:
                     attempt_started,
                     ok=False,
                     probe=probe,
-                    code="ABORTED",
+                    code=FailureCode.ABORTED.value,
                     rewrites=rewrites,
                 )
                 if probe:  # no verdict: let the next call probe instead of waiting out the lease
@@ -557,15 +568,8 @@ class Call:
         self.runtime.hub.publish_all(events)
         return events
 
-    def _publish_fallback(
-        self,
-        source: TargetSpec,
-        failure: Failure,
-        reason: SwitchReason,
-        cooldown: float | None,
-        *,
-        to: TargetSpec | None,
-    ) -> None:
+    def _publish_fallback(self, switched: SwitchedFrom, *, to: TargetSpec | None) -> None:
+        source, failure, reason = switched.target, switched.failure, switched.reason
         last = self.record.attempts[-1] if self.record.attempts else None
         if last is not None:
             last.reason = reason
@@ -584,7 +588,7 @@ class Call:
                 code=failure.code.value,
                 status=failure.status,
                 message=failure.message,
-                cooldown_s=cooldown,
+                cooldown_s=switched.cooldown_s,
                 at=self.runtime.clock(),
                 attempts=outcome.attempts if outcome is not None else 1,
             )
