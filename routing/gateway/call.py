@@ -21,7 +21,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
-from routing.engine.rescue import Resume, may_rescue
+from routing.engine.rescue import Resume
 from routing.engine.select import (
     Charge,
     Use,
@@ -43,7 +43,7 @@ from routing.engine.select import (
     has_alternative,
     switch_reason,
 )
-from routing.gateway.attempt import Answer, EventReader, run_attempt
+from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import (
     AttemptRecord,
@@ -52,16 +52,8 @@ from routing.gateway.events import (
     FallbackEvent,
     RetryEvent,
 )
-from routing.gateway.replies import (
-    SSE_DONE,
-    ErrorReply,
-    JsonReply,
-    Reply,
-    StreamReply,
-    sse,
-    sse_error,
-)
-from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
+from routing.gateway.relay import stream_reply
+from routing.gateway.replies import ErrorReply, JsonReply, Reply
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.limits.gate import Admission, LimitGate, gate_for
@@ -70,7 +62,7 @@ from routing.limits.rules import Refusal
 from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
-from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
+from routing.protocols.legs import Prepared, translate_body
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
@@ -184,7 +176,6 @@ class Call:
         # A chat stream of a group that resumes keeps its text and request past the commit
         # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
         self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
-        self.rescue: Rescue | None = None
         self.key = key
         self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
         self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
@@ -629,28 +620,7 @@ class Call:
             self.record.usage = answer.usage
             self._finish(CallOutcome.OK)
             return JsonReply(answer.prefix[0], headers=headers)
-        kind = Protocol(target.provider.kind)
-        if kind is Protocol.CHAT and self.door is Protocol.CHAT:
-            if not self.rescuable:  # a rescue needs the request again
-                self._release_request(answer)
-            return StreamReply(
-                self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
-            )
-        reader = answer.reader
-        relay = relay_for(
-            self.door,
-            kind,
-            self.body,
-            reader.decoder if reader else None,
-            self.prepared.tool_names,
-        )
-        if not self.rescuable:  # a rescue needs the request again
-            self._release_request(answer)
-        return StreamReply(
-            self._relay_leg(target, answer, relay),
-            headers=headers,
-            abandon=self._abandon(target, answer),
-        )
+        return stream_reply(self, target, answer, headers)
 
     def _release_request(self, answer: Answer) -> None:
         """Past its commit point a stream reads nothing of its request again, and it may
@@ -666,149 +636,6 @@ class Call:
         self.continuity.release()
         if self.door_continuity is not None:
             self.door_continuity.release()
-
-    def _abandon(self, target: TargetSpec, answer: Answer) -> Callable[[], Awaitable[None]]:
-        async def abandon() -> None:
-            await self._stream_ended(target, answer, CallOutcome.ABORTED, FailureCode.ABORTED.value)
-
-        return abandon
-
-    async def _relay(self, target: TargetSpec, answer: Answer) -> AsyncIterator[bytes]:
-        """Send the held-back prefix, then the live rest. After the commit point a failure
-        is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
-        reader = answer.reader
-        outcome, error_code = CallOutcome.OK, None
-        try:
-            yield _framed_prefix(answer.prefix)
-            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
-            if reader is not None:
-                while True:
-                    try:
-                        frames = await reader.next_sse()
-                    except UpstreamFailure as exc:
-                        failure = exc.failure
-                        outcome, error_code = CallOutcome.FAILED, failure.code.value
-                        log.warning(
-                            "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(too late to retry or switch: an SSE error, unless the group resumes it)",
-                            self.call_id,
-                            self.group.name,
-                            target.key,
-                            failure.code.value,
-                            failure.message,
-                        )
-                        # Too late to switch, but a target that cuts streams still pays:
-                        # charged before the error event, which a client may close on (the
-                        # server then closes this generator at the yield).
-                        await self._charge(target, failure, probe=False)
-                        async for out in self._rescue(target, reader, failure, None):
-                            yield out
-                        if self.rescue is not None and self.rescue.ok:
-                            outcome, error_code = CallOutcome.OK, None
-                            return
-                        if self.rescue is None or self.rescue.target is None:
-                            yield sse_error(failure.message, code=failure.code.value)
-                        return
-                    if frames is None:
-                        break
-                    if frames:  # everything one network read brought, in one write
-                        yield frames
-                # Before [DONE]: a client's next request must find this turn remembered.
-                await self.continuity.remember(target, answer.turn)
-            yield SSE_DONE
-        except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
-            raise
-        finally:
-            await self._stream_ended(target, answer, outcome, error_code)
-
-    async def _relay_leg(
-        self, target: TargetSpec, answer: Answer, relay: Relay
-    ) -> AsyncIterator[bytes]:
-        """``_relay`` for every other door/kind pair: the same commit rules, the door's own
-        framing, end and after-commit error event (``routing.protocols.legs``). A
-        pass-through reads the upstream's own bytes (``next_sse``); the others translate
-        the items of each read."""
-        reader = answer.reader
-        outcome, error_code = CallOutcome.OK, None
-        try:
-            yield relay.encode(answer.items)
-            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
-            if reader is not None:
-                while True:
-                    try:
-                        out = await _next_write(reader, relay)
-                    except UpstreamFailure as exc:
-                        failure = exc.failure
-                        outcome, error_code = CallOutcome.FAILED, failure.code.value
-                        log.warning(
-                            "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(too late to retry or switch: the door's error event, unless the group resumes it)",
-                            self.call_id,
-                            self.group.name,
-                            target.key,
-                            failure.code.value,
-                            failure.message,
-                        )
-                        await self._charge(target, failure, probe=False)  # as in _relay
-                        async for out in self._rescue(target, reader, failure, relay):
-                            yield out
-                        if self.rescue is not None and self.rescue.ok:
-                            outcome, error_code = CallOutcome.OK, None
-                            return
-                        if self.rescue is None or self.rescue.target is None:
-                            yield relay.error(failure.message, code=failure.code.value)
-                        return
-                    if out is None:
-                        break
-                    if out:
-                        yield out
-                # Before the end: a client's next request must find this turn remembered.
-                await self.continuity.remember(target, answer.turn)
-            tail = relay.end()
-            if tail:
-                yield tail
-        except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
-            raise
-        finally:
-            await self._stream_ended(target, answer, outcome, error_code)
-
-    async def _rescue(
-        self, target: TargetSpec, reader: EventReader, failure: Failure, relay: Relay | None
-    ) -> AsyncIterator[bytes]:
-        """A mid-stream rescue when the group resumes and the rules allow it (SPEC §16):
-        the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
-        partial = reader.partial
-        if partial is None or not may_rescue(
-            self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
-        ):
-            return
-        sink = sink_for(self.door, relay, reader, self.body, self.prepared.tool_names)
-        if sink is None:
-            return
-        self.rescue = rescue = Rescue()
-        async for out in continue_elsewhere(self, target, partial, sink, rescue):
-            yield out
-
-    async def _stream_ended(
-        self, target: TargetSpec, answer: Answer, outcome: CallOutcome, error_code: str | None
-    ) -> None:
-        reader = answer.reader
-        if reader is not None:
-            # usage counted once: a rescued stream's is its continuation's
-            rescued = self.rescue is not None and self.rescue.target is not None
-            self.record.usage = self.rescue.usage if rescued and self.rescue else reader.usage
-            if self.served is not None:  # the cut attempt is paid for too
-                self.served.usage = reader.usage
-            if self.rescue is not None and self.rescue.attempt is not None:
-                self.rescue.attempt.usage = self.rescue.usage
-            await reader.aclose()
-            if self.track_inflight:
-                await self.runtime.store.inflight_add(target.key, -1)
-        else:
-            self.record.usage = answer.usage
-        self._finish(outcome, error_code=error_code)
 
     def _surface(self, failure: Failure) -> ErrorReply:
         status = failure.status if failure.status and 400 <= failure.status < 600 else 502
@@ -938,35 +765,3 @@ class Call:
         if self.trace is not None:
             self.trace.finish(record)
         self.runtime.hub.publish(record)
-
-
-def _framed_prefix(payloads: list[bytes]) -> bytes:
-    """The held-back payloads of a chat stream as SSE, one usage-only chunk at most."""
-    held: list[bytes] = []
-    usage_sent = False
-    for payload in payloads:
-        if _is_usage_only(payload):
-            if usage_sent:
-                continue
-            usage_sent = True
-        held.append(sse(payload))
-    return b"".join(held)
-
-
-def _is_usage_only(payload: bytes) -> bool:
-    if b'"usage"' not in payload:
-        return False
-    try:
-        chunk = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return False
-    return bool(chunk.get("usage")) and not chunk.get("choices")
-
-
-async def _next_write(reader: EventReader, relay: Relay) -> bytes | None:
-    """The next bytes a committed non-chat relay writes, None at the end: a pass-through
-    sends the upstream's own events as read; the others translate each read's items."""
-    if isinstance(relay, PassThrough):
-        return await reader.next_sse()
-    batch = await reader.next_batch()
-    return None if batch is None else relay.encode(batch)
