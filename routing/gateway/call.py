@@ -43,17 +43,17 @@ from routing.engine.select import (
     has_alternative,
     switch_reason,
 )
-from routing.gateway.attempt import Answer, run_attempt
+from routing.gateway.attempt import Answer
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import (
     AttemptRecord,
     CallOutcome,
     CallRecord,
     FallbackEvent,
-    RetryEvent,
 )
 from routing.gateway.relay import stream_reply
 from routing.gateway.replies import ErrorReply, JsonReply, Reply
+from routing.gateway.retry import Outbound, RetryInPlace, TargetOutcome
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.limits.gate import Admission, LimitGate, gate_for
@@ -63,7 +63,6 @@ from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
 from routing.protocols.legs import Prepared, translate_body
-from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
     from routing.observability.spans import CallTrace
@@ -75,14 +74,6 @@ DOOR_VIEWS: dict[Protocol, type[MessagesHistory] | type[ResponsesHistory]] = {
 }
 log = logging.getLogger("switchyard.gateway")
 PROBE_LEASE_CAP_S = 120.0
-
-
-@dataclass(slots=True)
-class TargetOutcome:
-    failure: Failure
-    attempts: int
-    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
-    last_ms: float  # the last attempt alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,9 +323,18 @@ class Call:
     async def _use_target(
         self, target: TargetSpec, probe: bool
     ) -> Answer | tuple[Decision, Failure]:
+        """Try ``target`` in place (``routing.gateway.retry``): its answer, or the decision
+        to leave it and the failure that made it."""
         if target.provider.config_error:
             return self._unsendable(target, probe)
-        client = self.runtime.client_for(target.provider)
+        outbound = await self._outbound(target)
+        self.group.algorithm.on_dispatch(target.candidate)
+        return await RetryInPlace(self, target, probe, outbound).run()
+
+    async def _outbound(self, target: TargetSpec) -> Outbound:
+        """The request for ``target``, built once for all its tries: continuity-rewritten
+        and in its protocol, with the door's protocol headers a same-kind target may carry
+        (its betas filtered), and every rewrite made on the way."""
         kind = Protocol(target.provider.kind)
         rewrites: list[str] = []
         if self.endpoint:  # embeddings: no history to rewrite
@@ -354,113 +354,7 @@ class Call:
             rewrites = [*rewrites, *stripped]
         # orjson's output keeps its growth buffer (about twice the body); the request, and
         # with it the body, lives as long as the stream: keep an exact-size copy.
-        body = bytes(memoryview(body))
-        store, group = self.runtime.store, self.group
-        group.algorithm.on_dispatch(target.candidate)
-        tries = 0
-        first_started = self.runtime.monotonic()
-        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
-        while True:
-            tries += 1
-            attempt_started = self.runtime.monotonic()
-            if self.track_inflight:
-                await store.inflight_add(target.key, 1)
-            committed = False
-            headers = protocol_headers
-            if self.trace is not None:
-                headers = self.trace.attempt_started(target, tries, probe, headers)
-            try:
-                answer = await run_attempt(
-                    client,
-                    body,
-                    stream=self.stream,
-                    commit=group.commit,
-                    model=target.model,
-                    deadline=self.deadline,
-                    door=self.door,
-                    kind=kind,
-                    endpoint=self.endpoint,
-                    headers=headers,
-                    names=self.prepared.tool_names,
-                    partial=self.rescuable,
-                    clock=self.runtime.monotonic,
-                )
-                committed = True
-            except UpstreamFailure as exc:
-                failure, usage = exc.failure, exc.usage
-            except asyncio.CancelledError:
-                self._attempt(
-                    target,
-                    tries,
-                    attempt_started,
-                    ok=False,
-                    probe=probe,
-                    code=FailureCode.ABORTED.value,
-                    rewrites=rewrites,
-                )
-                if probe:  # no verdict: let the next call probe instead of waiting out the lease
-                    await store.release_probe(target.key, self.runtime.clock())
-                raise
-            finally:
-                self.upstream_s += self.runtime.monotonic() - attempt_started
-                if self.track_inflight and not (committed and answer.reader is not None):
-                    await store.inflight_add(target.key, -1)
-            if committed:
-                self.served = self._attempt(
-                    target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
-                )
-                self.served.usage = answer.usage  # a stream's final usage at its end
-                self.rewrites = rewrites
-                return answer
-            record = self._attempt(
-                target,
-                tries,
-                attempt_started,
-                ok=False,
-                probe=probe,
-                failure=failure,
-                rewrites=rewrites,
-            )
-            record.usage = usage
-            decision = decide(
-                failure,
-                retries_done=tries - 1,
-                policy=group.retry,
-                switch_codes=group.switch_codes,
-                is_probe=probe,
-                time_left_s=self.deadline - self.runtime.monotonic(),
-                alternative=not probe and await self._has_alternative(target),
-                waited_s=waited_s,
-                rand=self.runtime.rand,
-            )
-            if decision.action is not Action.RETRY:
-                self.outcomes[target.key] = TargetOutcome(
-                    failure,
-                    tries,
-                    (self.runtime.monotonic() - first_started) * 1000,
-                    record.elapsed_ms,
-                )
-                group.algorithm.on_failure(target.candidate, failure.code)
-                return decision, failure
-            record.will_retry = True
-            self.runtime.hub.publish(
-                RetryEvent(
-                    call_id=self.call_id,
-                    group=group.name,
-                    target=target.key,
-                    try_number=tries,
-                    code=failure.code.value,
-                    status=failure.status,
-                    delay_s=decision.delay_s,
-                    message=failure.message,
-                    at=self.runtime.clock(),
-                    retries_left=group.retry.max_retries - tries,
-                )
-            )
-            slept_from = self.runtime.monotonic()
-            await self.runtime.sleep(decision.delay_s)
-            self.upstream_s += self.runtime.monotonic() - slept_from
-            waited_s += decision.delay_s
+        return Outbound(kind, bytes(memoryview(body)), protocol_headers, rewrites)
 
     async def _has_alternative(self, target: TargetSpec) -> bool:
         """Whether another target of the chain could take this call now (only asked after
