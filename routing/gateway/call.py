@@ -151,15 +151,7 @@ class Call:
         self.track_inflight = group.algorithm.uses_inflight
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
-        # Continuity reads the canonical (chat) view, whatever the door.
-        # (a call without a session keeps its provenance per group and key)
-        scope = Scope(session, group.name, key.id if key is not None else None)
-        self.continuity = Continuity(runtime.store, self.prepared.canonical, scope)
-        # A Messages or Responses pass-through rewrites the door's own shape, losslessly.
-        view = DOOR_VIEWS.get(door)
-        self.door_continuity = (
-            Continuity(runtime.store, body, scope, view=view) if view is not None else None
-        )
+        self.continuity, self.door_continuity = self._continuities(key)
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
         self.trace: CallTrace | None = (
             None if runtime.tracing is None else self._start_trace(trace_headers)
@@ -172,6 +164,18 @@ class Call:
         self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
         self.served: AttemptRecord | None = None  # the committed attempt (its usage at the end)
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
+
+    def _continuities(self, key: KeySpec | None) -> tuple[Continuity, Continuity | None]:
+        """Continuity reads the canonical (chat) view, whatever the door; a Messages or
+        Responses pass-through also rewrites the door's own shape, losslessly. A call
+        without a session keeps its provenance per group and key."""
+        store = self.runtime.store
+        scope = Scope(self.session, self.group.name, key.id if key is not None else None)
+        view = DOOR_VIEWS.get(self.door)
+        return (
+            Continuity(store, self.prepared.canonical, scope),
+            Continuity(store, self.body, scope, view=view) if view is not None else None,
+        )
 
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
         assert self.runtime.tracing is not None
