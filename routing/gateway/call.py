@@ -37,7 +37,6 @@ from routing.engine.rescue import Resume
 from routing.engine.select import (
     Charge,
     Use,
-    Verdict,
     charge,
     choose,
     has_alternative,
@@ -51,6 +50,7 @@ from routing.gateway.events import (
     CallRecord,
     FallbackEvent,
 )
+from routing.gateway.exhaustion import Exhaustion
 from routing.gateway.relay import stream_reply
 from routing.gateway.replies import ErrorReply, JsonReply, Reply
 from routing.gateway.retry import Outbound, RetryInPlace, TargetOutcome
@@ -559,17 +559,22 @@ class Call:
         group = self.group
         snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
-        judged = snapshot.verdicts(group.members, now)
+        ended = Exhaustion(
+            group.targets,
+            snapshot.verdicts(group.members, now),
+            self.outcomes,
+            self.skipped,
+            self.context_limit,
+        )
         tried = bool(self.record.attempts)
         # The official SDKs honour this: the gateway already retried and switched, so a
         # client retry would replay the whole chain (SPEC §3.10).
         headers = {**self._trail_headers(), "x-should-retry": "false"}
         status = 502 if tried else 503
-        waits = self._revivals(judged, now, all_waiting=tried)
+        waits = ended.revivals(now, all_waiting=tried)
         if waits:
             headers["retry-after"] = str(max(1, math.ceil(min(waits) - now)))
-        lines = [f"{t.key} → {self._exhaustion_line(t, judged[t.key])}" for t in group.targets]
-        message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
+        message = ended.message(group.name)
         log.error(
             "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
         )
@@ -582,51 +587,6 @@ class Call:
             headers=headers,
             door=self.door,
         )
-
-    def _exhaustion_line(self, target: TargetSpec, verdict: Verdict) -> str:
-        """A target's failure in this call, or why it was not tried."""
-        outcome = self.outcomes.get(target.key)
-        if outcome is not None:
-            f, attempts = outcome.failure, outcome.attempts
-            status = f" (HTTP {f.status})" if f.status is not None else ""
-            # the last attempt's own time, then the total spent on the target
-            return (
-                f"{f.code.value}{status}: {f.message} ({outcome.last_ms:.0f} ms; "
-                f"{attempts} attempt{'s' if attempts != 1 else ''} "
-                f"in {outcome.elapsed_ms / 1000:.1f} s)"
-            )
-        if target.key in self.skipped:
-            return f"skipped: {self.skipped[target.key]}"
-        line = verdict.exhaustion_line()
-        if line is not None:
-            return line
-        if self.context_limit is not None and not self.context_limit.allows(target.context_window):
-            return "skipped: its context window is not larger than the one exceeded"
-        return "not tried"
-
-    def _revivals(
-        self, judged: Mapping[str, Verdict], now: float, *, all_waiting: bool
-    ) -> list[float]:
-        """When targets may serve again, for ``Retry-After``. Untried (503): every cooling
-        or probing target's revival. Tried (502): only when every target is cooling or
-        rate limited; a target that failed some other way has no known revival."""
-        waits: list[float] = []
-        for target in self.group.targets:
-            if target.key in self.skipped:
-                continue  # it can never serve this call
-            verdict, outcome = judged[target.key], self.outcomes.get(target.key)
-            if verdict.earliest_revival is not None:
-                waits.append(verdict.earliest_revival)
-            elif (
-                all_waiting
-                and outcome is not None
-                and outcome.failure.code is FailureCode.RATE_LIMIT
-                and outcome.failure.retry_after_s is not None
-            ):
-                waits.append(now + outcome.failure.retry_after_s)
-            elif all_waiting:
-                return []
-        return waits
 
     def _trail_headers(self) -> dict[str, str]:
         headers = {
