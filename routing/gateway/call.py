@@ -12,6 +12,13 @@ The loop, in SPEC §3 terms::
     nothing left → 502 ROUTES_EXHAUSTED (503 + Retry-After when nothing was even tried)
 
 Health is charged once per target per call, when the call gives up on that target.
+
+This module is the walk over targets (``Call``: pick, charge, switch, commit, exhaust,
+finish the record). Its parts live beside it: one target's tries and the in-place
+retry in ``routing.gateway.retry`` (each try an attempt, ``routing.gateway.attempt``);
+a stream past its commit point in ``routing.gateway.relay`` (a cut one continued
+elsewhere by ``routing.gateway.rescue``). Deadlines and durations are read from the
+runtime's injectable ``monotonic`` clock, health times from its ``clock``.
 """
 
 from __future__ import annotations
