@@ -41,22 +41,10 @@ from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
 from routing.engine.rescue import Resume
-from routing.engine.select import (
-    Charge,
-    Use,
-    charge,
-    choose,
-    has_alternative,
-    switch_reason,
-)
+from routing.engine.select import Charge, Use, charge, choose, has_alternative, switch_reason
 from routing.gateway.attempt import Answer
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
-from routing.gateway.events import (
-    AttemptRecord,
-    CallOutcome,
-    CallRecord,
-    FallbackEvent,
-)
+from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord, FallbackEvent
 from routing.gateway.exhaustion import Exhaustion
 from routing.gateway.relay import stream_reply
 from routing.gateway.replies import ErrorReply, JsonReply, Reply
