@@ -89,7 +89,7 @@ def committed_reader(
 
 
 def chat_frames(batch: list[Any], usage_sent: bool) -> tuple[bytes, bool]:
-    """The chat relay's framing of one batch of items (``Call._relay`` before
+    """The chat relay's framing of one batch of items (``routing.gateway.relay`` before
     ``next_sse``)."""
     out: list[bytes] = []
     for payload, chunk, _ in batch:

@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from routing.engine import select
+from routing.engine.failures import FailureCode
 from routing.gateway.events import CallRecord
 
 BUCKET_S = 60
 SPAN_BUCKETS = 60
 TTFT_SAMPLES = 256  # per bucket
 WINDOWS_MIN = (5, 15, 60)
-NOT_COUNTED = frozenset({"ABORTED"})
+NOT_COUNTED = frozenset({FailureCode.ABORTED.value})
 # The engine's rule (the request, not the target, failed), minus what is not counted at all.
 NOT_THE_TARGETS_FAULT = frozenset(code.value for code in select.NOT_THE_TARGETS_FAULT) - NOT_COUNTED
 DEGRADED_FAILURE_RATE = 0.5

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import Any
 
 import httpx
 import openai
@@ -450,6 +451,33 @@ def test_the_call_deadline_bounds_retries_and_switches_together(harness: Harness
     assert "p1/a → TIMEOUT" in caught.value.message
     assert "p2/b → not tried" in caught.value.message
     assert harness.upstream.count("b") == 0
+
+
+def test_the_call_deadline_is_kept_on_the_runtimes_monotonic_clock(harness: Harness) -> None:
+    """A call's deadline arithmetic reads ``runtime.monotonic``: a backoff the injected
+    clock says took a minute outlives a 5 s deadline, with no real wait, and the call
+    stops there instead of trying again or switching."""
+    harness.configure(TWO_ROUTES.replace("  - name: auto\n", "  - name: auto\n    deadline_s: 5\n"))
+    harness.runtime.rand = lambda: 0.5  # type: ignore[attr-defined]
+    harness.upstream.script("a", Fail(503), Reply("too late"))
+    skew = [0.0]
+
+    async def a_minute_passes(delay: float) -> None:
+        harness.sleeps.delays.append(delay)
+        skew[0] += 60.0
+
+    runtime: Any = harness.runtime
+    runtime.monotonic, runtime.sleep = lambda: time.monotonic() + skew[0], a_minute_passes
+    try:
+        with pytest.raises(openai.APIStatusError) as caught:
+            harness.client().chat.completions.create(model="auto", messages=MESSAGES)
+    finally:
+        runtime.monotonic, runtime.sleep = time.monotonic, harness.sleeps
+    assert caught.value.status_code == 502
+    assert "p1/a → TIMEOUT: call deadline reached" in caught.value.message
+    assert "p2/b → not tried" in caught.value.message
+    assert len(harness.sleeps.delays) == 1
+    assert harness.upstream.count("a") == 1 and harness.upstream.count("b") == 0
 
 
 def test_overhead_header_excludes_upstream_time_and_backoff(h: Harness) -> None:

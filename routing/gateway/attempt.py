@@ -8,12 +8,17 @@ commit point the reader keeps its timeouts, and a later failure is the relay's t
 Timeouts per attempt (SPEC §3.8): connect (the pooled client), first token (send → first
 content/reasoning/tool-call delta for a stream; send → response headers for a JSON call),
 idle (between chunks), total (whole attempt, also capped by the call's deadline).
+
+Deadlines are instants on the ``clock`` the call passes in (the runtime's injectable
+``monotonic``); the loop's timers are given what is left until them, so a test's clock
+and the loop's need not agree.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -96,15 +101,17 @@ class EventReader:
         deadline: float,
         kind: Protocol = Protocol.CHAT,
         scrub: Callable[[Failure], Failure] = lambda failure: failure,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``started`` and ``deadline`` are instants on ``clock``."""
         self._scrub = scrub  # an in-stream error event is upstream text
-        self._loop = asyncio.get_running_loop()
+        self._clock = clock
         self._response = response
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
         self._frame = None if self._decoder is None else frame_for(kind)
         self._body = response.reader()
-        self._watch = ReadDeadline()
+        self._watch = ReadDeadline(clock)
         self._parser = SSEParser()
         self._plain = PlainDeltas()
         self._ready: deque[Item] = deque()
@@ -200,8 +207,7 @@ class EventReader:
     async def _read(self) -> None:
         """One network read, parsed. Raises ``UpstreamFailure`` on timeout, cut or an
         in-stream error event (after queueing the chunks that came before it)."""
-        loop_now = self._loop.time()
-        deadline = min(self._total_deadline, loop_now + self._idle_s)
+        deadline = min(self._total_deadline, self._clock() + self._idle_s)
         phase = "idle"
         if not self.got_content and self._first_token_deadline < deadline:
             deadline, phase = self._first_token_deadline, "first-token"
@@ -306,7 +312,7 @@ class EventReader:
                         done.add(index)
             if not self.got_content and has_content(chunk):
                 self.got_content = True
-                self.first_content_at = self._loop.time()
+                self.first_content_at = self._clock()
             self.turn.feed(chunk)
             if self.partial is not None:
                 self.partial.feed(chunk)
@@ -350,7 +356,7 @@ class EventReader:
                     self.partial.feed(canonical)
             if not self.got_content and any(has_content(c) for c in chunks):
                 self.got_content = True
-                self.first_content_at = self._loop.time()
+                self.first_content_at = self._clock()
             if framing:
                 self._events.append((payload, event))
                 passed += 1
@@ -382,13 +388,16 @@ class ReadDeadline:
     so one armed timer serves many reads: when it fires during a read whose deadline is
     still ahead it re-arms for that deadline; when it fires between reads it does nothing
     (the next read arms it again). Past its deadline the reading task is cancelled and the
-    read raises ``TimeoutError``, as ``asyncio.timeout`` would.
+    read raises ``TimeoutError``, as ``asyncio.timeout`` would. Deadlines are instants on
+    ``clock``; the loop's timer is set for the time left until them.
     """
 
-    __slots__ = ("_timer", "_deadline", "_task", "_cancelling", "_expired")
+    __slots__ = ("_timer", "_armed", "_deadline", "_task", "_cancelling", "_expired", "_clock")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0  # the deadline the timer was set for
         self._deadline = 0.0
         self._task: asyncio.Task[Any] | None = None
         self._cancelling = 0
@@ -399,10 +408,10 @@ class ReadDeadline:
         assert task is not None
         self._deadline = deadline
         timer = self._timer
-        if timer is None or timer.when() > deadline:
+        if timer is None or self._armed > deadline:
             if timer is not None:
                 timer.cancel()
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._fire)
+            self._arm(deadline, self._clock())
         self._task, self._cancelling, self._expired = task, task.cancelling(), False
         try:
             return await read
@@ -413,14 +422,18 @@ class ReadDeadline:
         finally:
             self._task = None
 
+    def _arm(self, deadline: float, now: float) -> None:
+        self._armed = deadline
+        self._timer = asyncio.get_running_loop().call_later(deadline - now, self._fire)
+
     def _fire(self) -> None:
         self._timer = None
         task = self._task
         if task is None:  # between reads: the next read arms the timer again
             return
-        loop = asyncio.get_running_loop()
-        if loop.time() < self._deadline:
-            self._timer = loop.call_at(self._deadline, self._fire)
+        now = self._clock()
+        if now < self._deadline:
+            self._arm(self._deadline, now)
             return
         self._expired = True
         task.cancel()
@@ -458,6 +471,7 @@ async def run_attempt(
     headers: Mapping[str, str] | None = None,
     names: ToolNames | None = None,
     partial: bool = False,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Answer:
     """Carry one attempt to its commit point. Raises ``UpstreamFailure`` before it.
     ``partial``: keep the streamed text (``reader.partial``) for a mid-stream rescue.
@@ -466,9 +480,10 @@ async def run_attempt(
     without vectors is ``EMPTY_RESPONSE``).
 
     ``door`` is the protocol the client speaks, ``kind`` the target's: a JSON answer is
-    returned in the door's shape; a stream's items are left for the door's relay."""
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    returned in the door's shape; a stream's items are left for the door's relay.
+
+    ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
+    started = clock()
     timeouts = client.timeouts
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
@@ -477,7 +492,7 @@ async def run_attempt(
     first_token_at = started + timeouts.first_token_s
     total_at = min(deadline, started + timeouts.total_s)
     try:
-        async with asyncio.timeout_at(min(total_at, first_token_at)):
+        async with asyncio.timeout(min(total_at, first_token_at) - started):
             response = await client.send(
                 body, path=f"/{endpoint}" if endpoint else None, headers=headers
             )
@@ -498,6 +513,7 @@ async def run_attempt(
             vectors=endpoint == "embeddings",
             scrub=client.upstream_failure,
             names=names,
+            clock=clock,
         )
     reader = EventReader(
         response,
@@ -506,6 +522,7 @@ async def run_attempt(
         deadline=deadline,
         kind=kind,
         scrub=client.upstream_failure,
+        clock=clock,
     )
     if partial:
         reader.partial = Partial()
@@ -572,9 +589,10 @@ async def _read_completion(
     vectors: bool = False,
     scrub: Callable[[Failure], Failure] = lambda failure: failure,
     names: ToolNames | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Answer:
     try:
-        async with asyncio.timeout_at(min(deadline, started + timeouts.total_s)):
+        async with asyncio.timeout(min(deadline, started + timeouts.total_s) - clock()):
             raw = await response.read()
     except TimeoutError as exc:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "total timeout")) from exc
@@ -595,7 +613,7 @@ async def _read_completion(
     if vectors:
         if not completion.get("data"):
             raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "no embeddings in answer"))
-        ttft = asyncio.get_running_loop().time() - started
+        ttft = clock() - started
         return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
     canonical = completion if kind is Protocol.CHAT else completion_to_canonical(kind, completion)
     if not has_content(canonical):
@@ -608,7 +626,7 @@ async def _read_completion(
         raw = orjson.dumps(completion)
     if door is not kind:
         raw = completion_for_door(door, canonical, names)
-    ttft = asyncio.get_running_loop().time() - started
+    ttft = clock() - started
     return Answer(
         prefix=[raw],
         reader=None,

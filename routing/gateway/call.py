@@ -12,6 +12,13 @@ The loop, in SPEC §3 terms::
     nothing left → 502 ROUTES_EXHAUSTED (503 + Retry-After when nothing was even tried)
 
 Health is charged once per target per call, when the call gives up on that target.
+
+This module is the walk over targets (``Call``: pick, charge, switch, commit, exhaust,
+finish the record). Its parts live beside it: one target's tries and the in-place
+retry in ``routing.gateway.retry`` (each try an attempt, ``routing.gateway.attempt``);
+a stream past its commit point in ``routing.gateway.relay`` (a cut one continued
+elsewhere by ``routing.gateway.rescue``). Deadlines and durations are read from the
+runtime's injectable ``monotonic`` clock, health times from its ``clock``.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,35 +40,15 @@ from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.engine.plan import Action, ContextLimit, Decision, SwitchReason, decide
-from routing.engine.rescue import Resume, may_rescue
-from routing.engine.select import (
-    Charge,
-    Use,
-    Verdict,
-    charge,
-    choose,
-    has_alternative,
-    switch_reason,
-)
-from routing.gateway.attempt import Answer, EventReader, run_attempt
+from routing.engine.rescue import Resume
+from routing.engine.select import Charge, Use, charge, choose, has_alternative, switch_reason
+from routing.gateway.attempt import Answer
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
-from routing.gateway.events import (
-    AttemptRecord,
-    CallOutcome,
-    CallRecord,
-    FallbackEvent,
-    RetryEvent,
-)
-from routing.gateway.replies import (
-    SSE_DONE,
-    ErrorReply,
-    JsonReply,
-    Reply,
-    StreamReply,
-    sse,
-    sse_error,
-)
-from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
+from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord, FallbackEvent
+from routing.gateway.exhaustion import Exhaustion
+from routing.gateway.relay import stream_reply
+from routing.gateway.replies import ErrorReply, JsonReply, Reply
+from routing.gateway.retry import Outbound, RetryInPlace, TargetOutcome
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
 from routing.limits.gate import Admission, LimitGate, gate_for
@@ -70,8 +57,7 @@ from routing.limits.rules import Refusal
 from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
-from routing.protocols.legs import PassThrough, Prepared, Relay, relay_for, translate_body
-from routing.upstream.openai import UpstreamFailure
+from routing.protocols.legs import Prepared, translate_body
 
 if TYPE_CHECKING:
     from routing.observability.spans import CallTrace
@@ -85,12 +71,15 @@ log = logging.getLogger("switchyard.gateway")
 PROBE_LEASE_CAP_S = 120.0
 
 
-@dataclass(slots=True)
-class TargetOutcome:
+@dataclass(frozen=True, slots=True)
+class SwitchedFrom:
+    """The target a call just gave up on: a fallback event once the next pick is known
+    (none when nothing is left: the last target's failure is the call's own)."""
+
+    target: TargetSpec
     failure: Failure
-    attempts: int
-    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
-    last_ms: float  # the last attempt alone
+    reason: SwitchReason
+    cooldown_s: float | None  # the cooling it entered, if giving up on it cooled it
 
 
 class Call:
@@ -114,6 +103,8 @@ class Call:
     ) -> None:
         """``started`` is the loop time the request reached the gateway (the ASGI entry), so
         ``x-switchyard-overhead-ms`` covers body reading, routing and the view, not just us.
+        The call keeps the request's age, not the stamp: it measures on the runtime's
+        ``monotonic`` (deadline, attempts, overhead), which a test may replace.
 
         ``door`` is the protocol the client speaks; ``prepared`` its request translated for
         every kind of the group (``routing.protocols.legs``; None: chat door, chat targets).
@@ -133,8 +124,9 @@ class Call:
         self.stream = stream
         self.session = session
         self.call_id = call_id or uuid.uuid4().hex
-        self.loop = asyncio.get_running_loop()
-        self.started = started if started is not None else self.loop.time()
+        now = runtime.monotonic()
+        age = 0.0 if started is None else asyncio.get_running_loop().time() - started
+        self.started = now - age
         self.deadline = self.started + group.deadline_s
         self.upstream_s = 0.0  # time spent waiting on upstreams and backoff: not overhead
         self.record = CallRecord(
@@ -154,15 +146,7 @@ class Call:
         self.track_inflight = group.algorithm.uses_inflight
         self.track_latency = group.algorithm.uses_latency
         self.clean: set[str] = set()  # targets picked with no health state at all
-        # Continuity reads the canonical (chat) view, whatever the door.
-        # (a call without a session keeps its provenance per group and key)
-        scope = Scope(session, group.name, key.id if key is not None else None)
-        self.continuity = Continuity(runtime.store, self.prepared.canonical, scope)
-        # A Messages or Responses pass-through rewrites the door's own shape, losslessly.
-        view = DOOR_VIEWS.get(door)
-        self.door_continuity = (
-            Continuity(runtime.store, body, scope, view=view) if view is not None else None
-        )
+        self.continuity, self.door_continuity = self._continuities(key)
         self.rewrites: list[str] = []  # of the attempt that answered (x-switchyard-rewrites)
         self.trace: CallTrace | None = (
             None if runtime.tracing is None else self._start_trace(trace_headers)
@@ -170,19 +154,30 @@ class Call:
         # A chat stream of a group that resumes keeps its text and request past the commit
         # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
         self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
-        self.rescue: Rescue | None = None
         self.key = key
         self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
         self.gate: LimitGate | None = None  # where they were taken (settled there at the end)
         self.served: AttemptRecord | None = None  # the committed attempt (its usage at the end)
         runtime.calls_open += 1  # until _finish (switchyard_calls_in_progress on /metrics)
 
+    def _continuities(self, key: KeySpec | None) -> tuple[Continuity, Continuity | None]:
+        """Continuity reads the canonical (chat) view, whatever the door; a Messages or
+        Responses pass-through also rewrites the door's own shape, losslessly. A call
+        without a session keeps its provenance per group and key."""
+        store = self.runtime.store
+        scope = Scope(self.session, self.group.name, key.id if key is not None else None)
+        view = DOOR_VIEWS.get(self.door)
+        return (
+            Continuity(store, self.prepared.canonical, scope),
+            Continuity(store, self.body, scope, view=view) if view is not None else None,
+        )
+
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
         assert self.runtime.tracing is not None
         model = self.body.get("model")
         trace = self.runtime.tracing.start_call(
             headers=headers,
-            started_ns=time.time_ns() - int((self.loop.time() - self.started) * 1e9),
+            started_ns=time.time_ns() - int((self.runtime.monotonic() - self.started) * 1e9),
             door=self.record.door,
             endpoint=self.endpoint,
             requested_model=model if isinstance(model, str) else self.group.name,
@@ -248,13 +243,13 @@ class Call:
     async def _run(self) -> Reply:
         store = self.runtime.store
         ticket = await store.next_ticket(self.group.name) if self.group.algorithm.uses_ticket else 0
-        switched_from: tuple[TargetSpec, Failure, SwitchReason, float | None] | None = None
+        switched_from: SwitchedFrom | None = None
         while True:
             pick = await self._pick(ticket)
             if switched_from is not None:
                 # A switch only when there is somewhere to go: the last target's failure
                 # is in the call's record, not a fallback (SPEC §16).
-                self._publish_fallback(*switched_from, to=pick[0] if pick else None)
+                self._publish_fallback(switched_from, to=pick[0] if pick else None)
                 switched_from = None
             if pick is None:
                 return await self._exhausted()
@@ -272,14 +267,14 @@ class Call:
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
             cooled = any(e.kind is EventKind.COOLING for e in events)
             reason = switch_reason(decision.reason, cooled=cooled)
-            switched_from = (target, failure, reason, cooldown)
+            switched_from = SwitchedFrom(target, failure, reason, cooldown)
 
     # ------------------------------------------------------------------ selection
     async def _pick(self, ticket: int) -> tuple[TargetSpec, bool] | None:
         """Walk the engine's choices (``routing.engine.select.choose``) and carry them out:
         SERVE at once, PROBE if the lease is free, REVIVE if the store still agrees."""
         group, store = self.group, self.runtime.store
-        if self.loop.time() >= self.deadline:
+        if self.runtime.monotonic() >= self.deadline:
             return None  # the call's deadline: stop here rather than charge targets for it
         snapshot = await store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
@@ -327,9 +322,18 @@ class Call:
     async def _use_target(
         self, target: TargetSpec, probe: bool
     ) -> Answer | tuple[Decision, Failure]:
+        """Try ``target`` in place (``routing.gateway.retry``): its answer, or the decision
+        to leave it and the failure that made it."""
         if target.provider.config_error:
             return self._unsendable(target, probe)
-        client = self.runtime.client_for(target.provider)
+        outbound = await self._outbound(target)
+        self.group.algorithm.on_dispatch(target.candidate)
+        return await RetryInPlace(self, target, probe, outbound).run()
+
+    async def _outbound(self, target: TargetSpec) -> Outbound:
+        """The request for ``target``, built once for all its tries: continuity-rewritten
+        and in its protocol, with the door's protocol headers a same-kind target may carry
+        (its betas filtered), and every rewrite made on the way."""
         kind = Protocol(target.provider.kind)
         rewrites: list[str] = []
         if self.endpoint:  # embeddings: no history to rewrite
@@ -349,109 +353,7 @@ class Call:
             rewrites = [*rewrites, *stripped]
         # orjson's output keeps its growth buffer (about twice the body); the request, and
         # with it the body, lives as long as the stream: keep an exact-size copy.
-        body = bytes(memoryview(body))
-        store, group = self.runtime.store, self.group
-        group.algorithm.on_dispatch(target.candidate)
-        tries = 0
-        first_started = self.loop.time()
-        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
-        while True:
-            tries += 1
-            attempt_started = self.loop.time()
-            if self.track_inflight:
-                await store.inflight_add(target.key, 1)
-            committed = False
-            headers = protocol_headers
-            if self.trace is not None:
-                headers = self.trace.attempt_started(target, tries, probe, headers)
-            try:
-                answer = await run_attempt(
-                    client,
-                    body,
-                    stream=self.stream,
-                    commit=group.commit,
-                    model=target.model,
-                    deadline=self.deadline,
-                    door=self.door,
-                    kind=kind,
-                    endpoint=self.endpoint,
-                    headers=headers,
-                    names=self.prepared.tool_names,
-                    partial=self.rescuable,
-                )
-                committed = True
-            except UpstreamFailure as exc:
-                failure, usage = exc.failure, exc.usage
-            except asyncio.CancelledError:
-                self._attempt(
-                    target,
-                    tries,
-                    attempt_started,
-                    ok=False,
-                    probe=probe,
-                    code="ABORTED",
-                    rewrites=rewrites,
-                )
-                if probe:  # no verdict: let the next call probe instead of waiting out the lease
-                    await store.release_probe(target.key, self.runtime.clock())
-                raise
-            finally:
-                self.upstream_s += self.loop.time() - attempt_started
-                if self.track_inflight and not (committed and answer.reader is not None):
-                    await store.inflight_add(target.key, -1)
-            if committed:
-                self.served = self._attempt(
-                    target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
-                )
-                self.served.usage = answer.usage  # a stream's final usage at its end
-                self.rewrites = rewrites
-                return answer
-            record = self._attempt(
-                target,
-                tries,
-                attempt_started,
-                ok=False,
-                probe=probe,
-                failure=failure,
-                rewrites=rewrites,
-            )
-            record.usage = usage
-            decision = decide(
-                failure,
-                retries_done=tries - 1,
-                policy=group.retry,
-                switch_codes=group.switch_codes,
-                is_probe=probe,
-                time_left_s=self.deadline - self.loop.time(),
-                alternative=not probe and await self._has_alternative(target),
-                waited_s=waited_s,
-                rand=self.runtime.rand,
-            )
-            if decision.action is not Action.RETRY:
-                self.outcomes[target.key] = TargetOutcome(
-                    failure, tries, (self.loop.time() - first_started) * 1000, record.elapsed_ms
-                )
-                group.algorithm.on_failure(target.candidate, failure.code)
-                return decision, failure
-            record.will_retry = True
-            self.runtime.hub.publish(
-                RetryEvent(
-                    call_id=self.call_id,
-                    group=group.name,
-                    target=target.key,
-                    try_number=tries,
-                    code=failure.code.value,
-                    status=failure.status,
-                    delay_s=decision.delay_s,
-                    message=failure.message,
-                    at=self.runtime.clock(),
-                    retries_left=group.retry.max_retries - tries,
-                )
-            )
-            slept_from = self.loop.time()
-            await self.runtime.sleep(decision.delay_s)
-            self.upstream_s += self.loop.time() - slept_from
-            waited_s += decision.delay_s
+        return Outbound(kind, bytes(memoryview(body)), protocol_headers, rewrites)
 
     async def _has_alternative(self, target: TargetSpec) -> bool:
         """Whether another target of the chain could take this call now (only asked after
@@ -489,14 +391,14 @@ class Call:
         """A stored credential or header no request can carry (SPEC §9): a configuration
         failure of this target, recorded like any attempt, and the call moves on."""
         failure = Failure(FailureCode.MISSING_CREDENTIAL, target.provider.config_error)
-        self._attempt(target, 1, self.loop.time(), ok=False, probe=probe, failure=failure)
+        self._attempt(target, 1, self.runtime.monotonic(), ok=False, probe=probe, failure=failure)
         decision = decide(
             failure,
             retries_done=0,
             policy=self.group.retry,
             switch_codes=self.group.switch_codes,
             is_probe=probe,
-            time_left_s=self.deadline - self.loop.time(),
+            time_left_s=self.deadline - self.runtime.monotonic(),
             rand=self.runtime.rand,
         )
         self.outcomes[target.key] = TargetOutcome(failure, 1, 0.0, 0.0)
@@ -519,7 +421,7 @@ class Call:
             target=target.key,
             try_number=tries,
             ok=ok,
-            elapsed_ms=(self.loop.time() - started) * 1000,
+            elapsed_ms=(self.runtime.monotonic() - started) * 1000,
             code=failure.code.value if failure else code,
             status=failure.status if failure else None,
             message=failure.message if failure else "",
@@ -550,15 +452,8 @@ class Call:
         self.runtime.hub.publish_all(events)
         return events
 
-    def _publish_fallback(
-        self,
-        source: TargetSpec,
-        failure: Failure,
-        reason: SwitchReason,
-        cooldown: float | None,
-        *,
-        to: TargetSpec | None,
-    ) -> None:
+    def _publish_fallback(self, switched: SwitchedFrom, *, to: TargetSpec | None) -> None:
+        source, failure, reason = switched.target, switched.failure, switched.reason
         last = self.record.attempts[-1] if self.record.attempts else None
         if last is not None:
             last.reason = reason
@@ -577,7 +472,7 @@ class Call:
                 code=failure.code.value,
                 status=failure.status,
                 message=failure.message,
-                cooldown_s=cooldown,
+                cooldown_s=switched.cooldown_s,
                 at=self.runtime.clock(),
                 attempts=outcome.attempts if outcome is not None else 1,
             )
@@ -601,7 +496,7 @@ class Call:
         if answer.reader is None:  # the whole answer is here: remember who wrote it
             await self.continuity.remember(target, answer.turn)
         self.record.served_by = target.key
-        committed_at = self.loop.time()
+        committed_at = self.runtime.monotonic()
         self.record.ttft_ms = (committed_at - self.started) * 1000
         overhead_ms = max(0.0, (committed_at - self.started - self.upstream_s) * 1000)
         self.record.overhead_ms = overhead_ms
@@ -618,28 +513,7 @@ class Call:
             self.record.usage = answer.usage
             self._finish(CallOutcome.OK)
             return JsonReply(answer.prefix[0], headers=headers)
-        kind = Protocol(target.provider.kind)
-        if kind is Protocol.CHAT and self.door is Protocol.CHAT:
-            if not self.rescuable:  # a rescue needs the request again
-                self._release_request(answer)
-            return StreamReply(
-                self._relay(target, answer), headers=headers, abandon=self._abandon(target, answer)
-            )
-        reader = answer.reader
-        relay = relay_for(
-            self.door,
-            kind,
-            self.body,
-            reader.decoder if reader else None,
-            self.prepared.tool_names,
-        )
-        if not self.rescuable:  # a rescue needs the request again
-            self._release_request(answer)
-        return StreamReply(
-            self._relay_leg(target, answer, relay),
-            headers=headers,
-            abandon=self._abandon(target, answer),
-        )
+        return stream_reply(self, target, answer, headers)
 
     def _release_request(self, answer: Answer) -> None:
         """Past its commit point a stream reads nothing of its request again, and it may
@@ -655,149 +529,6 @@ class Call:
         self.continuity.release()
         if self.door_continuity is not None:
             self.door_continuity.release()
-
-    def _abandon(self, target: TargetSpec, answer: Answer) -> Callable[[], Awaitable[None]]:
-        async def abandon() -> None:
-            await self._stream_ended(target, answer, CallOutcome.ABORTED, FailureCode.ABORTED.value)
-
-        return abandon
-
-    async def _relay(self, target: TargetSpec, answer: Answer) -> AsyncIterator[bytes]:
-        """Send the held-back prefix, then the live rest. After the commit point a failure
-        is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
-        reader = answer.reader
-        outcome, error_code = CallOutcome.OK, None
-        try:
-            yield _framed_prefix(answer.prefix)
-            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
-            if reader is not None:
-                while True:
-                    try:
-                        frames = await reader.next_sse()
-                    except UpstreamFailure as exc:
-                        failure = exc.failure
-                        outcome, error_code = CallOutcome.FAILED, failure.code.value
-                        log.warning(
-                            "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(too late to retry or switch: an SSE error, unless the group resumes it)",
-                            self.call_id,
-                            self.group.name,
-                            target.key,
-                            failure.code.value,
-                            failure.message,
-                        )
-                        # Too late to switch, but a target that cuts streams still pays:
-                        # charged before the error event, which a client may close on (the
-                        # server then closes this generator at the yield).
-                        await self._charge(target, failure, probe=False)
-                        async for out in self._rescue(target, reader, failure, None):
-                            yield out
-                        if self.rescue is not None and self.rescue.ok:
-                            outcome, error_code = CallOutcome.OK, None
-                            return
-                        if self.rescue is None or self.rescue.target is None:
-                            yield sse_error(failure.message, code=failure.code.value)
-                        return
-                    if frames is None:
-                        break
-                    if frames:  # everything one network read brought, in one write
-                        yield frames
-                # Before [DONE]: a client's next request must find this turn remembered.
-                await self.continuity.remember(target, answer.turn)
-            yield SSE_DONE
-        except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
-            raise
-        finally:
-            await self._stream_ended(target, answer, outcome, error_code)
-
-    async def _relay_leg(
-        self, target: TargetSpec, answer: Answer, relay: Relay
-    ) -> AsyncIterator[bytes]:
-        """``_relay`` for every other door/kind pair: the same commit rules, the door's own
-        framing, end and after-commit error event (``routing.protocols.legs``). A
-        pass-through reads the upstream's own bytes (``next_sse``); the others translate
-        the items of each read."""
-        reader = answer.reader
-        outcome, error_code = CallOutcome.OK, None
-        try:
-            yield relay.encode(answer.items)
-            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
-            if reader is not None:
-                while True:
-                    try:
-                        out = await _next_write(reader, relay)
-                    except UpstreamFailure as exc:
-                        failure = exc.failure
-                        outcome, error_code = CallOutcome.FAILED, failure.code.value
-                        log.warning(
-                            "failed after content call=%s group=%s target=%s code=%s: %s "
-                            "(too late to retry or switch: the door's error event, unless the group resumes it)",
-                            self.call_id,
-                            self.group.name,
-                            target.key,
-                            failure.code.value,
-                            failure.message,
-                        )
-                        await self._charge(target, failure, probe=False)  # as in _relay
-                        async for out in self._rescue(target, reader, failure, relay):
-                            yield out
-                        if self.rescue is not None and self.rescue.ok:
-                            outcome, error_code = CallOutcome.OK, None
-                            return
-                        if self.rescue is None or self.rescue.target is None:
-                            yield relay.error(failure.message, code=failure.code.value)
-                        return
-                    if out is None:
-                        break
-                    if out:
-                        yield out
-                # Before the end: a client's next request must find this turn remembered.
-                await self.continuity.remember(target, answer.turn)
-            tail = relay.end()
-            if tail:
-                yield tail
-        except (asyncio.CancelledError, GeneratorExit):
-            outcome, error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
-            raise
-        finally:
-            await self._stream_ended(target, answer, outcome, error_code)
-
-    async def _rescue(
-        self, target: TargetSpec, reader: EventReader, failure: Failure, relay: Relay | None
-    ) -> AsyncIterator[bytes]:
-        """A mid-stream rescue when the group resumes and the rules allow it (SPEC §16):
-        the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
-        partial = reader.partial
-        if partial is None or not may_rescue(
-            self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
-        ):
-            return
-        sink = sink_for(self.door, relay, reader, self.body, self.prepared.tool_names)
-        if sink is None:
-            return
-        self.rescue = rescue = Rescue()
-        async for out in continue_elsewhere(self, target, partial, sink, rescue):
-            yield out
-
-    async def _stream_ended(
-        self, target: TargetSpec, answer: Answer, outcome: CallOutcome, error_code: str | None
-    ) -> None:
-        reader = answer.reader
-        if reader is not None:
-            # usage counted once: a rescued stream's is its continuation's
-            rescued = self.rescue is not None and self.rescue.target is not None
-            self.record.usage = self.rescue.usage if rescued and self.rescue else reader.usage
-            if self.served is not None:  # the cut attempt is paid for too
-                self.served.usage = reader.usage
-            if self.rescue is not None and self.rescue.attempt is not None:
-                self.rescue.attempt.usage = self.rescue.usage
-            await reader.aclose()
-            if self.track_inflight:
-                await self.runtime.store.inflight_add(target.key, -1)
-        else:
-            self.record.usage = answer.usage
-        self._finish(outcome, error_code=error_code)
 
     def _surface(self, failure: Failure) -> ErrorReply:
         status = failure.status if failure.status and 400 <= failure.status < 600 else 502
@@ -823,17 +554,22 @@ class Call:
         group = self.group
         snapshot = await self.runtime.store.snapshot(group.keys, group.provider_names)
         now = self.runtime.clock()
-        judged = snapshot.verdicts(group.members, now)
+        ended = Exhaustion(
+            group.targets,
+            snapshot.verdicts(group.members, now),
+            self.outcomes,
+            self.skipped,
+            self.context_limit,
+        )
         tried = bool(self.record.attempts)
         # The official SDKs honour this: the gateway already retried and switched, so a
         # client retry would replay the whole chain (SPEC §3.10).
         headers = {**self._trail_headers(), "x-should-retry": "false"}
         status = 502 if tried else 503
-        waits = self._revivals(judged, now, all_waiting=tried)
+        waits = ended.revivals(now, all_waiting=tried)
         if waits:
             headers["retry-after"] = str(max(1, math.ceil(min(waits) - now)))
-        lines = [f"{t.key} → {self._exhaustion_line(t, judged[t.key])}" for t in group.targets]
-        message = f"All routes for '{self.group.name}' failed:\n" + "\n".join(lines)
+        message = ended.message(group.name)
         log.error(
             "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
         )
@@ -846,51 +582,6 @@ class Call:
             headers=headers,
             door=self.door,
         )
-
-    def _exhaustion_line(self, target: TargetSpec, verdict: Verdict) -> str:
-        """A target's failure in this call, or why it was not tried."""
-        outcome = self.outcomes.get(target.key)
-        if outcome is not None:
-            f, attempts = outcome.failure, outcome.attempts
-            status = f" (HTTP {f.status})" if f.status is not None else ""
-            # the last attempt's own time, then the total spent on the target
-            return (
-                f"{f.code.value}{status}: {f.message} ({outcome.last_ms:.0f} ms; "
-                f"{attempts} attempt{'s' if attempts != 1 else ''} "
-                f"in {outcome.elapsed_ms / 1000:.1f} s)"
-            )
-        if target.key in self.skipped:
-            return f"skipped: {self.skipped[target.key]}"
-        line = verdict.exhaustion_line()
-        if line is not None:
-            return line
-        if self.context_limit is not None and not self.context_limit.allows(target.context_window):
-            return "skipped: its context window is not larger than the one exceeded"
-        return "not tried"
-
-    def _revivals(
-        self, judged: Mapping[str, Verdict], now: float, *, all_waiting: bool
-    ) -> list[float]:
-        """When targets may serve again, for ``Retry-After``. Untried (503): every cooling
-        or probing target's revival. Tried (502): only when every target is cooling or
-        rate limited; a target that failed some other way has no known revival."""
-        waits: list[float] = []
-        for target in self.group.targets:
-            if target.key in self.skipped:
-                continue  # it can never serve this call
-            verdict, outcome = judged[target.key], self.outcomes.get(target.key)
-            if verdict.earliest_revival is not None:
-                waits.append(verdict.earliest_revival)
-            elif (
-                all_waiting
-                and outcome is not None
-                and outcome.failure.code is FailureCode.RATE_LIMIT
-                and outcome.failure.retry_after_s is not None
-            ):
-                waits.append(now + outcome.failure.retry_after_s)
-            elif all_waiting:
-                return []
-        return waits
 
     def _trail_headers(self) -> dict[str, str]:
         headers = {
@@ -910,7 +601,7 @@ class Call:
         if record.elapsed_ms:  # already finished (e.g. cancelled after a reply was built)
             return
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
-        record.elapsed_ms = max((self.loop.time() - self.started) * 1000, 1e-3)
+        record.elapsed_ms = max((self.runtime.monotonic() - self.started) * 1000, 1e-3)
         # Every attempt that reported usage is paid for, each at its own target's price:
         # a retried, switched or rescued call costs more than its answer.
         tokens, by_key = 0, self.group.by_key
@@ -927,35 +618,3 @@ class Call:
         if self.trace is not None:
             self.trace.finish(record)
         self.runtime.hub.publish(record)
-
-
-def _framed_prefix(payloads: list[bytes]) -> bytes:
-    """The held-back payloads of a chat stream as SSE, one usage-only chunk at most."""
-    held: list[bytes] = []
-    usage_sent = False
-    for payload in payloads:
-        if _is_usage_only(payload):
-            if usage_sent:
-                continue
-            usage_sent = True
-        held.append(sse(payload))
-    return b"".join(held)
-
-
-def _is_usage_only(payload: bytes) -> bool:
-    if b'"usage"' not in payload:
-        return False
-    try:
-        chunk = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return False
-    return bool(chunk.get("usage")) and not chunk.get("choices")
-
-
-async def _next_write(reader: EventReader, relay: Relay) -> bytes | None:
-    """The next bytes a committed non-chat relay writes, None at the end: a pass-through
-    sends the upstream's own events as read; the others translate each read's items."""
-    if isinstance(relay, PassThrough):
-        return await reader.next_sse()
-    batch = await reader.next_batch()
-    return None if batch is None else relay.encode(batch)

@@ -90,9 +90,8 @@ async def check_once(runtime: Runtime) -> list[str]:
 async def _check(runtime: Runtime, target: TargetSpec) -> None:
     client = runtime.client_for(target.provider)
     body = orjson.dumps(client.test_body(target.model))  # each kind speaks its own protocol
-    loop = asyncio.get_running_loop()
     timeouts = target.provider.timeouts
-    deadline = loop.time() + min(timeouts.first_token_s, timeouts.total_s)
+    deadline = runtime.monotonic() + min(timeouts.first_token_s, timeouts.total_s)
     try:
         await run_attempt(
             client,
@@ -103,6 +102,7 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
             deadline=deadline,
             door=Protocol(client.kind),
             kind=Protocol(client.kind),
+            clock=runtime.monotonic,
         )
     except UpstreamFailure as exc:
         if exc.failure.code is not FailureCode.EMPTY_RESPONSE:  # a 1-token answer may be empty

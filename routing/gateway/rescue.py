@@ -179,7 +179,7 @@ async def continue_elsewhere(
         body = await _outbound(
             call, target, kind, partial.text if mode is RescueMode.PREFILL else None
         )
-        started = call.loop.time()
+        started = runtime.monotonic()
         rescue.tried.append(target.key)
         try:
             answer = await run_attempt(
@@ -193,6 +193,7 @@ async def continue_elsewhere(
                 kind=kind,
                 headers=call.protocol_headers if kind is call.door else None,
                 names=call.prepared.tool_names,
+                clock=runtime.monotonic,
             )
         except UpstreamFailure as exc:
             f = exc.failure

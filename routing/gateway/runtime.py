@@ -1,9 +1,15 @@
 """Process-wide gateway state: the compiled routing table, the health store, pooled
-upstream clients, the event hub, and the injectable clock/sleep/random seams.
+upstream clients, the event hub, and the injectable clock/monotonic/sleep/random seams.
 
 One ``Runtime`` per process, built lazily from settings by ``get_runtime()``. Tests put a
 fake in at the seams (``runtime.sleep = recorder``, ``runtime.clock = fake_clock``) or
 install a whole runtime with ``install_runtime``.
+
+Two clocks: ``clock`` is wall-clock seconds (health, cooldowns, records, ``Retry-After``);
+``monotonic`` measures a call: its deadline, each attempt's timeouts, elapsed and
+overhead times. By default it is ``time.monotonic``, the clock asyncio's loop reads, so
+a deadline computed from it bounds the loop's timers (``routing.gateway.attempt`` hands
+them delays, never instants of its own).
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class Runtime:
         store: HealthStore,
         hub: EventHub | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         compile: Callable[[], RoutingTable] = compile_table,
@@ -75,6 +82,7 @@ class Runtime:
         self._subscribers = _load_subscribers()
         self.hub = hub or EventHub()
         self.clock = clock
+        self.monotonic = monotonic
         self.sleep = sleep
         self.rand = rand
         # Targets a 400 taught not to take an assistant prefill (SPEC §16): rescues restart

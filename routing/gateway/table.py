@@ -357,7 +357,7 @@ def _credential(row: Provider) -> tuple[str, str]:
 def compile_table() -> RoutingTable:
     """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
     from routing.config.policy import BUILTIN_DEFAULTS
-    from routing.models import ApiKey, ConfigVersion, GlobalSettings, Group, Provider
+    from routing.models import ApiKey, ConfigVersion, GlobalSettings
 
     # Read first: a write committing mid-compile then shows as a newer version, so the
     # version watcher recompiles once more rather than keeping a half-old table.
@@ -368,37 +368,72 @@ def compile_table() -> RoutingTable:
     base_policy = _layered(
         BUILTIN_DEFAULTS, global_settings.file_policy or {}, global_settings.policy or {}
     )
-
-    providers: dict[str, ProviderSpec] = {}
-    default_check_s = switchyard_settings().HEALTH_CHECK_S
-    for row in Provider.objects.all():
-        api_key, unreadable = _credential(row)
-        headers = dict(row.headers or {})
-        providers[row.name] = ProviderSpec(
-            name=row.name,
+    providers = _compile_providers()
+    groups, broken, aliases = _compile_groups(providers, base_policy)
+    keys = {
+        row.hashed: KeySpec(
             kind=row.kind,
-            base_url=row.base_url,
-            api_key=api_key,
-            headers=headers,
-            models=frozenset(row.models or ()),
-            check_interval_s=(
-                default_check_s if row.health_check_s is None else float(row.health_check_s)
-            ),
-            config_error=unreadable or unsendable(api_key, headers),
-            betas_allow=(
-                frozenset(row.betas["allow"])
-                if isinstance(row.betas, dict) and row.betas.get("allow") is not None
-                else None
-            ),
-            betas_strip=frozenset((row.betas or {}).get("strip") or ()),
-            timeouts=Timeouts(
-                connect_s=row.connect_timeout_s,
-                first_token_s=row.first_token_timeout_s,
-                idle_s=row.idle_timeout_s,
-                total_s=row.total_timeout_s,
-            ),
-            version=row.version,
+            groups=frozenset(row.groups or ()),
+            name=row.name,
+            id=row.pk,
+            limits=LimitSet.of(row.limits or {}),
         )
+        for row in ApiKey.objects.filter(revoked_at__isnull=True)
+    }
+    return RoutingTable(
+        groups=groups,
+        providers=providers,
+        keys=keys,
+        broken=broken,
+        base_policy=base_policy,
+        config_version=int(config_version or 0),
+        aliases=tuple(aliases),
+    )
+
+
+def _compile_providers() -> dict[str, ProviderSpec]:
+    from routing.models import Provider
+
+    default_check_s = switchyard_settings().HEALTH_CHECK_S
+    return {row.name: _provider_spec(row, default_check_s) for row in Provider.objects.all()}
+
+
+def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
+    api_key, unreadable = _credential(row)
+    headers = dict(row.headers or {})
+    return ProviderSpec(
+        name=row.name,
+        kind=row.kind,
+        base_url=row.base_url,
+        api_key=api_key,
+        headers=headers,
+        models=frozenset(row.models or ()),
+        check_interval_s=(
+            default_check_s if row.health_check_s is None else float(row.health_check_s)
+        ),
+        config_error=unreadable or unsendable(api_key, headers),
+        betas_allow=(
+            frozenset(row.betas["allow"])
+            if isinstance(row.betas, dict) and row.betas.get("allow") is not None
+            else None
+        ),
+        betas_strip=frozenset((row.betas or {}).get("strip") or ()),
+        timeouts=Timeouts(
+            connect_s=row.connect_timeout_s,
+            first_token_s=row.first_token_timeout_s,
+            idle_s=row.idle_timeout_s,
+            total_s=row.total_timeout_s,
+        ),
+        version=row.version,
+    )
+
+
+def _compile_groups(
+    providers: Mapping[str, ProviderSpec], base_policy: Mapping[str, object]
+) -> tuple[dict[str, GroupSpec], dict[str, str], list[tuple[str, str]]]:
+    """Every group's spec (a group that cannot compile lands in ``broken`` with why, the
+    others still serve), and the aliases in the order they were read."""
+    from routing.models import Group
 
     groups: dict[str, GroupSpec] = {}
     broken: dict[str, str] = {}
@@ -436,23 +471,4 @@ def compile_table() -> RoutingTable:
         except Exception as exc:  # one bad group must not take the others down
             broken[group.name] = str(exc) or type(exc).__name__
             log.error("group %s cannot be served: %s", group.name, broken[group.name])
-
-    keys = {
-        row.hashed: KeySpec(
-            kind=row.kind,
-            groups=frozenset(row.groups or ()),
-            name=row.name,
-            id=row.pk,
-            limits=LimitSet.of(row.limits or {}),
-        )
-        for row in ApiKey.objects.filter(revoked_at__isnull=True)
-    }
-    return RoutingTable(
-        groups=groups,
-        providers=providers,
-        keys=keys,
-        broken=broken,
-        base_policy=base_policy,
-        config_version=int(config_version or 0),
-        aliases=tuple(aliases),
-    )
+    return groups, broken, aliases

@@ -1,0 +1,251 @@
+"""A stream past its commit point: the relay from the upstream to the client.
+
+The call (``routing.gateway.call``) commits an attempt and hands its stream here. The
+relay sends the held-back prefix, then the live rest as each network read brings it,
+in the door's framing: a chat stream behind the chat door is re-framed as SSE
+(:meth:`CommittedStream.chat`), every other door/kind pair goes through its leg's
+encoder (:meth:`CommittedStream.leg`, ``routing.protocols.legs``). Past the commit point
+there is no retry and no switch: a failure is charged to the target and ends the stream
+with the door's error event, never a fake clean end, unless the group resumes it
+(SPEC §16; ``routing.gateway.rescue`` continues it elsewhere). However the stream ends
+(done, failed, the client gone before or during it), :meth:`CommittedStream._ended`
+closes the upstream, settles the usage and finishes the call's record once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import orjson
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.rescue import may_rescue
+from routing.gateway.attempt import Answer, EventReader
+from routing.gateway.events import CallOutcome
+from routing.gateway.replies import SSE_DONE, StreamReply, sse, sse_error
+from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
+from routing.protocols import Protocol
+from routing.protocols.legs import PassThrough, Relay, relay_for
+from routing.upstream.openai import UpstreamFailure
+
+if TYPE_CHECKING:
+    from routing.gateway.call import Call
+    from routing.gateway.table import TargetSpec
+
+log = logging.getLogger("switchyard.gateway")
+
+
+def stream_reply(
+    call: Call, target: TargetSpec, answer: Answer, headers: dict[str, str]
+) -> StreamReply:
+    """The reply of a committed stream: the chat relay for a chat upstream behind the chat
+    door, the door's leg otherwise. Unless the group may rescue it (a rescue sends the
+    request again), the call lets its request go now."""
+    stream = CommittedStream(call, target, answer)
+    kind = Protocol(target.provider.kind)
+    if kind is Protocol.CHAT and call.door is Protocol.CHAT:
+        if not call.rescuable:
+            call._release_request(answer)
+        return StreamReply(stream.chat(), headers=headers, abandon=stream.abandon)
+    reader = answer.reader
+    relay = relay_for(
+        call.door,
+        kind,
+        call.body,
+        reader.decoder if reader else None,
+        call.prepared.tool_names,
+    )
+    if not call.rescuable:
+        call._release_request(answer)
+    return StreamReply(stream.leg(relay), headers=headers, abandon=stream.abandon)
+
+
+class CommittedStream:
+    """One committed stream of a call: its target, its answer, how it ended so far and,
+    if it was cut and the group resumes, how the rescue went (None: not attempted)."""
+
+    __slots__ = ("call", "target", "answer", "outcome", "error_code", "rescue")
+
+    def __init__(self, call: Call, target: TargetSpec, answer: Answer) -> None:
+        self.call = call
+        self.target = target
+        self.answer = answer
+        self.outcome = CallOutcome.OK
+        self.error_code: str | None = None
+        self.rescue: Rescue | None = None
+
+    async def abandon(self) -> None:
+        """The client left between the commit and the first write: the generator never
+        started, so its ``finally`` never runs (``StreamReply.abandon``)."""
+        self.outcome, self.error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
+        await self._ended()
+
+    async def chat(self) -> AsyncIterator[bytes]:
+        """Send the held-back prefix, then the live rest. After the commit point a failure
+        is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
+        answer = self.answer
+        reader = answer.reader
+        try:
+            yield _framed_prefix(answer.prefix)
+            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
+            if reader is not None:
+                while True:
+                    try:
+                        frames = await reader.next_sse()
+                    except UpstreamFailure as exc:
+                        failure = exc.failure
+                        await self._failed(failure, "an SSE error")
+                        async for out in self._rescue(reader, failure, None):
+                            yield out
+                        if self._unrescued():
+                            yield sse_error(failure.message, code=failure.code.value)
+                        return
+                    if frames is None:
+                        break
+                    if frames:  # everything one network read brought, in one write
+                        yield frames
+                # Before [DONE]: a client's next request must find this turn remembered.
+                await self.call.continuity.remember(self.target, answer.turn)
+            yield SSE_DONE
+        except (asyncio.CancelledError, GeneratorExit):
+            self.outcome, self.error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
+            raise
+        finally:
+            await self._ended()
+
+    async def leg(self, relay: Relay) -> AsyncIterator[bytes]:
+        """``chat`` for every other door/kind pair: the same commit rules, the door's own
+        framing, end and after-commit error event (``routing.protocols.legs``). A
+        pass-through reads the upstream's own bytes (``next_sse``); the others translate
+        the items of each read."""
+        answer = self.answer
+        reader = answer.reader
+        try:
+            yield relay.encode(answer.items)
+            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
+            if reader is not None:
+                while True:
+                    try:
+                        out = await _next_write(reader, relay)
+                    except UpstreamFailure as exc:
+                        failure = exc.failure
+                        await self._failed(failure, "the door's error event")
+                        async for out in self._rescue(reader, failure, relay):
+                            yield out
+                        if self._unrescued():
+                            yield relay.error(failure.message, code=failure.code.value)
+                        return
+                    if out is None:
+                        break
+                    if out:
+                        yield out
+                # Before the end: a client's next request must find this turn remembered.
+                await self.call.continuity.remember(self.target, answer.turn)
+            tail = relay.end()
+            if tail:
+                yield tail
+        except (asyncio.CancelledError, GeneratorExit):
+            self.outcome, self.error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
+            raise
+        finally:
+            await self._ended()
+
+    async def _failed(self, failure: Failure, ending: str) -> None:
+        """The stream broke after its commit point: too late to switch, but a target that
+        cuts streams still pays, charged before the error event, which a client may close
+        on (the server then closes the relay at its ``yield``)."""
+        call = self.call
+        self.outcome, self.error_code = CallOutcome.FAILED, failure.code.value
+        log.warning(
+            "failed after content call=%s group=%s target=%s code=%s: %s "
+            "(too late to retry or switch: %s, unless the group resumes it)",
+            call.call_id,
+            call.group.name,
+            self.target.key,
+            failure.code.value,
+            failure.message,
+            ending,
+        )
+        await call._charge(self.target, failure, probe=False)
+
+    async def _rescue(
+        self, reader: EventReader, failure: Failure, relay: Relay | None
+    ) -> AsyncIterator[bytes]:
+        """A mid-stream rescue when the group resumes and the rules allow it (SPEC §16):
+        the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
+        call = self.call
+        partial = reader.partial
+        if partial is None or not may_rescue(
+            call.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
+        ):
+            return
+        sink = sink_for(call.door, relay, reader, call.body, call.prepared.tool_names)
+        if sink is None:
+            return
+        self.rescue = rescue = Rescue()
+        async for out in continue_elsewhere(call, self.target, partial, sink, rescue):
+            yield out
+
+    def _unrescued(self) -> bool:
+        """After a rescue (or none): whether the door's error event is still to be
+        written. A rescue that finished makes the call OK; one that reached a target
+        ended the stream itself, with the continuation's error event if it failed."""
+        rescue = self.rescue
+        if rescue is not None and rescue.ok:
+            self.outcome, self.error_code = CallOutcome.OK, None
+            return False
+        return rescue is None or rescue.target is None
+
+    async def _ended(self) -> None:
+        call, answer = self.call, self.answer
+        reader = answer.reader
+        if reader is not None:
+            # usage counted once: a rescued stream's is its continuation's
+            rescue = self.rescue
+            rescued = rescue is not None and rescue.target is not None
+            call.record.usage = rescue.usage if rescued and rescue else reader.usage
+            if call.served is not None:  # the cut attempt is paid for too
+                call.served.usage = reader.usage
+            if rescue is not None and rescue.attempt is not None:
+                rescue.attempt.usage = rescue.usage
+            await reader.aclose()
+            if call.track_inflight:
+                await call.runtime.store.inflight_add(self.target.key, -1)
+        else:
+            call.record.usage = answer.usage
+        call._finish(self.outcome, error_code=self.error_code)
+
+
+def _framed_prefix(payloads: list[bytes]) -> bytes:
+    """The held-back payloads of a chat stream as SSE, one usage-only chunk at most."""
+    held: list[bytes] = []
+    usage_sent = False
+    for payload in payloads:
+        if _is_usage_only(payload):
+            if usage_sent:
+                continue
+            usage_sent = True
+        held.append(sse(payload))
+    return b"".join(held)
+
+
+def _is_usage_only(payload: bytes) -> bool:
+    if b'"usage"' not in payload:
+        return False
+    try:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return bool(chunk.get("usage")) and not chunk.get("choices")
+
+
+async def _next_write(reader: EventReader, relay: Relay) -> bytes | None:
+    """The next bytes a committed non-chat relay writes, None at the end: a pass-through
+    sends the upstream's own events as read; the others translate each read's items."""
+    if isinstance(relay, PassThrough):
+        return await reader.next_sse()
+    batch = await reader.next_batch()
+    return None if batch is None else relay.encode(batch)

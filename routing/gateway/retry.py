@@ -1,0 +1,186 @@
+"""The in-place retry loop: one target's attempts within a call (SPEC §3.6).
+
+The call's walk (``routing.gateway.call``) picks a target, prepares its request once
+(:class:`Outbound`) and hands both here. Each try is one attempt
+(``routing.gateway.attempt``), recorded on the call. A failure goes to
+``routing.engine.plan.decide``: RETRY here, after the decision's delay (a
+``RetryEvent`` first, then the runtime's injectable sleep); anything else goes back to
+the walk with the decision, once the target's :class:`TargetOutcome` is on the call (it
+charges health and moves on, or surfaces the failure). An answer is the call's
+committed attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from routing.engine.failures import Failure, FailureCode
+from routing.engine.plan import Action, Decision, decide
+from routing.gateway.attempt import Answer, run_attempt
+from routing.gateway.events import RetryEvent
+from routing.protocols import Protocol
+from routing.upstream.openai import OpenAIClient, UpstreamFailure
+
+if TYPE_CHECKING:
+    from routing.gateway.call import Call
+    from routing.gateway.table import TargetSpec
+
+
+@dataclass(slots=True)
+class TargetOutcome:
+    """How a call's attempts on a target it gave up on ended (the exhaustion message)."""
+
+    failure: Failure
+    attempts: int
+    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
+    last_ms: float  # the last attempt alone
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound:
+    """One target's request, ready to send as often as it is tried."""
+
+    kind: Protocol  # the target's protocol
+    body: bytes
+    headers: Mapping[str, str] | None  # the door's protocol headers it may carry
+    rewrites: list[str]  # what the outbound copy changed (x-switchyard-rewrites)
+
+
+class RetryInPlace:
+    """The tries of one target for one call; :meth:`run` carries them out."""
+
+    __slots__ = ("call", "target", "probe", "outbound", "client")
+
+    def __init__(self, call: Call, target: TargetSpec, probe: bool, outbound: Outbound) -> None:
+        self.call = call
+        self.target = target
+        self.probe = probe
+        self.outbound = outbound
+        self.client: OpenAIClient = call.runtime.client_for(target.provider)
+
+    async def run(self) -> Answer | tuple[Decision, Failure]:
+        """Try until an answer, or until ``decide`` says to stop trying here."""
+        call, target, probe, rewrites = self.call, self.target, self.probe, self.outbound.rewrites
+        group, clock = call.group, call.runtime.monotonic
+        tries = 0
+        first_started = clock()
+        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
+        while True:
+            tries += 1
+            attempt_started = clock()
+            sent = await self._send(tries, attempt_started)
+            if isinstance(sent, Answer):
+                call.served = call._attempt(
+                    target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
+                )
+                call.served.usage = sent.usage  # a stream's final usage at its end
+                call.rewrites = rewrites
+                return sent
+            failure, usage = sent
+            record = call._attempt(
+                target,
+                tries,
+                attempt_started,
+                ok=False,
+                probe=probe,
+                failure=failure,
+                rewrites=rewrites,
+            )
+            record.usage = usage
+            decision = decide(
+                failure,
+                retries_done=tries - 1,
+                policy=group.retry,
+                switch_codes=group.switch_codes,
+                is_probe=probe,
+                time_left_s=call.deadline - clock(),
+                alternative=not probe and await call._has_alternative(target),
+                waited_s=waited_s,
+                rand=call.runtime.rand,
+            )
+            if decision.action is not Action.RETRY:
+                call.outcomes[target.key] = TargetOutcome(
+                    failure, tries, (clock() - first_started) * 1000, record.elapsed_ms
+                )
+                group.algorithm.on_failure(target.candidate, failure.code)
+                return decision, failure
+            record.will_retry = True
+            await self._wait(tries, failure, decision.delay_s)
+            waited_s += decision.delay_s
+
+    async def _send(
+        self, tries: int, started: float
+    ) -> Answer | tuple[Failure, dict[str, Any] | None]:
+        """One attempt, counted in flight while it runs: its answer, or its failure and
+        the usage the upstream reported before failing. A cancelled attempt (the client
+        left) is recorded as ABORTED and frees a probe's lease before it propagates."""
+        call, target, probe, outbound = self.call, self.target, self.probe, self.outbound
+        store = call.runtime.store
+        if call.track_inflight:
+            await store.inflight_add(target.key, 1)
+        committed = False
+        headers = outbound.headers
+        if call.trace is not None:
+            headers = call.trace.attempt_started(target, tries, probe, headers)
+        try:
+            answer = await run_attempt(
+                self.client,
+                outbound.body,
+                stream=call.stream,
+                commit=call.group.commit,
+                model=target.model,
+                deadline=call.deadline,
+                door=call.door,
+                kind=outbound.kind,
+                endpoint=call.endpoint,
+                headers=headers,
+                names=call.prepared.tool_names,
+                partial=call.rescuable,
+                clock=call.runtime.monotonic,
+            )
+            committed = True
+            return answer
+        except UpstreamFailure as exc:
+            return exc.failure, exc.usage
+        except asyncio.CancelledError:
+            call._attempt(
+                target,
+                tries,
+                started,
+                ok=False,
+                probe=probe,
+                code=FailureCode.ABORTED.value,
+                rewrites=outbound.rewrites,
+            )
+            if probe:  # no verdict: let the next call probe instead of waiting out the lease
+                await store.release_probe(target.key, call.runtime.clock())
+            raise
+        finally:
+            call.upstream_s += call.runtime.monotonic() - started
+            if call.track_inflight and not (committed and answer.reader is not None):
+                await store.inflight_add(target.key, -1)
+
+    async def _wait(self, tries: int, failure: Failure, delay_s: float) -> None:
+        """Announce the retry, then wait its delay (upstream time: not overhead)."""
+        call, runtime = self.call, self.call.runtime
+        group = call.group
+        runtime.hub.publish(
+            RetryEvent(
+                call_id=call.call_id,
+                group=group.name,
+                target=self.target.key,
+                try_number=tries,
+                code=failure.code.value,
+                status=failure.status,
+                delay_s=delay_s,
+                message=failure.message,
+                at=runtime.clock(),
+                retries_left=group.retry.max_retries - tries,
+            )
+        )
+        slept_from = runtime.monotonic()
+        await runtime.sleep(delay_s)
+        call.upstream_s += runtime.monotonic() - slept_from
