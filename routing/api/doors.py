@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from django.http import HttpRequest, HttpResponseBase
 
+from routing.api.asgi import started_at
 from routing.api.openai import (
     api,
     authenticate,
@@ -111,7 +112,7 @@ async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
         body,
         stream=bool(body.get("stream")),
         session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
+        started=started_at(request),
         door=door,
         prepared=prepared,
         skipped=skipped(prepared, group),
@@ -229,7 +230,7 @@ async def embeddings(request: HttpRequest) -> HttpResponseBase:
         body,
         stream=False,
         session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
+        started=started_at(request),
         endpoint="embeddings",
         skipped=without_embeddings,
         key=key,
@@ -283,7 +284,7 @@ async def responses_compact(request: HttpRequest) -> HttpResponseBase:
         {**body, "stream": False},
         stream=False,
         session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
+        started=started_at(request),
         door=door,
         endpoint="responses/compact",
         skipped=others,

@@ -19,7 +19,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from ninja import NinjaAPI
 
-from routing.api.asgi import RelayResponse
+from routing.api.asgi import RelayResponse, started_at
 from routing.gateway.call import Call
 from routing.gateway.events import CallOutcome, CallRecord
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
@@ -103,7 +103,7 @@ def refuse(
     made up: metric labels stay bounded)."""
     runtime = get_runtime()
     now = runtime.clock()
-    started = getattr(request, "scope", {}).get("switchyard.started")
+    started = started_at(request)
     elapsed_ms = 0.0
     if started is not None:
         elapsed_ms = max(0.0, (asyncio.get_running_loop().time() - started) * 1000)
@@ -292,7 +292,7 @@ async def chat_completions(request: HttpRequest) -> HttpResponseBase:
         body,
         stream=bool(body.get("stream")),
         session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
+        started=started_at(request),
         prepared=prepared,
         skipped=skipped(prepared, group),
         key=key,
