@@ -1,9 +1,12 @@
 """Django admin for providers, groups (with targets), global settings and API keys.
 
 The admin is one more write path, so it validates through the same schema as the config
-file and the API (``routing.config``), refuses stale writes (a hidden
-``based_on_version`` field, compared with the row's ``version``), bumps versions on
-change and sends ``config_changed`` after commit.
+file and the API (``routing.config``) and refuses stale writes (a hidden
+``based_on_version`` field, compared with the row's ``version``). A provider or the global
+settings is saved by the same service as the API's and the page's (``routing.services``:
+``versioned_write`` claims the row's version, ``record()`` records the change, bumps the
+configuration version and announces it once); a group and its inline targets are rows the
+admin's formsets write, recorded and announced once by ``record_writes``.
 
 Credentials are write-only: the form has an empty password field that sets a new key
 when filled; the encrypted column is never a form field and is never displayed — the
@@ -32,13 +35,14 @@ from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, 
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.services import key_revoke
 from routing.services.base import record_writes
+from routing.services.global_policy import checked_global_policy, global_set_policy
 from routing.services.groups import (
     check_listed,
     group_snapshot,
     group_targets_edited,
     policy_snapshot,
 )
-from routing.services.providers import provider_snapshot
+from routing.services.providers import provider_create, provider_snapshot, provider_update
 
 if TYPE_CHECKING:
     # Django's admin and form classes are generic only in django-stubs: at run time they
@@ -88,9 +92,9 @@ def _policy_layers() -> tuple[dict[str, Any], dict[str, Any]]:
     return (row.file_policy, row.policy) if row else ({}, {})
 
 
-class NotifiesConfigChange(AnyModelAdmin):
-    """Records every admin save or delete as a config change (path ``admin``) and sends
-    ``config_changed`` after it commits, like the services do for the API and the page."""
+class ConfigAdmin(AnyModelAdmin):
+    """Records every admin delete as a config change (path ``admin``) and announces it after
+    it commits, like the services do for the API and the page."""
 
     object_type = ""
 
@@ -115,16 +119,6 @@ class NotifiesConfigChange(AnyModelAdmin):
             changes=[(self.object_name(obj), before, after) for obj, before, after in changes],
         )
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        stored = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
-        request.switchyard_before = self.snapshot(stored) if stored is not None else None  # type: ignore[attr-defined]
-        super().save_model(request, obj, form, change)
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        super().save_related(request, form, formsets, change)
-        before = getattr(request, "switchyard_before", None)
-        self._record(request, [(form.instance, before, self.snapshot(form.instance))])
-
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         before = self.snapshot(obj)
         super().delete_model(request, obj)
@@ -134,6 +128,43 @@ class NotifiesConfigChange(AnyModelAdmin):
         doomed = [(obj, self.snapshot(obj)) for obj in queryset]
         super().delete_queryset(request, queryset)
         self._record(request, [(obj, before, None) for obj, before in doomed])
+
+
+class SavesThroughService(ConfigAdmin):
+    """An admin whose save is one service call: the service claims the row's version
+    (``based_on_version``), writes it, records the change and announces it once, as it
+    does for the API and the page. The admin writes no row of its own; ``obj`` is then
+    the row as saved (Django's admin logs and redirects with it)."""
+
+    def save_through_service(
+        self, form: Any, *, based_on: int | None, actor: str
+    ) -> Provider | GlobalSettings:
+        """Save the validated ``form`` through the service; ``based_on`` None: a new row."""
+        raise NotImplementedError
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        based_on = None
+        if change:
+            given = form.cleaned_data.get("based_on_version")
+            based_on = obj.version if given is None else given
+        saved = self.save_through_service(form, based_on=based_on, actor=self._actor(request))
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+
+class RecordsItsRows(ConfigAdmin):
+    """An admin whose save writes rows itself (a group and its inline targets): one
+    config-change record, one version bump and one announcement after the rows."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        stored = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
+        request.switchyard_before = self.snapshot(stored) if stored is not None else None  # type: ignore[attr-defined]
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        before = getattr(request, "switchyard_before", None)
+        self._record(request, [(form.instance, before, self.snapshot(form.instance))])
 
 
 # --- providers -----------------------------------------------------------------------
@@ -188,21 +219,9 @@ class ProviderAdminForm(VersionedForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if any(name not in cleaned for name in _PROVIDER_SCHEMA_FIELDS):
+        if any(name not in cleaned for name in _PROVIDER_SCHEMA_FIELDS if name in self.fields):
             return cleaned  # Django already reported a field; the schema check needs them all
-        raw = {
-            "name": cleaned["name"],
-            "kind": cleaned["kind"],
-            "base_url": cleaned["base_url"],
-            "headers": cleaned["headers"] or {},
-            "betas": cleaned["betas"] or None,
-            "models": cleaned["models"] or [],
-            "timeouts": {
-                key.removeprefix("timeouts."): cleaned[column]
-                for key, column in _PROVIDER_FIELD_FOR.items()
-            },
-            "health_check_s": cleaned["health_check_s"],
-        }
+        raw = self._fields()
         if cleaned.get("api_key"):  # the schema's credential rule (printable ASCII) applies
             raw["api_key"] = cleaned["api_key"]
         try:
@@ -214,19 +233,37 @@ class ProviderAdminForm(VersionedForm):
                 self.add_error(field, item.message if field else str(item))
         return cleaned
 
-    def save(self, commit: bool = True) -> Provider:
-        provider: Provider = super().save(commit=False)
+    def _fields(self) -> dict[str, Any]:
+        """The form in ``ProviderIn``'s shape, without the credential."""
+        cleaned = self.cleaned_data
+        return {
+            "name": cleaned.get("name") or self.instance.name,  # read-only once created
+            "kind": cleaned["kind"],
+            "base_url": cleaned["base_url"],
+            "headers": cleaned["headers"] or {},
+            "betas": cleaned["betas"] or None,
+            "models": cleaned["models"] or [],
+            "timeouts": {
+                key.removeprefix("timeouts."): cleaned[column]
+                for key, column in _PROVIDER_FIELD_FOR.items()
+            },
+            "health_check_s": cleaned["health_check_s"],
+        }
+
+    def provider_data(self) -> dict[str, Any]:
+        """What the provider services take: the fields, and the credential by the shared
+        rule (``new_credential``): "remove" clears it (``null``), a new key replaces it,
+        neither keeps it (absent)."""
+        data = self._fields()
         if self.cleaned_data.get("clear_api_key"):
-            provider.set_api_key("")
+            data["api_key"] = None
         elif self.cleaned_data.get("api_key"):
-            provider.set_api_key(self.cleaned_data["api_key"])
-        if commit:
-            provider.save()
-        return provider
+            data["api_key"] = self.cleaned_data["api_key"]
+        return data
 
 
 @admin.register(Provider)
-class ProviderAdmin(NotifiesConfigChange):
+class ProviderAdmin(SavesThroughService):
     form = ProviderAdminForm
     object_type = "provider"
 
@@ -259,10 +296,17 @@ class ProviderAdmin(NotifiesConfigChange):
     def credential(self, obj: Provider) -> str:
         return f"set ({obj.api_key_hint})" if obj.has_api_key else "not set"
 
-    def save_model(self, request: HttpRequest, obj: Provider, form: Any, change: bool) -> None:
-        if change and form.has_changed():
-            obj.version += 1
-        super().save_model(request, obj, form, change)
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A provider is never renamed (targets name it): create a new one instead.
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "name") if obj is not None else fields
+
+    def save_through_service(self, form: Any, *, based_on: int | None, actor: str) -> Provider:
+        data = form.provider_data()
+        if based_on is None:
+            return provider_create(data=data, actor=actor, path="admin")
+        name = form.instance.name
+        return provider_update(name=name, data=data, based_on=based_on, actor=actor, path="admin")
 
 
 # --- groups and targets --------------------------------------------------------------
@@ -376,7 +420,7 @@ class GroupAdminForm(VersionedForm):
 
 
 @admin.register(Group)
-class GroupAdmin(NotifiesConfigChange):
+class GroupAdmin(RecordsItsRows):
     form = GroupAdminForm
     object_type = "group"
 
@@ -418,17 +462,14 @@ class GlobalSettingsAdminForm(VersionedForm):
         fields = ["policy"]
 
     def clean_policy(self) -> dict[str, Any]:
-        try:
-            flat = validate_policy_flat(self.cleaned_data.get("policy") or {})
-            file_layer = self.instance.file_policy if self.instance.pk else {}
-            validate_effective(resolve(BUILTIN_DEFAULTS, file_layer, flat))
+        try:  # as the service checks it: the fields, the file's layer, every group
+            return checked_global_policy(self.instance, self.cleaned_data.get("policy") or {})
         except ConfigError as exc:
             raise ValidationError(_messages(exc)) from None
-        return flat
 
 
 @admin.register(GlobalSettings)
-class GlobalSettingsAdmin(NotifiesConfigChange):
+class GlobalSettingsAdmin(SavesThroughService):
     form = GlobalSettingsAdminForm
     object_type = "global"
 
@@ -447,12 +488,13 @@ class GlobalSettingsAdmin(NotifiesConfigChange):
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
-    def save_model(
-        self, request: HttpRequest, obj: GlobalSettings, form: Any, change: bool
-    ) -> None:
-        if change and form.has_changed():
-            obj.version += 1
-        super().save_model(request, obj, form, change)
+    def save_through_service(
+        self, form: Any, *, based_on: int | None, actor: str
+    ) -> GlobalSettings:
+        if based_on is None:  # the singleton a first read creates
+            based_on = GlobalSettings.load().version
+        policy = form.cleaned_data["policy"]
+        return global_set_policy(policy=policy, based_on=based_on, actor=actor, path="admin")
 
 
 # --- API keys ------------------------------------------------------------------------

@@ -428,6 +428,32 @@ def test_admin_global_settings_policy_is_validated(admin_client: Client) -> None
 
 
 @pytest.mark.django_db
+def test_admin_global_settings_are_checked_against_every_group(admin_client: Client) -> None:
+    """The admin saves through the global-settings service, so it refuses what the API and
+    the page refuse: a global layer that would break a group's effective policy."""
+    Group.objects.create(name="auto", policy={"retry.max_delay_ms": 1000})
+    row = GlobalSettings.load()
+    url = f"/admin/routing/globalsettings/{row.pk}/change/"
+    policy = json.dumps({"retry.initial_delay_ms": 5000})
+    data = {"policy": policy, "based_on_version": str(row.version), "_save": "Save"}
+    html = admin_client.post(url, data).content.decode()
+    assert "group &#x27;auto&#x27; would break" in html
+    row.refresh_from_db()
+    assert (row.policy, row.version) == ({}, 1)
+
+
+@pytest.mark.django_db
+def test_admin_cannot_rename_a_provider(admin_client: Client) -> None:
+    provider = make_provider()
+    url = f"/admin/routing/provider/{provider.pk}/change/"
+    response = admin_client.post(url, provider_form(provider, name="renamed"))
+    assert response.status_code == 302
+    provider.refresh_from_db()
+    assert provider.name == "primary"
+    assert 'name="name"' not in admin_client.get(url).content.decode()
+
+
+@pytest.mark.django_db
 def test_admin_api_keys_show_prefix_and_revoke(admin_client: Client) -> None:
     from routing.services.api_keys import generate_key
 

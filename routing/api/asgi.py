@@ -13,23 +13,32 @@ second handler with:
 - the response closed in place instead of through ``sync_to_async``.
 
 Same URLconf, same views, same error rendering, same cancellation on client disconnect.
+What this takes of Django's private parts is in ``routing.api.django_seam``, and only there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import IO, Any
 
-from django.conf import settings
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import set_script_prefix
 
+from routing.api.django_seam import asgi_scope, close_response, forget_body, middleware_setting
+
 GATEWAY_MIDDLEWARE: list[str] = []
+STARTED = "switchyard.started"  # the scope key: the loop time the request reached us
+
+
+def started_at(request: HttpRequest) -> float | None:
+    """When the request reached the gateway (loop time), for ``x-switchyard-overhead-ms``;
+    None for a request the lean handler did not make."""
+    started: float | None = asgi_scope(request).get(STARTED)
+    return started
 
 
 class RelayResponse(StreamingHttpResponse):
@@ -52,21 +61,15 @@ class RelayResponse(StreamingHttpResponse):
 
 class GatewayASGIHandler(ASGIHandler):
     def load_middleware(self, is_async: bool = False) -> None:
-        # BaseHandler reads settings.MIDDLEWARE; swap it only while this handler loads
-        # (once, at start-up, before any request is served).
-        full = settings.MIDDLEWARE
-        settings.MIDDLEWARE = GATEWAY_MIDDLEWARE
-        try:
+        with middleware_setting(GATEWAY_MIDDLEWARE):  # once, at start-up
             super().load_middleware(is_async=is_async)
-        finally:
-            settings.MIDDLEWARE = full
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         await self.handle(scope, receive, send)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Django's ``ASGIHandler.handle`` minus the request signals and thread hops."""
-        scope["switchyard.started"] = asyncio.get_running_loop().time()  # for the overhead header
+        scope[STARTED] = asyncio.get_running_loop().time()  # for the overhead header
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -77,7 +80,7 @@ class GatewayASGIHandler(ASGIHandler):
             assert error_response is not None  # Django returns a request or an error response
             body_file.close()
             await self.send_response(error_response, send)
-            _close(error_response)
+            close_response(error_response)
             return
 
         async def process_request() -> HttpResponseBase:
@@ -112,7 +115,7 @@ class GatewayASGIHandler(ASGIHandler):
             if failure is not None and not isinstance(failure, RequestAborted):
                 raise failure
         if not served.cancelled():
-            _close(served.result())
+            close_response(served.result())
         body_file.close()
 
     async def send_response(self, response: HttpResponseBase, send: Any) -> None:
@@ -141,22 +144,7 @@ def _release_body(request: HttpRequest, body_file: IO[bytes]) -> None:
     minutes: the request's body (spooled by the handler, then read by ``request.body``) is
     not read again, and an agent's history is often hundreds of KB."""
     body_file.close()
-    # HttpRequest.body keeps what it read in ``_body`` and in a BytesIO over it (``_stream``)
-    request._body = b""
-    request._stream = io.BytesIO()
-
-
-def _close(response: HttpResponseBase) -> None:
-    """``HttpResponse.close`` without its ``request_finished`` signal (nothing to recycle)."""
-    # Django's own list of closers; private, so django-stubs does not declare it.
-    closers: list[Callable[[], object]] = response._resource_closers  # type: ignore[attr-defined]
-    for closer in closers:
-        try:
-            closer()
-        except Exception:  # noqa: BLE001 - as Django does: closing must not fail a response
-            pass
-    closers.clear()
-    response.closed = True
+    forget_body(request)
 
 
 def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:

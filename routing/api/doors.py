@@ -1,12 +1,12 @@
 """The other front doors: ``POST /v1/messages`` (Anthropic Messages), ``POST
-/v1/responses`` (OpenAI Responses) and ``POST /v1/embeddings`` (SPEC §12).
+/v1/responses`` (OpenAI Responses), ``POST /v1/embeddings`` and the two endpoints beside
+them, ``/v1/messages/count_tokens`` and ``/v1/responses/compact`` (SPEC §12, §15).
 
-Registered on the same ``/v1`` API as the chat door and as thin: authenticate (Bearer, or
-``x-api-key`` on the Messages door), parse and check the body in the door's own terms,
-resolve the group, translate the request for the group's other kinds (targets of a kind
-that cannot take it are skipped; when none can, a 400 here, before any upstream), run one
-``Call``, render. Every error
-leaves in the door's shape with ``x-should-retry: false``.
+Each is a :class:`~routing.api.pipeline.Door` on the same ``/v1`` API as the chat door,
+served by the same pipeline (``routing.api.pipeline.serve``): what is here is only what
+differs — the body rules in the door's own terms, what its call is (which targets it
+skips, what it sends), and the headers that pass through. Every error leaves in the
+door's shape with ``x-should-retry: false``.
 """
 
 from __future__ import annotations
@@ -18,20 +18,9 @@ from typing import Any
 import orjson
 from django.http import HttpRequest, HttpResponseBase
 
-from routing.api.openai import (
-    api,
-    authenticate,
-    parse_json,
-    prepare,
-    refuse,
-    render,
-    resolve_group,
-    session_key,
-    skipped,
-)
-from routing.gateway.call import Call
-from routing.gateway.replies import ErrorReply, JsonReply
-from routing.gateway.runtime import get_runtime
+from routing.api.openai import api
+from routing.api.pipeline import Admitted, Door, Route, serve, wrong_method
+from routing.gateway.replies import ErrorReply, JsonReply, Reply
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
 from routing.upstream.openai import UpstreamFailure
@@ -87,74 +76,43 @@ def _responses_errors(body: dict[str, Any]) -> ErrorReply | None:
     return None
 
 
-async def _serve(request: HttpRequest, door: Protocol) -> HttpResponseBase:
-    runtime = get_runtime()
-    table = await runtime.current_table()
-    key = authenticate(request, table, door)
-    if isinstance(key, ErrorReply):
-        return refuse(request, key)
-    body = parse_json(request, door)
-    if isinstance(body, ErrorReply):
-        return refuse(request, body, key=key)
-    invalid = _messages_errors(body) if door is Protocol.MESSAGES else _responses_errors(body)
-    if invalid is not None:
-        return refuse(request, invalid, key=key)
-    group = resolve_group(table, key, body["model"], door)
-    if isinstance(group, ErrorReply):
-        return refuse(request, group, key=key)
-    prepared = prepare(door, body, group)
-    if isinstance(prepared, ErrorReply):
-        return refuse(request, prepared, key=key, group=group.name)
-    call = Call(
-        runtime,
-        group,
-        body,
-        stream=bool(body.get("stream")),
-        session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
-        door=door,
-        prepared=prepared,
-        skipped=skipped(prepared, group),
-        protocol_headers=_protocol_headers(request) if door is Protocol.MESSAGES else None,
-        key=key,
-        trace_headers=request.headers,
-    )
-    return render(await call.run())
-
-
 def _protocol_headers(request: HttpRequest) -> dict[str, str]:
     return {
         name: request.headers[name] for name in ANTHROPIC_PASS_HEADERS if name in request.headers
     }
 
 
+MESSAGES = Door(Protocol.MESSAGES, check=_messages_errors, protocol_headers=_protocol_headers)
+
+
+RESPONSES = Door(Protocol.RESPONSES, check=_responses_errors)
+
+
 @api.post("/messages", auth=None, include_in_schema=False)
 async def messages(request: HttpRequest) -> HttpResponseBase:
-    return await _serve(request, Protocol.MESSAGES)
+    return await serve(request, MESSAGES)
 
 
-@api.post("/messages/count_tokens", auth=None, include_in_schema=False)
-async def count_tokens(request: HttpRequest) -> HttpResponseBase:
-    """``POST /v1/messages/count_tokens`` (SPEC §15): answered by the group's first
-    anthropic-kind target that answers (its own count, its status), else an estimate —
-    about four characters a token over system, messages and tools — marked
-    ``x-switchyard-estimate: true``. Not a call: nothing is generated, so no ledger row."""
-    door = Protocol.MESSAGES
-    runtime = get_runtime()
-    table = await runtime.current_table()
-    key = authenticate(request, table, door)
-    if isinstance(key, ErrorReply):
-        return refuse(request, key)
-    body = parse_json(request, door)
-    if isinstance(body, ErrorReply):
-        return refuse(request, body, key=key)
+@api.post("/responses", auth=None, include_in_schema=False)
+async def responses(request: HttpRequest) -> HttpResponseBase:
+    return await serve(request, RESPONSES)
+
+
+def _an_array_of_messages(body: dict[str, Any]) -> ErrorReply | None:
     if not isinstance(body.get("messages"), list):
-        invalid = ErrorReply(400, "messages: must be an array", "invalid_request", door=door)
-        return refuse(request, invalid, key=key)
-    group = resolve_group(table, key, body["model"], door)
-    if isinstance(group, ErrorReply):
-        return refuse(request, group, key=key)
-    headers = _protocol_headers(request)
+        door = Protocol.MESSAGES
+        return ErrorReply(400, "messages: must be an array", "invalid_request", door=door)
+    return None
+
+
+def _as_sent(admitted: Admitted) -> Route:
+    return Route(admitted.body, stream=False)
+
+
+async def _count(admitted: Admitted, route: Route) -> Reply:
+    """The first anthropic-kind target's own count, else the estimate."""
+    runtime, body, group = admitted.runtime, admitted.body, admitted.group
+    headers = _protocol_headers(admitted.request)
     for target in group.targets:
         provider = target.provider
         if provider.kind != Protocol.MESSAGES.value or provider.config_error:
@@ -173,9 +131,21 @@ async def count_tokens(request: HttpRequest) -> HttpResponseBase:
                 await response.aclose()
         except (UpstreamFailure, TimeoutError):
             continue  # the next anthropic target, else the estimate
-        return render(JsonReply(payload, status=response.status_code))
+        return JsonReply(payload, status=response.status_code)
     estimate = {"input_tokens": estimate_tokens(body)}
-    return render(JsonReply(orjson.dumps(estimate), headers={"x-switchyard-estimate": "true"}))
+    return JsonReply(orjson.dumps(estimate), headers={"x-switchyard-estimate": "true"})
+
+
+COUNT_TOKENS = Door(Protocol.MESSAGES, check=_an_array_of_messages, route=_as_sent, answer=_count)
+
+
+@api.post("/messages/count_tokens", auth=None, include_in_schema=False)
+async def count_tokens(request: HttpRequest) -> HttpResponseBase:
+    """``POST /v1/messages/count_tokens`` (SPEC §15): answered by the group's first
+    anthropic-kind target that answers (its own count, its status), else an estimate —
+    about four characters a token over system, messages and tools — marked
+    ``x-switchyard-estimate: true``. Not a call: nothing is generated, so no ledger row."""
+    return await serve(request, COUNT_TOKENS)
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
@@ -184,58 +154,60 @@ def estimate_tokens(body: dict[str, Any]) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-@api.post("/responses", auth=None, include_in_schema=False)
-async def responses(request: HttpRequest) -> HttpResponseBase:
-    return await _serve(request, Protocol.RESPONSES)
+def _embeddings_errors(body: dict[str, Any]) -> ErrorReply | None:
+    if not isinstance(body.get("input"), str | list) or not body["input"]:
+        return ErrorReply(400, "'input' is required.", "invalid_request", param="input")
+    if body.get("stream"):
+        return ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream")
+    return None
+
+
+def _to_embedding_kinds(admitted: Admitted) -> Route:
+    without_embeddings = {
+        t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
+        for t in admitted.group.targets
+        if t.provider.kind not in EMBEDDING_KINDS
+    }
+    return Route(admitted.body, stream=False, skipped=without_embeddings)
+
+
+EMBEDDINGS = Door(
+    Protocol.CHAT, check=_embeddings_errors, route=_to_embedding_kinds, endpoint="embeddings"
+)
 
 
 @api.post("/embeddings", auth=None, include_in_schema=False)
 async def embeddings(request: HttpRequest) -> HttpResponseBase:
     """Routed through groups like a JSON call; targets of a kind without an embeddings
     endpoint (``anthropic``) are skipped."""
-    runtime = get_runtime()
-    table = await runtime.current_table()
-    key = authenticate(request, table)
-    if isinstance(key, ErrorReply):
-        return refuse(request, key, endpoint="embeddings")
-    body = parse_json(request)
-    if isinstance(body, ErrorReply):
-        return refuse(request, body, key=key, endpoint="embeddings")
-    if not isinstance(body.get("input"), str | list) or not body["input"]:
-        return refuse(
-            request,
-            ErrorReply(400, "'input' is required.", "invalid_request", param="input"),
-            key=key,
-            endpoint="embeddings",
-        )
-    if body.get("stream"):
-        return refuse(
-            request,
-            ErrorReply(400, "Embeddings do not stream.", "invalid_request", param="stream"),
-            key=key,
-            endpoint="embeddings",
-        )
-    group = resolve_group(table, key, body["model"])
-    if isinstance(group, ErrorReply):
-        return refuse(request, group, key=key, endpoint="embeddings")
-    without_embeddings = {
-        t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
+    return await serve(request, EMBEDDINGS)
+
+
+def _to_responses_targets(admitted: Admitted) -> Route | ErrorReply:
+    group = admitted.group
+    others = {
+        t.key: f"kind '{t.provider.kind}' has no Responses compaction endpoint"
         for t in group.targets
-        if t.provider.kind not in EMBEDDING_KINDS
+        if t.provider.kind != Protocol.RESPONSES.value
     }
-    call = Call(
-        runtime,
-        group,
-        body,
-        stream=False,
-        session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
-        endpoint="embeddings",
-        skipped=without_embeddings,
-        key=key,
-        trace_headers=request.headers,
-    )
-    return render(await call.run())
+    if len(others) == len(group.targets):
+        return ErrorReply(
+            400,
+            f"The group '{group.name}' has no openai-responses target, so it cannot "
+            "compact a conversation remotely: compact it locally and send it in 'input'.",
+            "unsupported_for_target",
+            door=Protocol.RESPONSES,
+        )
+    return Route({**admitted.body, "stream": False}, stream=False, skipped=others)
+
+
+COMPACT = Door(
+    Protocol.RESPONSES,
+    check=_responses_errors,
+    route=_to_responses_targets,
+    endpoint="responses/compact",
+    continues_trace=False,
+)
 
 
 @api.post("/responses/compact", auth=None, include_in_schema=False)
@@ -244,79 +216,25 @@ async def responses_compact(request: HttpRequest) -> HttpResponseBase:
     posts ``compaction_trigger`` items to ``/v1/responses`` instead): passed to the
     group's ``openai-responses`` targets (``<base>/responses/compact``) like a JSON call;
     a group without one answers 400 in the door's shape, and Codex compacts locally."""
-    door = Protocol.RESPONSES
-    runtime = get_runtime()
-    table = await runtime.current_table()
-    key = authenticate(request, table, door)
-    if isinstance(key, ErrorReply):
-        return refuse(request, key)
-    body = parse_json(request, door)
-    if isinstance(body, ErrorReply):
-        return refuse(request, body, key=key)
-    invalid = _responses_errors(body)
-    if invalid is not None:
-        return refuse(request, invalid, key=key)
-    group = resolve_group(table, key, body["model"], door)
-    if isinstance(group, ErrorReply):
-        return refuse(request, group, key=key)
-    others = {
-        t.key: f"kind '{t.provider.kind}' has no Responses compaction endpoint"
-        for t in group.targets
-        if t.provider.kind != Protocol.RESPONSES.value
-    }
-    if len(others) == len(group.targets):
-        return refuse(
-            request,
-            ErrorReply(
-                400,
-                f"The group '{group.name}' has no openai-responses target, so it cannot "
-                "compact a conversation remotely: compact it locally and send it in 'input'.",
-                "unsupported_for_target",
-                door=door,
-            ),
-            key=key,
-            group=group.name,
-        )
-    call = Call(
-        runtime,
-        group,
-        {**body, "stream": False},
-        stream=False,
-        session=session_key(request, body),
-        started=getattr(request, "scope", {}).get("switchyard.started"),
-        door=door,
-        endpoint="responses/compact",
-        skipped=others,
-        key=key,
-    )
-    return render(await call.run())
-
-
-def _wrong_method(request: HttpRequest, door: Protocol) -> HttpResponseBase:
-    reply = ErrorReply(
-        405, f"{request.method} is not supported here; use POST.", "method_not_allowed", door=door
-    )
-    response = render(reply)
-    response["allow"] = "POST"
-    return response
+    return await serve(request, COMPACT)
 
 
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/messages", auth=None, include_in_schema=False
 )
 async def messages_wrong_method(request: HttpRequest) -> HttpResponseBase:
-    return _wrong_method(request, Protocol.MESSAGES)
+    return wrong_method(request, Protocol.MESSAGES)
 
 
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/responses", auth=None, include_in_schema=False
 )
 async def responses_wrong_method(request: HttpRequest) -> HttpResponseBase:
-    return _wrong_method(request, Protocol.RESPONSES)
+    return wrong_method(request, Protocol.RESPONSES)
 
 
 @api.api_operation(
     ["GET", "PUT", "PATCH", "DELETE", "OPTIONS"], "/embeddings", auth=None, include_in_schema=False
 )
 async def embeddings_wrong_method(request: HttpRequest) -> HttpResponseBase:
-    return _wrong_method(request, Protocol.CHAT)
+    return wrong_method(request, Protocol.CHAT)

@@ -116,113 +116,106 @@ def _errors(*codes: int, body: type[BaseModel] = ErrorBody) -> dict[str, Any]:
     return {str(code): {"description": meaning[code], "content": _json(body)} for code in codes}
 
 
+TAG = "v1 (OpenAI-compatible)"
+# The other doors: (path, operationId, summary, error body) — the chat door has its own.
+DOORS: tuple[tuple[str, str, str, type[BaseModel]], ...] = (
+    (
+        "/v1/messages",
+        "v1_messages",
+        "Anthropic Messages door to the same groups (`x-api-key` accepted)",
+        AnthropicErrorBody,
+    ),
+    ("/v1/responses", "v1_responses", "OpenAI Responses door to the same groups", ErrorBody),
+    ("/v1/embeddings", "v1_embeddings", "Embeddings routed through a group", ErrorBody),
+)
+
+
 def v1_openapi() -> dict[str, Any]:
     """``paths``, ``components`` and ``tags`` to merge into the management API's schema."""
-    schemas: dict[str, Any] = {}
-    for model in (ChatCompletionRequest, ChatCompletion, ModelList, ErrorBody, AnthropicErrorBody):
-        schema = model.model_json_schema(ref_template=REF)
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    security: list[dict[str, list[str]]] = [{"ClientKey": []}]
     return {
-        "tags": [{"name": "v1 (OpenAI-compatible)", "description": "For clients: a client key."}],
+        "tags": [{"name": TAG, "description": "For clients: a client key."}],
         "components": {
-            "schemas": schemas,
+            "schemas": _schemas(),
             "securitySchemes": {
                 "ClientKey": {"type": "http", "scheme": "bearer", "description": "a client key"}
             },
         },
         "paths": {
-            "/v1/chat/completions": {
-                "post": {
-                    "tags": ["v1 (OpenAI-compatible)"],
-                    "operationId": "v1_chat_completions",
-                    "summary": "Chat completion routed through a group (streaming or not)",
-                    "security": security,
-                    "parameters": [
-                        {
-                            "name": "x-session-id",
-                            "in": "header",
-                            "required": False,
-                            "schema": {"type": "string"},
-                            "description": "keep a conversation on one target while healthy",
-                        }
-                    ],
-                    "requestBody": {"required": True, "content": _json(ChatCompletionRequest)},
-                    "responses": {
-                        "200": {
-                            "description": "the answer (JSON), or an SSE stream when `stream`",
-                            "headers": HEADERS,
-                            "content": {
-                                **_json(ChatCompletion),
-                                "text/event-stream": {"schema": {"type": "string"}},
-                            },
-                        },
-                        **_errors(400, 401, 403, 404, 413, 502, 503),
-                    },
-                }
-            },
+            "/v1/chat/completions": {"post": _chat_completions()},
             **{
-                path: {
-                    "post": {
-                        "tags": ["v1 (OpenAI-compatible)"],
-                        "operationId": operation,
-                        "summary": summary,
-                        "security": security,
-                        "requestBody": {
-                            "required": True,
-                            "content": {
-                                "application/json": {
-                                    "schema": {
-                                        "type": "object",
-                                        "required": ["model"],
-                                        "properties": {"model": {"type": "string"}},
-                                        "additionalProperties": True,
-                                    }
-                                }
-                            },
-                        },
-                        "responses": {
-                            "200": {
-                                "description": "the door's own answer shape (JSON or SSE)",
-                                "headers": HEADERS,
-                            },
-                            **_errors(400, 401, 403, 404, 502, 503, body=error_body),
-                        },
-                    }
-                }
-                for path, operation, summary, error_body in (
-                    (
-                        "/v1/messages",
-                        "v1_messages",
-                        "Anthropic Messages door to the same groups (`x-api-key` accepted)",
-                        AnthropicErrorBody,
-                    ),
-                    (
-                        "/v1/responses",
-                        "v1_responses",
-                        "OpenAI Responses door to the same groups",
-                        ErrorBody,
-                    ),
-                    (
-                        "/v1/embeddings",
-                        "v1_embeddings",
-                        "Embeddings routed through a group",
-                        ErrorBody,
-                    ),
-                )
+                path: {"post": _door(operation, summary, error_body)}
+                for path, operation, summary, error_body in DOORS
             },
-            "/v1/models": {
-                "get": {
-                    "tags": ["v1 (OpenAI-compatible)"],
-                    "operationId": "v1_models",
-                    "summary": "The groups this key may use, with their context windows",
-                    "security": security,
-                    "responses": {
-                        "200": {"description": "OpenAI's list shape", "content": _json(ModelList)},
-                        **_errors(401, 403),
-                    },
-                }
-            },
+            "/v1/models": {"get": _models()},
         },
     }
+
+
+def _operation(operation_id: str, summary: str, rest: dict[str, Any]) -> dict[str, Any]:
+    """One ``/v1`` operation: for clients, with a client key."""
+    head = {"tags": [TAG], "operationId": operation_id, "summary": summary}
+    return {**head, "security": [{"ClientKey": []}], **rest}
+
+
+def _schemas() -> dict[str, Any]:
+    schemas: dict[str, Any] = {}
+    for model in (ChatCompletionRequest, ChatCompletion, ModelList, ErrorBody, AnthropicErrorBody):
+        schema = model.model_json_schema(ref_template=REF)
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    return schemas
+
+
+def _chat_completions() -> dict[str, Any]:
+    summary = "Chat completion routed through a group (streaming or not)"
+    rest = {
+        "parameters": [
+            {
+                "name": "x-session-id",
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string"},
+                "description": "keep a conversation on one target while healthy",
+            }
+        ],
+        "requestBody": {"required": True, "content": _json(ChatCompletionRequest)},
+        "responses": {
+            "200": {
+                "description": "the answer (JSON), or an SSE stream when `stream`",
+                "headers": HEADERS,
+                "content": {
+                    **_json(ChatCompletion),
+                    "text/event-stream": {"schema": {"type": "string"}},
+                },
+            },
+            **_errors(400, 401, 403, 404, 413, 502, 503),
+        },
+    }
+    return _operation("v1_chat_completions", summary, rest)
+
+
+def _door(operation: str, summary: str, error_body: type[BaseModel]) -> dict[str, Any]:
+    """A door whose body is the provider's own shape: only ``model`` is the gateway's."""
+    any_body = {
+        "type": "object",
+        "required": ["model"],
+        "properties": {"model": {"type": "string"}},
+        "additionalProperties": True,
+    }
+    rest = {
+        "requestBody": {"required": True, "content": {"application/json": {"schema": any_body}}},
+        "responses": {
+            "200": {"description": "the door's own answer shape (JSON or SSE)", "headers": HEADERS},
+            **_errors(400, 401, 403, 404, 502, 503, body=error_body),
+        },
+    }
+    return _operation(operation, summary, rest)
+
+
+def _models() -> dict[str, Any]:
+    responses = {
+        "200": {"description": "OpenAI's list shape", "content": _json(ModelList)},
+        **_errors(401, 403),
+    }
+    summary = "The groups this key may use, with their context windows"
+    return _operation("v1_models", summary, {"responses": responses})

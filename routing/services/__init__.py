@@ -11,7 +11,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── health.py         provider_enable, target_reset (the async health store)
     ├── groups.py         group_create / _update_policy / _restore_default / _delete
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder
-    ├── global_policy.py  global_update_policy / global_restore_default
+    ├── global_policy.py  global_update_policy / global_set_policy / global_restore_default
     ├── config_file.py    config_apply: the config file's apply and prune (``loadconfig``)
     └── api_keys.py       key_create / key_revoke / key_update
 
@@ -73,7 +73,11 @@ from routing.services.base import (
     ServiceError,
     VersionConflict,
 )
-from routing.services.global_policy import global_restore_default, global_update_policy
+from routing.services.global_policy import (
+    global_restore_default,
+    global_set_policy,
+    global_update_policy,
+)
 from routing.services.groups import (
     group_create,
     group_delete,
@@ -105,6 +109,7 @@ __all__ = [
     "ServiceError",
     "VersionConflict",
     "global_restore_default",
+    "global_set_policy",
     "global_update_policy",
     "group_create",
     "group_delete",

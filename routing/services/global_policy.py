@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from routing.config.errors import ConfigError, FieldError
@@ -43,17 +44,28 @@ def _group_conflicts(
     return errors
 
 
+def checked_global_policy(row: GlobalSettings, policy: Any) -> dict[str, Any]:
+    """A new global layer (flat dotted keys) validated as every write path validates it:
+    the fields, the effective policy over the config file's layer, and every group's
+    effective policy over it. Returns it normalized; the admin's form checks with it too."""
+    flat = validate_policy_flat(policy)
+    validate_effective(resolve(BUILTIN_DEFAULTS, row.file_policy or {}, flat))
+    old = ordered_flat(row.policy or {})
+    if flat == old:
+        return flat
+    changed = {key for key in flat.keys() | old.keys() if flat.get(key) != old.get(key)}
+    changed |= flat.keys() ^ old.keys()
+    errors = _group_conflicts(row.file_policy or {}, flat, changed)
+    if errors:
+        raise ConfigError(errors)
+    return flat
+
+
 def _set_policy(row: GlobalSettings, policy: dict[str, Any], *, actor: str, path: str) -> None:
-    policy = validate_policy_flat(policy)
-    validate_effective(resolve(BUILTIN_DEFAULTS, row.file_policy or {}, policy))
+    policy = checked_global_policy(row, policy)
     old = ordered_flat(row.policy or {})
     if policy == old:
         raise Unchanged
-    changed = {key for key in policy.keys() | old.keys() if policy.get(key) != old.get(key)}
-    changed |= policy.keys() ^ old.keys()
-    errors = _group_conflicts(row.file_policy or {}, policy, changed)
-    if errors:
-        raise ConfigError(errors)
     row.policy = policy
     row.save()
     record(
@@ -63,6 +75,19 @@ def _set_policy(row: GlobalSettings, policy: dict[str, Any], *, actor: str, path
         object_name="global settings",
         before=policy_snapshot(old),
         after=policy_snapshot(policy),
+    )
+
+
+def _write_global(change: Callable[[GlobalSettings], None], *, based_on: int) -> GlobalSettings:
+    """Claim the global settings row (created on first use) at ``based_on`` and change it."""
+    GlobalSettings.load()
+    return versioned_write(
+        GlobalSettings,
+        kind="global settings",
+        name="global",
+        based_on=based_on,
+        change=change,
+        pk=1,
     )
 
 
@@ -76,15 +101,19 @@ def global_update_policy(
         flat = policy_changes(changes)
         _set_policy(row, {**row.policy, **flat}, actor=actor, path=path)
 
-    GlobalSettings.load()
-    return versioned_write(
-        GlobalSettings,
-        kind="global settings",
-        name="global",
-        based_on=based_on,
-        change=change,
-        pk=1,
-    )
+    return _write_global(change, based_on=based_on)
+
+
+def global_set_policy(
+    *, policy: dict[str, Any], based_on: int, actor: str, path: str
+) -> GlobalSettings:
+    """Replace the whole global layer with ``policy`` (flat dotted keys): a key left out
+    no longer overrides (the admin's form edits the layer as one JSON object)."""
+
+    def change(row: GlobalSettings) -> None:
+        _set_policy(row, policy, actor=actor, path=path)
+
+    return _write_global(change, based_on=based_on)
 
 
 def global_restore_default(
@@ -98,12 +127,4 @@ def global_restore_default(
         kept = {k: v for k, v in (row.policy or {}).items() if k not in dropped}
         _set_policy(row, kept, actor=actor, path=path)
 
-    GlobalSettings.load()
-    return versioned_write(
-        GlobalSettings,
-        kind="global settings",
-        name="global",
-        based_on=based_on,
-        change=change,
-        pk=1,
-    )
+    return _write_global(change, based_on=based_on)

@@ -1,4 +1,6 @@
-"""One configuration write -> one version bump -> one notice (issue 23 item 2).
+"""One configuration write -> one version bump -> one notice (issue 23 item 2), on every
+path: the services, the config file and the Django admin (item 1: its provider and
+global-settings saves go through the same services).
 
 A write saves several rows (a group and its targets, a claimed version and the object)
 and records itself; each of those used to bump ``ConfigVersion`` and broadcast. Counted
@@ -18,15 +20,19 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from routing import services
+from routing.config.signals import config_changed
 from routing.config.yaml import load_text
 from routing.gateway import sync
 from routing.models import ConfigVersion, GlobalSettings, Provider
 from routing.services.config_file import config_apply
 from tests.state.servers import REDIS_URL
+from tests.test_config import signal_log
+from tests.test_models import provider_form
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -141,3 +147,77 @@ def test_a_write_that_changes_nothing_bumps_nothing(notices: Callable[[], int]) 
     services.provider_update(name="p1", data={}, based_on=1, **ACTOR)
     assert version() == before
     assert notices() == 0
+
+
+def _admin() -> Client:
+    user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-0123456789")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def _global_form(policy: dict[str, Any]) -> dict[str, str]:
+    based_on = str(GlobalSettings.load().version)
+    return {"policy": json.dumps(policy), "based_on_version": based_on, "_save": "Save"}
+
+
+def _provider_page() -> str:
+    return f"/admin/routing/provider/{Provider.objects.get(name='p1').pk}/change/"
+
+
+ADMIN_SAVES: dict[str, Callable[[Client], Any]] = {
+    "add a provider": lambda admin: admin.post(
+        "/admin/routing/provider/add/", provider_form(name="p2")
+    ),
+    "change a provider": lambda admin: admin.post(
+        _provider_page(), provider_form(Provider.objects.get(name="p1"), models='["a"]')
+    ),
+    "change the global settings": lambda admin: admin.post(
+        f"/admin/routing/globalsettings/{GlobalSettings.load().pk}/change/",
+        _global_form({"switch_codes": ["SERVER"]}),
+    ),
+}
+
+
+@pytest.mark.parametrize("save", list(ADMIN_SAVES))
+def test_an_admin_save_bumps_the_version_once_and_announces_once(
+    save: str, notices: Callable[[], int]
+) -> None:
+    GlobalSettings.load()
+    _provider()  # p1 at version 1
+    admin = _admin()
+    notices()
+    before = version()
+    with signal_log(config_changed) as announced:
+        response = ADMIN_SAVES[save](admin)
+    assert response.status_code == 302, response.content.decode()
+    assert version() == before + 1
+    assert notices() == 1
+    assert [(a["sender"], a["source"]) for a in announced] == [("admin", "admin:root")]
+    # the row's own version moved once too (a new provider starts at 1)
+    rows = {"p1": Provider.objects.get(name="p1").version, "global": GlobalSettings.load().version}
+    expected = {
+        "add a provider": {"p1": 1, "global": 1},
+        "change a provider": {"p1": 2, "global": 1},
+        "change the global settings": {"p1": 1, "global": 2},
+    }
+    assert rows == expected[save]
+
+
+def test_an_admin_save_that_changes_nothing_bumps_nothing(notices: Callable[[], int]) -> None:
+    GlobalSettings.load()
+    _provider()
+    admin = _admin()
+    notices()
+    before = version()
+    unchanged = provider_form(Provider.objects.get(name="p1"), models='["a", "b"]')
+    assert admin.post(_provider_page(), unchanged).status_code == 302
+    assert (
+        admin.post(
+            f"/admin/routing/globalsettings/{GlobalSettings.load().pk}/change/", _global_form({})
+        ).status_code
+        == 302
+    )
+    assert version() == before
+    assert notices() == 0
+    assert Provider.objects.get(name="p1").version == GlobalSettings.load().version == 1
