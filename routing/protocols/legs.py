@@ -22,8 +22,11 @@ from typing import Any
 
 import orjson
 
-from routing.protocols import Protocol, Unmappable, messages, responses
+from routing.protocols import Protocol, Unmappable, responses
 from routing.protocols.canonical import OPAQUE
+from routing.protocols.messages import reply as messages_reply
+from routing.protocols.messages import request as messages_request
+from routing.protocols.messages import stream as messages_stream
 from routing.protocols.responses_tools import HostedTools, ToolNames, tool_names
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
@@ -31,7 +34,7 @@ Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 
 
 class Decoder:
-    """The interface of ``messages.StreamDecoder`` / ``responses.StreamDecoder``."""
+    """The interface of the ``messages`` and ``responses`` stream decoders."""
 
     finished: bool
     usage: dict[str, Any] | None
@@ -43,7 +46,7 @@ class Decoder:
 def decoder_for(kind: Protocol) -> Decoder | None:
     """A stream decoder for an upstream kind; None for chat (already canonical)."""
     if kind is Protocol.MESSAGES:
-        return messages.StreamDecoder()  # type: ignore[return-value]
+        return messages_stream.StreamDecoder()  # type: ignore[return-value]
     if kind is Protocol.RESPONSES:
         return responses.StreamDecoder()  # type: ignore[return-value]
     return None
@@ -51,7 +54,7 @@ def decoder_for(kind: Protocol) -> Decoder | None:
 
 def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
     """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``)."""
-    return messages.frame if kind is Protocol.MESSAGES else responses.frame
+    return messages_stream.frame if kind is Protocol.MESSAGES else responses.frame
 
 
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
@@ -93,12 +96,12 @@ class Prepared:
 
 
 _TO_CANONICAL: dict[Protocol, Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]]] = {
-    Protocol.MESSAGES: messages.to_canonical,
+    Protocol.MESSAGES: messages_request.to_canonical,
 }
 _FROM_CANONICAL: dict[
     Protocol, Callable[[dict[str, Any], str], tuple[dict[str, Any], list[str]]]
 ] = {
-    Protocol.MESSAGES: messages.from_canonical,
+    Protocol.MESSAGES: messages_request.from_canonical,
     Protocol.RESPONSES: responses.from_canonical,
 }
 
@@ -196,7 +199,7 @@ def translate_body(
 # ------------------------------------------------------------------------ answers (JSON)
 def completion_to_canonical(kind: Protocol, body: dict[str, Any]) -> dict[str, Any]:
     if kind is Protocol.MESSAGES:
-        return messages.completion_to_canonical(body)
+        return messages_reply.completion_to_canonical(body)
     if kind is Protocol.RESPONSES:
         return responses.completion_to_canonical(body)
     return body
@@ -207,7 +210,7 @@ def completion_for_door(
 ) -> bytes:
     """``names``: the Responses door's tools to map back (``Prepared.tool_names``)."""
     if door is Protocol.MESSAGES:
-        return orjson.dumps(messages.completion_from_canonical(canonical))
+        return orjson.dumps(messages_reply.completion_from_canonical(canonical))
     if door is Protocol.RESPONSES:
         return orjson.dumps(responses.completion_from_canonical(canonical, names))
     for choice in canonical.get("choices") or ():
@@ -261,8 +264,8 @@ class Translating(Relay):
 
     def __init__(self, door: Protocol, names: ToolNames | None = None) -> None:
         self.door = door
-        self._encoder: messages.StreamEncoder | responses.StreamEncoder = (
-            messages.StreamEncoder()
+        self._encoder: messages_stream.StreamEncoder | responses.StreamEncoder = (
+            messages_stream.StreamEncoder()
             if door is Protocol.MESSAGES
             else responses.StreamEncoder(names)
         )
@@ -276,7 +279,7 @@ class Translating(Relay):
     def error(self, message: str, *, code: str, status: int = 502) -> bytes:
         if isinstance(self._encoder, responses.StreamEncoder):
             return self._encoder.error(message, code)
-        return messages.error_event(message, status=status)
+        return messages_stream.error_event(message, status=status)
 
 
 class ToChat(Relay):
@@ -329,13 +332,13 @@ def door_error_body(
     door: Protocol, message: str, *, code: str, type: str, status: int, param: str | None = None
 ) -> bytes:
     if door is Protocol.MESSAGES:
-        return messages.error_body(message, status=status)
+        return messages_reply.error_body(message, status=status)
     return orjson.dumps({"error": {"message": message, "type": type, "code": code, "param": param}})
 
 
 def door_error_event(door: Protocol, message: str, *, code: str, status: int = 502) -> bytes:
     if door is Protocol.MESSAGES:
-        return messages.error_event(message, status=status)
+        return messages_stream.error_event(message, status=status)
     if door is Protocol.RESPONSES:
         return responses.StreamEncoder().error(message, code)
     payload = orjson.dumps(

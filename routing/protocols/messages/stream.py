@@ -1,0 +1,249 @@
+"""Anthropic Messages streams <-> canonical chunks.
+
+``StreamDecoder``: an ``anthropic`` upstream's events → canonical chunks. ``StreamEncoder``:
+canonical chunks → the ``/v1/messages`` door's events, the preamble included. ``frame``
+re-frames a pass-through's events; ``error_event`` ends a stream that failed after its
+commit point.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
+from routing.protocols.canonical import OPAQUE, chunk, usage_chunk
+from routing.protocols.messages.reply import (
+    anthropic_usage,
+    canonical_usage,
+    error_type,
+    message_id,
+)
+
+
+class StreamDecoder:
+    """An ``anthropic`` upstream's stream events → canonical chunks.
+
+    ``finished`` turns true at ``message_stop``: a body that ends before it was cut.
+    """
+
+    terminal = "message_stop"
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.model = ""
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+        self._usage: dict[str, Any] = {}
+        self._tool_index: dict[int, int] = {}
+        self.block_index = -1  # the latest content block's index (a rescue continues it)
+
+    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = event.get("type")
+        if kind == "content_block_start":
+            self.block_index = int(event.get("index") or 0)
+        if kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                return [chunk(self.id, self.model, {"content": delta.get("text", "")})]
+            if dtype == "thinking_delta":
+                return [
+                    chunk(self.id, self.model, {"reasoning_content": delta.get("thinking", "")})
+                ]
+            if dtype == "input_json_delta":
+                index = self._tool_index.get(int(event.get("index") or 0), 0)
+                call = {"index": index, "function": {"arguments": delta.get("partial_json", "")}}
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            return []
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                index = len(self._tool_index)
+                self._tool_index[int(event.get("index") or 0)] = index
+                call = {
+                    "index": index,
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": ""},
+                }
+                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            if block.get("type") == "text" and block.get("text"):
+                return [chunk(self.id, self.model, {"content": block["text"]})]
+            btype = block.get("type")
+            if isinstance(btype, str) and btype not in ("text", "thinking"):
+                # server_tool_use, web_search_tool_result, redacted_thinking…: content
+                return [chunk(self.id, self.model, {OPAQUE: [btype]})]
+            return []
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.id = str(message.get("id") or "")
+            self.model = str(message.get("model") or "")
+            self._usage.update(message.get("usage") or {})
+            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
+        if kind == "message_delta":
+            self._usage.update(
+                {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+            )
+            reason = (event.get("delta") or {}).get("stop_reason")
+            if reason:
+                finish = ANTHROPIC_TO_FINISH.get(str(reason), "stop")
+                return [chunk(self.id, self.model, {}, finish)]
+            return []
+        if kind == "message_stop":
+            self.finished = True
+            self.usage = canonical_usage(self._usage)
+            return [usage_chunk(self.id, self.model, self.usage)]
+        return []  # ping, content_block_stop, unknown future events
+
+
+def sse_event(kind: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def frame(payload: bytes, event: dict[str, Any]) -> bytes:
+    """An upstream event relayed as-is, with its ``event:`` name (the SDKs dispatch on it)."""
+    kind = event.get("type")
+    name = kind.encode() if isinstance(kind, str) else b"message"
+    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
+
+
+class StreamEncoder:
+    """Canonical chunks → the ``/v1/messages`` door's events.
+
+    ``message_start`` and ``ping`` go out with the first committed chunk (they are the
+    preamble the commit point held back); ``message_delta`` + ``message_stop`` at ``end``.
+    """
+
+    def __init__(self, *, open_text_block: int | None = None) -> None:
+        """``open_text_block``: continue a stream whose preamble and text block ``index``
+        the client already has (a mid-stream rescue, SPEC §16)."""
+        self._started = open_text_block is not None
+        self._block: str | None = "text" if open_text_block is not None else None
+        self._index = open_text_block if open_text_block is not None else -1
+        self._tools: dict[int, int] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
+        out: list[bytes] = []
+        for item in chunks:
+            if not self._started:
+                self._started = True
+                out.append(self._start(item))
+            if item.get("usage"):
+                self._usage = item["usage"]
+            for choice in item.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    self._open("thinking", out)
+                    out.append(
+                        self._delta(
+                            {"type": "thinking_delta", "thinking": delta["reasoning_content"]}
+                        )
+                    )
+                if delta.get("content"):
+                    self._open("text", out)
+                    out.append(self._delta({"type": "text_delta", "text": delta["content"]}))
+                for call in delta.get("tool_calls") or ():
+                    self._tool(call, out)
+                if choice.get("finish_reason"):
+                    self._finish = choice["finish_reason"]
+        return b"".join(out)
+
+    def _start(self, item: dict[str, Any]) -> bytes:
+        message: dict[str, Any] = {
+            "id": message_id(str(item.get("id") or "")),
+            "type": "message",
+            "role": "assistant",
+            "model": item.get("model"),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return sse_event(
+            "message_start", {"type": "message_start", "message": message}
+        ) + sse_event("ping", {"type": "ping"})
+
+    def _delta(self, delta: dict[str, Any]) -> bytes:
+        return sse_event(
+            "content_block_delta",
+            {"type": "content_block_delta", "index": self._index, "delta": delta},
+        )
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._block is not None:
+            if self._block == "thinking":
+                out.append(self._delta({"type": "signature_delta", "signature": ""}))
+            out.append(
+                sse_event(
+                    "content_block_stop", {"type": "content_block_stop", "index": self._index}
+                )
+            )
+            self._block = None
+
+    def _open(self, kind: str, out: list[bytes], block: dict[str, Any] | None = None) -> None:
+        if self._block == kind and block is None:
+            return
+        self._close(out)
+        self._index += 1
+        self._block = kind
+        if block is None:
+            block = (
+                {"type": "text", "text": ""}
+                if kind == "text"
+                else {
+                    "type": "thinking",
+                    "thinking": "",
+                    "signature": "",
+                }
+            )
+        out.append(
+            sse_event(
+                "content_block_start",
+                {"type": "content_block_start", "index": self._index, "content_block": block},
+            )
+        )
+
+    def _tool(self, call: dict[str, Any], out: list[bytes]) -> None:
+        function = call.get("function") or {}
+        index = int(call.get("index") or 0)
+        if call.get("id") or index not in self._tools:
+            block: dict[str, Any] = {
+                "type": "tool_use",
+                "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": function.get("name") or "",
+                "input": {},
+            }
+            self._open("tool_use", out, block)
+            self._tools[index] = self._index
+        arguments = function.get("arguments")
+        if arguments:
+            out.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))
+
+    def end(self) -> bytes:
+        out: list[bytes] = []
+        self._close(out)
+        stop = FINISH_TO_ANTHROPIC.get(str(self._finish), "end_turn")
+        out.append(
+            sse_event(
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": anthropic_usage(self._usage),
+                },
+            )
+        )
+        out.append(sse_event("message_stop", {"type": "message_stop"}))
+        return b"".join(out)
+
+
+def error_event(message: str, *, status: int = 502) -> bytes:
+    """The event that ends a Messages stream that failed after its commit point."""
+    return sse_event(
+        "error", {"type": "error", "error": {"type": error_type(status), "message": message}}
+    )
