@@ -30,7 +30,7 @@ from routing.protocols.messages import stream as messages_stream
 from routing.protocols.responses import reply as responses_reply
 from routing.protocols.responses import request as responses_request
 from routing.protocols.responses import stream as responses_stream
-from routing.protocols.responses_tools import HostedTools, ToolNames, tool_names
+from routing.protocols.responses.tools import HostedTools, ToolNames, tool_names
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 """One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
@@ -85,7 +85,7 @@ class Prepared:
     door_notes: tuple[str, ...] = ()
     refused: dict[Protocol, Unmappable] = field(default_factory=dict)
     # The Responses door's tools whose names a translated answer maps back
-    # (``responses_tools``): namespaced and custom tools.
+    # (``responses.tools``): namespaced and custom tools.
     tool_names: ToolNames = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ Requests (``request``): ``to_canonical`` (the ``/v1/responses`` door's body: ``i
 string or items, ``instructions``, function tools, ``reasoning``) and ``from_canonical`` (the
 body an ``openai-responses`` target gets, always ``store: false``). Answers (``reply``) and
 streams (``stream``) as in ``messages``; ``StreamEncoder`` emits the standard event sequence
-with ``sequence_number``; its tools map through ``routing.protocols.responses_tools``.
+with ``sequence_number``. Tools (``tools``): namespaces, custom (freeform) and hosted tools.
 
 The gateway is stateless here (SPEC §12): ``previous_response_id`` and
 ``conversation`` are refused with a message saying to send the conversation in ``input``;

@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from routing.protocols.canonical import OPAQUE, chat_usage, completion, message_text
-from routing.protocols.responses_tools import ToolNames, call_item, custom_arguments, flat_name
+from routing.protocols.responses.tools import ToolNames, call_item, custom_arguments, flat_name
 
 
 def canonical_usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from routing.protocols.fields import (
     mapped_parts,
     refused,
 )
-from routing.protocols.responses_tools import (
+from routing.protocols.responses.tools import (
     HOSTED_ITEMS,
     HostedTools,
     custom_arguments,
@@ -94,7 +94,7 @@ def refuse_stored(body: dict[str, Any]) -> None:
 
 
 # Input items that carry nothing for a translated leg: the tools of ``additional_tools``
-# are read with ``tools`` (``responses_tools``); a ``configuration_update`` (Codex: the
+# are read with ``tools`` (``tools``); a ``configuration_update`` (Codex: the
 # reasoning effort it switched to) is already in the request's own fields.
 _SKIPPED_ITEMS = ("additional_tools", "configuration_update")
 

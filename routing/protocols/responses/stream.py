@@ -24,7 +24,7 @@ from routing.protocols.responses.reply import (
     response_id,
     response_object,
 )
-from routing.protocols.responses_tools import ToolNames, call_item, custom_arguments, custom_input
+from routing.protocols.responses.tools import ToolNames, call_item, custom_arguments, custom_input
 
 
 class StreamDecoder:
