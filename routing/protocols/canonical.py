@@ -4,12 +4,17 @@ A canonical stream is a sequence of ``chat.completion.chunk`` dicts: deltas carr
 ``content``, ``reasoning_content`` or ``tool_calls`` (``index``, and ``id``/``name`` on a
 call's first delta), one chunk with a ``finish_reason``, then one usage-only chunk
 (``choices: []``). A canonical answer is a ``chat.completion`` dict.
+
+Also here, because the Messages and Responses modules both need it: the named-event SSE
+framing of their streams (chat's are ``data:`` lines only).
 """
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+import orjson
 
 # A delta (or message) field naming output items the gateway relays but cannot translate
 # — hosted tool calls (``web_search_call``…), a remote ``compaction`` item: they are content
@@ -126,3 +131,16 @@ def image_url(source: dict[str, Any]) -> str:
     if source.get("type") == "base64":
         return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
     return str(source.get("url", ""))
+
+
+# ------------------------------------------------------------------ named-event framing
+def sse_event(kind: str, data: dict[str, Any]) -> bytes:
+    """One ``event:`` + ``data:`` SSE event, as the Messages and Responses doors send them."""
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def frame(payload: bytes, event: dict[str, Any]) -> bytes:
+    """An upstream event relayed as-is, with its ``event:`` name (the SDKs dispatch on it)."""
+    kind = event.get("type")
+    name = kind.encode() if isinstance(kind, str) else b"message"
+    return b"event: " + name + b"\ndata: " + payload + b"\n\n"

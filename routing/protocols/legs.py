@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from routing.protocols import Protocol, Unmappable
-from routing.protocols.canonical import OPAQUE
+from routing.protocols.canonical import OPAQUE, frame
 from routing.protocols.messages import reply as messages_reply
 from routing.protocols.messages import request as messages_request
 from routing.protocols.messages import stream as messages_stream
@@ -56,8 +56,9 @@ def decoder_for(kind: Protocol) -> Decoder | None:
 
 
 def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
-    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``)."""
-    return messages_stream.frame if kind is Protocol.MESSAGES else responses_stream.frame
+    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``):
+    the same for both (``canonical.frame``)."""
+    return frame
 
 
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:

@@ -1,8 +1,7 @@
 """Anthropic Messages streams <-> canonical chunks.
 
 ``StreamDecoder``: an ``anthropic`` upstream's events → canonical chunks. ``StreamEncoder``:
-canonical chunks → the ``/v1/messages`` door's events, the preamble included. ``frame``
-re-frames a pass-through's events; ``error_event`` ends a stream that failed after its
+canonical chunks → the ``/v1/messages`` door's events, the preamble included. ``error_event`` ends a stream that failed after its
 commit point.
 """
 
@@ -11,10 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import orjson
-
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
-from routing.protocols.canonical import OPAQUE, chunk, usage_chunk
+from routing.protocols.canonical import OPAQUE, chunk, sse_event, usage_chunk
 from routing.protocols.messages.reply import (
     anthropic_usage,
     canonical_usage,
@@ -97,17 +94,6 @@ class StreamDecoder:
             self.usage = canonical_usage(self._usage)
             return [usage_chunk(self.id, self.model, self.usage)]
         return []  # ping, content_block_stop, unknown future events
-
-
-def sse_event(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-
-
-def frame(payload: bytes, event: dict[str, Any]) -> bytes:
-    """An upstream event relayed as-is, with its ``event:`` name (the SDKs dispatch on it)."""
-    kind = event.get("type")
-    name = kind.encode() if isinstance(kind, str) else b"message"
-    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
 
 
 class StreamEncoder:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from routing.protocols.canonical import OPAQUE, chunk, usage_chunk
+from routing.protocols.canonical import OPAQUE, chunk, sse_event, usage_chunk
 from routing.protocols.responses.reply import (
     canonical_call,
     canonical_usage,
@@ -120,12 +118,6 @@ class StreamDecoder:
         return []
 
 
-def frame(payload: bytes, event: dict[str, Any]) -> bytes:
-    kind = event.get("type")
-    name = kind.encode() if isinstance(kind, str) else b"message"
-    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
-
-
 def error_from_event(event: dict[str, Any]) -> dict[str, Any] | None:
     """The error object of a ``response.failed`` / ``error`` event, else None."""
     kind = event.get("type")
@@ -160,7 +152,7 @@ class StreamEncoder:
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
         data = {"type": kind, **data, "sequence_number": self._seq}
         self._seq += 1
-        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+        return sse_event(kind, data)
 
     def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
         out: list[bytes] = []
@@ -414,4 +406,4 @@ def failed_event(
     response = response_object(id_, model, "failed", output or [], None)
     response["error"] = {"code": code, "message": message}
     data = {"type": "response.failed", "response": response, "sequence_number": sequence_number}
-    return b"event: response.failed\ndata: " + orjson.dumps(data) + b"\n\n"
+    return sse_event("response.failed", data)
