@@ -5,13 +5,15 @@ A canonical stream is a sequence of ``chat.completion.chunk`` dicts: deltas carr
 call's first delta), one chunk with a ``finish_reason``, then one usage-only chunk
 (``choices: []``). A canonical answer is a ``chat.completion`` dict.
 
-Also here, because the Messages and Responses modules both need it: the named-event SSE
-framing of their streams (chat's are ``data:`` lines only).
+Also here, because the Messages and Responses modules both need them: the bases of their
+stream codecs (``EventDecoder``, ``EventEncoder``: the state and the walk over chunks they
+share) and the named-event SSE framing of their streams (chat's are ``data:`` lines only).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -144,3 +146,79 @@ def frame(payload: bytes, event: dict[str, Any]) -> bytes:
     kind = event.get("type")
     name = kind.encode() if isinstance(kind, str) else b"message"
     return b"event: " + name + b"\ndata: " + payload + b"\n\n"
+
+
+# ------------------------------------------------------------------------ stream codecs
+class EventDecoder:
+    """An upstream's events → canonical chunks: what every kind's decoder keeps.
+
+    ``id`` and ``model`` come from the stream's first event and stamp each chunk;
+    ``finished`` turns true at the kind's last event (a body that ends before it was cut);
+    ``usage`` is the canonical usage once the stream has told it.
+    """
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.model = ""
+        self.finished = False
+        self.usage: dict[str, Any] | None = None
+
+    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover
+        raise NotImplementedError
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return chunk(self.id, self.model, delta, finish_reason)
+
+    def _arguments(self, index: int, arguments: Any) -> dict[str, Any]:
+        """The chunk carrying more of tool call ``index``'s arguments."""
+        return self._chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+
+
+class EventEncoder:
+    """Canonical chunks → a door's events: the walk the Messages and Responses encoders share.
+
+    ``encode`` hands each chunk's parts to the door's hooks: ``_preamble`` once, with the
+    first chunk (the commit point held it back); then, in the order a delta carries them,
+    ``_reasoning``, ``_content`` and ``_tool`` for each tool call. The finish reason and the
+    usage are kept for ``end``, which closes the stream in the door's shape.
+    """
+
+    def __init__(self) -> None:
+        self._started = False
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    def encode(self, chunks: Sequence[dict[str, Any]]) -> bytes:
+        out: list[bytes] = []
+        for item in chunks:
+            if not self._started:
+                self._started = True
+                self._preamble(item, out)
+            if item.get("usage"):
+                self._usage = item["usage"]
+            for choice in item.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    self._reasoning(delta["reasoning_content"], out)
+                if delta.get("content"):
+                    self._content(delta["content"], out)
+                for call in delta.get("tool_calls") or ():
+                    self._tool(call, out)
+                if choice.get("finish_reason"):
+                    self._finish = choice["finish_reason"]
+        return b"".join(out)
+
+    def end(self) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def _preamble(self, first: dict[str, Any], out: list[bytes]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _reasoning(self, text: str, out: list[bytes]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _content(self, text: str, out: list[bytes]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _tool(self, call: dict[str, Any], out: list[bytes]) -> None:  # pragma: no cover
+        raise NotImplementedError

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from routing.protocols import Protocol, Unmappable
-from routing.protocols.canonical import OPAQUE, frame
+from routing.protocols.canonical import OPAQUE, EventDecoder, frame
 from routing.protocols.messages import reply as messages_reply
 from routing.protocols.messages import request as messages_request
 from routing.protocols.messages import stream as messages_stream
@@ -36,22 +36,15 @@ Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 """One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
 
 
-class Decoder:
-    """The interface of the ``messages`` and ``responses`` stream decoders."""
-
-    finished: bool
-    usage: dict[str, Any] | None
-
-    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
+Decoder = EventDecoder  # what the attempt reads a Messages or Responses stream through
 
 
 def decoder_for(kind: Protocol) -> Decoder | None:
     """A stream decoder for an upstream kind; None for chat (already canonical)."""
     if kind is Protocol.MESSAGES:
-        return messages_stream.StreamDecoder()  # type: ignore[return-value]
+        return messages_stream.StreamDecoder()
     if kind is Protocol.RESPONSES:
-        return responses_stream.StreamDecoder()  # type: ignore[return-value]
+        return responses_stream.StreamDecoder()
     return None
 
 

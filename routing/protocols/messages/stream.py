@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
-from routing.protocols.canonical import OPAQUE, chunk, sse_event, usage_chunk
+from routing.protocols.canonical import OPAQUE, EventDecoder, EventEncoder, sse_event, usage_chunk
 from routing.protocols.messages.reply import (
     anthropic_usage,
     canonical_usage,
@@ -20,7 +20,7 @@ from routing.protocols.messages.reply import (
 )
 
 
-class StreamDecoder:
+class StreamDecoder(EventDecoder):
     """An ``anthropic`` upstream's stream events → canonical chunks.
 
     ``finished`` turns true at ``message_stop``: a body that ends before it was cut.
@@ -29,10 +29,7 @@ class StreamDecoder:
     terminal = "message_stop"
 
     def __init__(self) -> None:
-        self.id = ""
-        self.model = ""
-        self.finished = False
-        self.usage: dict[str, Any] | None = None
+        super().__init__()
         self._usage: dict[str, Any] = {}
         self._tool_index: dict[int, int] = {}
         self.block_index = -1  # the latest content block's index (a rescue continues it)
@@ -45,15 +42,12 @@ class StreamDecoder:
             delta = event.get("delta") or {}
             dtype = delta.get("type")
             if dtype == "text_delta":
-                return [chunk(self.id, self.model, {"content": delta.get("text", "")})]
+                return [self._chunk({"content": delta.get("text", "")})]
             if dtype == "thinking_delta":
-                return [
-                    chunk(self.id, self.model, {"reasoning_content": delta.get("thinking", "")})
-                ]
+                return [self._chunk({"reasoning_content": delta.get("thinking", "")})]
             if dtype == "input_json_delta":
                 index = self._tool_index.get(int(event.get("index") or 0), 0)
-                call = {"index": index, "function": {"arguments": delta.get("partial_json", "")}}
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+                return [self._arguments(index, delta.get("partial_json", ""))]
             return []
         if kind == "content_block_start":
             block = event.get("content_block") or {}
@@ -66,20 +60,20 @@ class StreamDecoder:
                     "type": "function",
                     "function": {"name": block.get("name"), "arguments": ""},
                 }
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+                return [self._chunk({"tool_calls": [call]})]
             if block.get("type") == "text" and block.get("text"):
-                return [chunk(self.id, self.model, {"content": block["text"]})]
+                return [self._chunk({"content": block["text"]})]
             btype = block.get("type")
             if isinstance(btype, str) and btype not in ("text", "thinking"):
                 # server_tool_use, web_search_tool_result, redacted_thinking…: content
-                return [chunk(self.id, self.model, {OPAQUE: [btype]})]
+                return [self._chunk({OPAQUE: [btype]})]
             return []
         if kind == "message_start":
             message = event.get("message") or {}
             self.id = str(message.get("id") or "")
             self.model = str(message.get("model") or "")
             self._usage.update(message.get("usage") or {})
-            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
+            return [self._chunk({"role": "assistant", "content": ""})]
         if kind == "message_delta":
             self._usage.update(
                 {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
@@ -87,7 +81,7 @@ class StreamDecoder:
             reason = (event.get("delta") or {}).get("stop_reason")
             if reason:
                 finish = ANTHROPIC_TO_FINISH.get(str(reason), "stop")
-                return [chunk(self.id, self.model, {}, finish)]
+                return [self._chunk({}, finish)]
             return []
         if kind == "message_stop":
             self.finished = True
@@ -96,7 +90,7 @@ class StreamDecoder:
         return []  # ping, content_block_stop, unknown future events
 
 
-class StreamEncoder:
+class StreamEncoder(EventEncoder):
     """Canonical chunks → the ``/v1/messages`` door's events.
 
     ``message_start`` and ``ping`` go out with the first committed chunk (they are the
@@ -106,53 +100,33 @@ class StreamEncoder:
     def __init__(self, *, open_text_block: int | None = None) -> None:
         """``open_text_block``: continue a stream whose preamble and text block ``index``
         the client already has (a mid-stream rescue, SPEC §16)."""
+        super().__init__()
         self._started = open_text_block is not None
         self._block: str | None = "text" if open_text_block is not None else None
         self._index = open_text_block if open_text_block is not None else -1
         self._tools: dict[int, int] = {}
-        self._finish: str | None = None
-        self._usage: dict[str, Any] | None = None
 
-    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
-        out: list[bytes] = []
-        for item in chunks:
-            if not self._started:
-                self._started = True
-                out.append(self._start(item))
-            if item.get("usage"):
-                self._usage = item["usage"]
-            for choice in item.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if delta.get("reasoning_content"):
-                    self._open("thinking", out)
-                    out.append(
-                        self._delta(
-                            {"type": "thinking_delta", "thinking": delta["reasoning_content"]}
-                        )
-                    )
-                if delta.get("content"):
-                    self._open("text", out)
-                    out.append(self._delta({"type": "text_delta", "text": delta["content"]}))
-                for call in delta.get("tool_calls") or ():
-                    self._tool(call, out)
-                if choice.get("finish_reason"):
-                    self._finish = choice["finish_reason"]
-        return b"".join(out)
-
-    def _start(self, item: dict[str, Any]) -> bytes:
+    def _preamble(self, first: dict[str, Any], out: list[bytes]) -> None:
         message: dict[str, Any] = {
-            "id": message_id(str(item.get("id") or "")),
+            "id": message_id(str(first.get("id") or "")),
             "type": "message",
             "role": "assistant",
-            "model": item.get("model"),
+            "model": first.get("model"),
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
-        return sse_event(
-            "message_start", {"type": "message_start", "message": message}
-        ) + sse_event("ping", {"type": "ping"})
+        out.append(sse_event("message_start", {"type": "message_start", "message": message}))
+        out.append(sse_event("ping", {"type": "ping"}))
+
+    def _reasoning(self, text: str, out: list[bytes]) -> None:
+        self._open("thinking", out)
+        out.append(self._delta({"type": "thinking_delta", "thinking": text}))
+
+    def _content(self, text: str, out: list[bytes]) -> None:
+        self._open("text", out)
+        out.append(self._delta({"type": "text_delta", "text": text}))
 
     def _delta(self, delta: dict[str, Any]) -> bytes:
         return sse_event(

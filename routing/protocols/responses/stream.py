@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from routing.protocols.canonical import OPAQUE, chunk, sse_event, usage_chunk
+from routing.protocols.canonical import OPAQUE, EventDecoder, EventEncoder, sse_event, usage_chunk
 from routing.protocols.responses.reply import (
     canonical_call,
     canonical_usage,
@@ -25,15 +25,12 @@ from routing.protocols.responses.reply import (
 from routing.protocols.responses.tools import ToolNames, call_item, custom_arguments, custom_input
 
 
-class StreamDecoder:
+class StreamDecoder(EventDecoder):
     """An ``openai-responses`` upstream's events → canonical chunks (``response.completed``
     or ``response.incomplete`` end it; a body that ends before either was cut)."""
 
     def __init__(self) -> None:
-        self.id = ""
-        self.model = ""
-        self.finished = False
-        self.usage: dict[str, Any] | None = None
+        super().__init__()
         self.next_sequence = 0  # after the latest event's ``sequence_number``
         self._calls: dict[str, int] = {}  # item id -> tool call index
         # What the client has, for a rescue to continue it (kept only when ``keep``: the
@@ -73,13 +70,12 @@ class StreamDecoder:
         if self.keep:
             self._track(kind, event)
         if kind == "response.output_text.delta":
-            return [chunk(self.id, self.model, {"content": event.get("delta", "")})]
+            return [self._chunk({"content": event.get("delta", "")})]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            return [chunk(self.id, self.model, {"reasoning_content": event.get("delta", "")})]
+            return [self._chunk({"reasoning_content": event.get("delta", "")})]
         if kind == "response.function_call_arguments.delta":
             index = self._calls.get(str(event.get("item_id")), 0)
-            call = {"index": index, "function": {"arguments": event.get("delta", "")}}
-            return [chunk(self.id, self.model, {"tool_calls": [call]})]
+            return [self._arguments(index, event.get("delta", ""))]
         if kind == "response.output_item.added":
             item = event.get("item") or {}
             itype = item.get("type")
@@ -89,29 +85,27 @@ class StreamDecoder:
                 # A custom call's text arrives whole with its ``.done`` (below).
                 arguments = "" if itype == "custom_tool_call" else None
                 call = {"index": index, **canonical_call(item, arguments)}
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+                return [self._chunk({"tool_calls": [call]})]
             if isinstance(itype, str) and itype not in ("message", "reasoning"):
-                return [chunk(self.id, self.model, {OPAQUE: [itype]})]
+                return [self._chunk({OPAQUE: [itype]})]
             return []
         if kind == "response.output_item.done":
             item = event.get("item") or {}
             if item.get("type") == "custom_tool_call":
                 index = self._calls.get(str(item.get("id")), 0)
-                arguments = custom_arguments(item.get("input"))
-                call = {"index": index, "function": {"arguments": arguments}}
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
+                return [self._arguments(index, custom_arguments(item.get("input")))]
             return []
         if kind == "response.created":
             response = event.get("response") or {}
             self.id = str(response.get("id") or "")
             self.model = str(response.get("model") or "")
-            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
+            return [self._chunk({"role": "assistant", "content": ""})]
         if kind in ("response.completed", "response.incomplete"):
             response = event.get("response") or {}
             self.finished = True
             self.usage = canonical_usage(response.get("usage"))
             finish = finish_reason(response, bool(self._calls))
-            out = [chunk(self.id, self.model, {}, finish)]
+            out = [self._chunk({}, finish)]
             if self.usage:
                 out.append(usage_chunk(self.id, self.model, self.usage))
             return out
@@ -129,7 +123,7 @@ def error_from_event(event: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-class StreamEncoder:
+class StreamEncoder(EventEncoder):
     """Canonical chunks → the ``/v1/responses`` door's events, numbered.
 
     ``response.created`` + ``response.in_progress`` (the preamble) go out with the first
@@ -138,6 +132,7 @@ class StreamEncoder:
     """
 
     def __init__(self, names: ToolNames | None = None) -> None:
+        super().__init__()
         self._names = names or {}  # canonical tool name -> as the client declared it
         self._seq = 0
         self._id = ""
@@ -146,36 +141,18 @@ class StreamEncoder:
         self._open: dict[str, Any] | None = None  # the item being streamed
         self._text: list[str] = []
         self._tools: dict[int, dict[str, Any]] = {}
-        self._finish: str | None = None
-        self._usage: dict[str, Any] | None = None
 
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
         data = {"type": kind, **data, "sequence_number": self._seq}
         self._seq += 1
         return sse_event(kind, data)
 
-    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
-        out: list[bytes] = []
-        for item in chunks:
-            if not self._id:
-                self._id = response_id(str(item.get("id") or ""))
-                self._model = str(item.get("model") or "")
-                shell = response_object(self._id, self._model, "in_progress", [], None)
-                out.append(self._event("response.created", {"response": shell}))
-                out.append(self._event("response.in_progress", {"response": shell}))
-            if item.get("usage"):
-                self._usage = item["usage"]
-            for choice in item.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if delta.get("reasoning_content"):
-                    self._reasoning(delta["reasoning_content"], out)
-                if delta.get("content"):
-                    self._content(delta["content"], out)
-                for call in delta.get("tool_calls") or ():
-                    self._tool(call, out)
-                if choice.get("finish_reason"):
-                    self._finish = choice["finish_reason"]
-        return b"".join(out)
+    def _preamble(self, first: dict[str, Any], out: list[bytes]) -> None:
+        self._id = response_id(str(first.get("id") or ""))
+        self._model = str(first.get("model") or "")
+        shell = response_object(self._id, self._model, "in_progress", [], None)
+        out.append(self._event("response.created", {"response": shell}))
+        out.append(self._event("response.in_progress", {"response": shell}))
 
     def _begin(self, item: dict[str, Any], out: list[bytes]) -> None:
         self._close(out)
@@ -387,6 +364,7 @@ def continuing(decoder: StreamDecoder, names: ToolNames | None = None) -> Stream
     ):
         return None
     encoder = StreamEncoder(names)
+    encoder._started = True  # the client has the preamble
     encoder._id, encoder._model = decoder.id, decoder.model
     encoder._seq = decoder.next_sequence
     encoder._output = list(decoder.output)
