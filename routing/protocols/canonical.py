@@ -3,7 +3,9 @@
 A canonical stream is a sequence of ``chat.completion.chunk`` dicts: deltas carrying
 ``content``, ``reasoning_content`` or ``tool_calls`` (``index``, and ``id``/``name`` on a
 call's first delta), one chunk with a ``finish_reason``, then one usage-only chunk
-(``choices: []``). A canonical answer is a ``chat.completion`` dict.
+(``choices: []``). A canonical answer is a ``chat.completion`` dict: each kind's reader
+collects an upstream answer in ``AnswerParts``, which builds it, and each door's builder
+takes one apart with ``read_completion``.
 
 Also here, because the Messages and Responses modules both need them: the bases of their
 stream codecs (``EventDecoder``, ``EventEncoder``: the state and the walk over chunks they
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -94,31 +97,82 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def completion(
-    *,
-    id_: str,
-    model: str,
-    content: str | None,
-    reasoning: str = "",
-    tool_calls: list[dict[str, Any]] | None = None,
-    finish_reason: str = "stop",
-    usage: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if reasoning:
-        message["reasoning_content"] = reasoning
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    body: dict[str, Any] = {
-        "id": id_,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return body
+def tool_call(id_: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """A canonical tool call (``arguments``: the call's JSON text)."""
+    return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def function_choice(name: Any) -> dict[str, Any]:
+    """A ``tool_choice`` naming the one function the model must call."""
+    return {"type": "function", "function": {"name": name}}
+
+
+@dataclass(slots=True)
+class AnswerParts:
+    """An upstream answer's parts, as a kind's reader collects them in order: text,
+    reasoning, tool calls (canonical) and the output types it relays but cannot translate
+    (``OPAQUE``). ``completion`` builds the ``chat.completion`` from them."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+
+    def completion(
+        self, answer: dict[str, Any], *, finish_reason: str, usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """The ``chat.completion`` for ``answer`` (whose ``id`` and ``model`` it keeps)."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        reasoning = "".join(self.reasoning)
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        if self.opaque:
+            message[OPAQUE] = self.opaque
+        body: dict[str, Any] = {
+            "id": str(answer.get("id") or ""),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(answer.get("model") or ""),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        }
+        if usage is not None:
+            body["usage"] = usage
+        return body
+
+
+class ToolCall(NamedTuple):
+    """A canonical tool call's fields, as the call has them."""
+
+    id: Any
+    name: Any
+    arguments: Any
+
+
+class Choice(NamedTuple):
+    """What a door's builder reads of a canonical answer: its one choice's parts."""
+
+    reasoning: str
+    text: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+
+
+def read_completion(body: dict[str, Any]) -> Choice:
+    """The parts of a ``chat.completion``'s first choice (empty ones when it has none)."""
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    calls = []
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        calls.append(ToolCall(call.get("id"), function.get("name"), function.get("arguments")))
+    return Choice(
+        message.get("reasoning_content") or "",
+        message_text(message.get("content")),
+        calls,
+        choice.get("finish_reason"),
+    )
 
 
 def image_source(url: str) -> dict[str, Any]:

@@ -15,53 +15,37 @@ import orjson
 
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
 from routing.protocols.canonical import (
-    OPAQUE,
+    AnswerParts,
     chat_usage,
-    completion,
-    message_text,
+    read_completion,
+    tool_call,
     usage_parts,
 )
 
 
 def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
-    texts: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
+    parts = AnswerParts()
     for block in body.get("content") or ():
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "text":
-            texts.append(str(block.get("text", "")))
+            parts.text.append(str(block.get("text", "")))
         elif kind == "thinking":
-            reasoning.append(str(block.get("thinking", "")))
+            parts.reasoning.append(str(block.get("thinking", "")))
         elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": block.get("name"),
-                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
-                    },
-                }
-            )
-    usage = body.get("usage") or {}
-    opaque = [
-        str(b["type"])
-        for b in body.get("content") or ()
-        if isinstance(b, dict) and b.get("type") not in ("text", "thinking", "tool_use", None)
-    ]
-    out = completion(
-        id_=str(body.get("id") or ""),
-        model=str(body.get("model") or ""),
-        content="".join(texts) or None,
-        reasoning="".join(reasoning),
-        tool_calls=calls,
+            parts.tool_calls.append(tool_use_call(block))
+        elif kind is not None:  # server tool calls and results, redacted thinking…: content
+            parts.opaque.append(str(kind))
+    return parts.completion(
+        body,
         finish_reason=ANTHROPIC_TO_FINISH.get(str(body.get("stop_reason")), "stop"),
-        usage=canonical_usage(usage),
+        usage=canonical_usage(body.get("usage") or {}),
     )
-    if opaque:
-        out["choices"][0]["message"][OPAQUE] = opaque
-    return out
+
+
+def tool_use_call(block: dict[str, Any]) -> dict[str, Any]:
+    """A ``tool_use`` block (an answer's or a history's) as a canonical tool call."""
+    arguments = orjson.dumps(block.get("input") or {}).decode()
+    return tool_call(block.get("id"), block.get("name"), arguments)
 
 
 def canonical_usage(usage: dict[str, Any]) -> dict[str, Any]:
@@ -91,37 +75,25 @@ def message_id(id_: str) -> str:
 
 
 def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
+    answer = read_completion(body)
     content: list[dict[str, Any]] = []
-    if message.get("reasoning_content"):
-        content.append(
-            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
-        )
-    text = message_text(message.get("content"))
-    if text:
-        content.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
+    if answer.reasoning:
+        content.append({"type": "thinking", "thinking": answer.reasoning, "signature": ""})
+    if answer.text:
+        content.append({"type": "text", "text": answer.text})
+    for call in answer.tool_calls:
         try:
-            arguments = orjson.loads(function.get("arguments") or "{}")
+            arguments = orjson.loads(call.arguments or "{}")
         except orjson.JSONDecodeError:
             arguments = {}
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.get("id"),
-                "name": function.get("name"),
-                "input": arguments,
-            }
-        )
+        content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
     return {
         "id": message_id(str(body.get("id") or "")),
         "type": "message",
         "role": "assistant",
         "model": body.get("model"),
         "content": content,
-        "stop_reason": FINISH_TO_ANTHROPIC.get(str(choice.get("finish_reason")), "end_turn"),
+        "stop_reason": FINISH_TO_ANTHROPIC.get(str(answer.finish_reason), "end_turn"),
         "stop_sequence": None,
         "usage": anthropic_usage(body.get("usage")),
     }

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget
-from routing.protocols.canonical import image_source, image_url, message_text
+from routing.protocols.canonical import function_choice, image_source, image_url, message_text
 from routing.protocols.fields import (
     CHAT_ONLY,
     DROPPED,
@@ -21,6 +21,7 @@ from routing.protocols.fields import (
     mapped_parts,
     refused,
 )
+from routing.protocols.messages.reply import tool_use_call
 
 DEFAULT_MAX_TOKENS = 8192
 
@@ -116,7 +117,7 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         elif kind == "none":
             out["tool_choice"] = "none"
         elif kind == "tool":
-            out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+            out["tool_choice"] = function_choice(choice.get("name"))
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     thinking = body.get("thinking")
@@ -249,16 +250,7 @@ def _assistant_in(content: list[Any], where: str) -> dict[str, Any]:
         elif kind == "redacted_thinking":
             continue  # opaque to every other protocol
         elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": block.get("name"),
-                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
-                    },
-                }
-            )
+            calls.append(tool_use_call(block))
         else:
             raise Unmappable(
                 f"'{where}.content[{j}]' is a '{kind}' block, which only Anthropic targets accept.",

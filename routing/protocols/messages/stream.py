@@ -11,7 +11,14 @@ import uuid
 from typing import Any
 
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
-from routing.protocols.canonical import OPAQUE, EventDecoder, EventEncoder, sse_event, usage_chunk
+from routing.protocols.canonical import (
+    OPAQUE,
+    EventDecoder,
+    EventEncoder,
+    sse_event,
+    tool_call,
+    usage_chunk,
+)
 from routing.protocols.messages.reply import (
     anthropic_usage,
     canonical_usage,
@@ -54,12 +61,7 @@ class StreamDecoder(EventDecoder):
             if block.get("type") == "tool_use":
                 index = len(self._tool_index)
                 self._tool_index[int(event.get("index") or 0)] = index
-                call = {
-                    "index": index,
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": ""},
-                }
+                call = {"index": index, **tool_call(block.get("id"), block.get("name"), "")}
                 return [self._chunk({"tool_calls": [call]})]
             if block.get("type") == "text" and block.get("text"):
                 return [self._chunk({"content": block["text"]})]

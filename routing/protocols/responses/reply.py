@@ -11,8 +11,13 @@ import time
 import uuid
 from typing import Any
 
-from routing.protocols.canonical import OPAQUE, chat_usage, completion, message_text
-from routing.protocols.responses.tools import ToolNames, call_item, custom_arguments, flat_name
+from routing.protocols.canonical import AnswerParts, chat_usage, read_completion
+from routing.protocols.responses.tools import ToolNames, call_item, canonical_call
+
+
+def response_status(finish_reason: str | None) -> str:
+    """A finished response's ``status`` for a canonical finish reason."""
+    return "incomplete" if finish_reason == "length" else "completed"
 
 
 def canonical_usage(usage: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -54,58 +59,30 @@ def finish_reason(response: dict[str, Any], has_calls: bool) -> str:
     return "tool_calls" if has_calls else "stop"
 
 
-def canonical_call(item: dict[str, Any], arguments: str | None = None) -> dict[str, Any]:
-    """A ``function_call`` / ``custom_tool_call`` output item as a canonical tool call."""
-    if arguments is None:
-        arguments = (
-            custom_arguments(item.get("input"))
-            if item.get("type") == "custom_tool_call"
-            else item.get("arguments") or ""
-        )
-    return {
-        "id": item.get("call_id"),
-        "type": "function",
-        "function": {
-            "name": flat_name(str(item.get("name") or ""), item.get("namespace")),
-            "arguments": arguments,
-        },
-    }
-
-
 def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
-    texts: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    opaque: list[str] = []  # hosted tool calls, compaction…: content all the same
+    parts = AnswerParts()
     for item in body.get("output") or ():
         kind = item.get("type") if isinstance(item, dict) else None
         if kind == "message":
             for part in item.get("content") or ():
                 if isinstance(part, dict) and part.get("type") == "output_text":
-                    texts.append(str(part.get("text", "")))
+                    parts.text.append(str(part.get("text", "")))
                 elif isinstance(part, dict) and part.get("type") == "refusal":
-                    texts.append(str(part.get("refusal", "")))
+                    parts.text.append(str(part.get("refusal", "")))
         elif kind == "reasoning":
             for part in item.get("summary") or ():
-                reasoning.append(str(part.get("text", "")))
+                parts.reasoning.append(str(part.get("text", "")))
             for part in item.get("content") or ():
-                reasoning.append(str(part.get("text", "")))
+                parts.reasoning.append(str(part.get("text", "")))
         elif kind in ("function_call", "custom_tool_call"):
-            calls.append(canonical_call(item))
-        elif isinstance(kind, str):
-            opaque.append(kind)
-    out = completion(
-        id_=str(body.get("id") or ""),
-        model=str(body.get("model") or ""),
-        content="".join(texts) or None,
-        reasoning="".join(reasoning),
-        tool_calls=calls,
-        finish_reason=finish_reason(body, bool(calls)),
+            parts.tool_calls.append(canonical_call(item))
+        elif isinstance(kind, str):  # hosted tool calls, compaction…: content all the same
+            parts.opaque.append(kind)
+    return parts.completion(
+        body,
+        finish_reason=finish_reason(body, bool(parts.tool_calls)),
         usage=canonical_usage(body.get("usage")),
     )
-    if opaque:
-        out["choices"][0]["message"][OPAQUE] = opaque
-    return out
 
 
 def new_id() -> str:
@@ -166,30 +143,26 @@ def response_id(id_: str) -> str:
 def completion_from_canonical(
     body: dict[str, Any], names: ToolNames | None = None
 ) -> dict[str, Any]:
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
+    answer = read_completion(body)
     output: list[dict[str, Any]] = []
-    if message.get("reasoning_content"):
-        output.append(reasoning_item(message["reasoning_content"]))
-    text = message_text(message.get("content"))
-    if text:
-        output.append(message_item(text))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
+    if answer.reasoning:
+        output.append(reasoning_item(answer.reasoning))
+    if answer.text:
+        output.append(message_item(answer.text))
+    for call in answer.tool_calls:
         output.append(
             call_item(
-                str(call.get("id")),
-                str(function.get("name")),
-                function.get("arguments") or "",
+                str(call.id),
+                str(call.name),
+                call.arguments or "",
                 names or {},
                 id_=f"fc_{new_id()}",
             )
         )
-    status = "incomplete" if choice.get("finish_reason") == "length" else "completed"
     return response_object(
         response_id(str(body.get("id") or "")),
         str(body.get("model") or ""),
-        status,
+        response_status(answer.finish_reason),
         output,
         body.get("usage") or {},
     )

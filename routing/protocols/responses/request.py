@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from routing.protocols import Unmappable
-from routing.protocols.canonical import message_text
+from routing.protocols.canonical import function_choice, message_text
 from routing.protocols.fields import (
     CHAT_ONLY,
     DROPPED,
@@ -25,7 +25,7 @@ from routing.protocols.fields import (
 from routing.protocols.responses.tools import (
     HOSTED_ITEMS,
     HostedTools,
-    custom_arguments,
+    canonical_call,
     flat_name,
     tools_in,
 )
@@ -147,7 +147,7 @@ def to_canonical(
         out["tool_choice"] = choice
     elif isinstance(choice, dict) and choice.get("type") in ("function", "custom"):
         name = flat_name(str(choice.get("name") or ""), choice.get("namespace"))
-        out["tool_choice"] = {"type": "function", "function": {"name": name}}
+        out["tool_choice"] = function_choice(name)
     reasoning = body.get("reasoning")
     if isinstance(reasoning, dict) and reasoning.get("effort"):
         out["reasoning_effort"] = reasoning["effort"]
@@ -210,17 +210,9 @@ def _item_in(
             pending_reasoning.clear()
         messages.append(message)
     elif kind in ("function_call", "custom_tool_call"):
-        name = flat_name(str(item.get("name") or ""), item.get("namespace"))
-        arguments = (
-            custom_arguments(item.get("input"))
-            if kind == "custom_tool_call"
-            else item.get("arguments") or "{}"
-        )
-        call = {
-            "id": item.get("call_id"),
-            "type": "function",
-            "function": {"name": name, "arguments": arguments},
-        }
+        # In history, a function call without arguments took none: "{}".
+        arguments = None if kind == "custom_tool_call" else item.get("arguments") or "{}"
+        call = canonical_call(item, arguments)
         last = messages[-1] if messages else None
         if last is not None and last["role"] == "assistant" and not _after_tools(messages):
             last.setdefault("tool_calls", []).append(call)

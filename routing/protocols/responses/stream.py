@@ -13,7 +13,6 @@ from typing import Any
 
 from routing.protocols.canonical import OPAQUE, EventDecoder, EventEncoder, sse_event, usage_chunk
 from routing.protocols.responses.reply import (
-    canonical_call,
     canonical_usage,
     finish_reason,
     message_item,
@@ -21,8 +20,15 @@ from routing.protocols.responses.reply import (
     reasoning_item,
     response_id,
     response_object,
+    response_status,
 )
-from routing.protocols.responses.tools import ToolNames, call_item, custom_arguments, custom_input
+from routing.protocols.responses.tools import (
+    ToolNames,
+    call_item,
+    canonical_call,
+    custom_arguments,
+    custom_input,
+)
 
 
 class StreamDecoder(EventDecoder):
@@ -335,7 +341,7 @@ class StreamEncoder(EventEncoder):
     def end(self) -> bytes:
         out: list[bytes] = []
         self._close(out)
-        status = "incomplete" if self._finish == "length" else "completed"
+        status = response_status(self._finish)
         response = response_object(self._id, self._model, status, self._output, self._usage or {})
         kind = "response.incomplete" if status == "incomplete" else "response.completed"
         out.append(self._event(kind, {"response": response}))
