@@ -8,6 +8,7 @@ own check, whatever the target.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from routing.protocols import Unmappable
@@ -299,54 +300,7 @@ TARGET_FIELDS: Table = {
 
 def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
     notes = check(TARGET_FIELDS, body, target="openai-responses targets")
-    instructions: list[str] = []
-    items: list[dict[str, Any]] = []
-    dropped_reasoning = False
-    for message in body.get("messages") or ():
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer") and items:
-            # Mid-conversation (Claude Code's Agent tool): in place, as a developer item.
-            items.append(
-                {
-                    "type": "message",
-                    "role": "developer",
-                    "content": [{"type": "input_text", "text": message_text(content)}],
-                }
-            )
-        elif role in ("system", "developer"):
-            instructions.append(message_text(content))
-        elif role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.get("tool_call_id"),
-                    "output": message_text(content),
-                }
-            )
-        elif role == "assistant":
-            dropped_reasoning = dropped_reasoning or bool(message.get("reasoning_content"))
-            text = message_text(content)
-            if text:
-                items.append(
-                    {
-                        "type": "message",
-                        "role": "assistant",
-                        "content": [{"type": "output_text", "text": text}],
-                    }
-                )
-            for call in message.get("tool_calls") or ():
-                function = call.get("function") or {}
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call.get("id"),
-                        "name": function.get("name"),
-                        "arguments": function.get("arguments") or "{}",
-                    }
-                )
-        else:
-            items.append({"type": "message", "role": "user", "content": _parts_out(content)})
+    instructions, items, dropped_reasoning = _input_out(body.get("messages") or ())
     if dropped_reasoning:
         notes.append("dropped reasoning from history (Responses needs its own reasoning items)")
     out: dict[str, Any] = {"model": model, "input": items, "store": False}
@@ -384,6 +338,69 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
         if body.get(name) is not None:
             out[name] = body[name]
     return out, notes
+
+
+def _input_out(
+    messages: Iterable[dict[str, Any]],
+) -> tuple[list[str], list[dict[str, Any]], bool]:
+    """A canonical history as ``instructions`` and ``input`` items, and whether it carried
+    reasoning (which a Responses target cannot take: it needs its own reasoning items)."""
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    dropped_reasoning = False
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role in ("system", "developer") and items:
+            # Mid-conversation (Claude Code's Agent tool): in place, as a developer item.
+            items.append(
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": message_text(content)}],
+                }
+            )
+        elif role in ("system", "developer"):
+            instructions.append(message_text(content))
+        elif role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.get("tool_call_id"),
+                    "output": message_text(content),
+                }
+            )
+        elif role == "assistant":
+            dropped_reasoning = dropped_reasoning or bool(message.get("reasoning_content"))
+            items += _assistant_out(message)
+        else:
+            items.append({"type": "message", "role": "user", "content": _parts_out(content)})
+    return instructions, items, dropped_reasoning
+
+
+def _assistant_out(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """An assistant message's text and tool calls as ``input`` items."""
+    items: list[dict[str, Any]] = []
+    text = message_text(message.get("content"))
+    if text:
+        items.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text}],
+            }
+        )
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.get("id"),
+                "name": function.get("name"),
+                "arguments": function.get("arguments") or "{}",
+            }
+        )
+    return items
 
 
 def _parts_out(content: Any) -> str | list[dict[str, Any]]:
