@@ -13,6 +13,8 @@ import orjson
 from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget
 from routing.protocols.canonical import function_choice, image_source, image_url, message_text
 from routing.protocols.fields import (
+    CHAT_DROPPED,
+    CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
     MAPPED,
@@ -285,40 +287,18 @@ def _tool_in(tool: Any, where: str) -> dict[str, Any]:
 # -------------------------------------------------------------------------- requests out
 # A canonical (chat) request's fields on the way to an ``anthropic`` target.
 TARGET_FIELDS: Table = {
-    **dict.fromkeys(
-        (
-            "model",
-            "messages",
-            "max_tokens",
-            "max_completion_tokens",
-            "stream",
-            "stream_options",  # usage: Anthropic streams always carry it
-            "temperature",
-            "top_p",
-            "stop",
-            "tools",
-            "tool_choice",
-            "parallel_tool_calls",
-            "reasoning_effort",
-            "user",
-        ),
-        MAPPED,
-    ),
+    **CHAT_MAPPED,
+    "stop": MAPPED,
     **CHAT_ONLY,
     "response_format": refused(
         "a response format other than a JSON schema",
         harmless=lambda v: _plain_text(v) or _json_schema(v),
     ),
+    **CHAT_DROPPED,
     **dict.fromkeys(
         (
-            "frequency_penalty",
-            "presence_penalty",
-            "seed",
-            "logit_bias",
             "service_tier",
             "metadata",
-            "store",
-            "prediction",  # a latency hint: the answer is the same without it
             "prompt_cache_key",
             "prompt_cache_retention",
             "safety_identifier",

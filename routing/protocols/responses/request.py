@@ -14,6 +14,8 @@ from typing import Any
 from routing.protocols import Unmappable
 from routing.protocols.canonical import function_choice, message_text
 from routing.protocols.fields import (
+    CHAT_DROPPED,
+    CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
     MAPPED,
@@ -261,40 +263,11 @@ _COPIED = (
 
 # A canonical (chat) request's fields on the way to an ``openai-responses`` target.
 TARGET_FIELDS: Table = {
-    **dict.fromkeys(
-        (
-            "model",
-            "messages",
-            "max_tokens",
-            "max_completion_tokens",
-            "stream",
-            "stream_options",  # usage: Responses streams always carry it
-            "temperature",
-            "top_p",
-            "parallel_tool_calls",
-            "tools",
-            "tool_choice",
-            "reasoning_effort",
-            "response_format",
-            "verbosity",
-            "user",
-            *_COPIED,
-        ),
-        MAPPED,
-    ),
+    **CHAT_MAPPED,
+    **dict.fromkeys(("response_format", "verbosity", *_COPIED), MAPPED),
     **CHAT_ONLY,
-    **dict.fromkeys(
-        (
-            "stop",
-            "frequency_penalty",
-            "presence_penalty",
-            "seed",
-            "logit_bias",
-            "store",  # the gateway sends store: false
-            "prediction",  # a latency hint: the answer is the same without it
-        ),
-        DROPPED,
-    ),
+    **CHAT_DROPPED,
+    "stop": DROPPED,  # Responses has no stop sequences
 }
 
 
