@@ -216,6 +216,8 @@ class EventDecoder:
         self.model = ""
         self.finished = False
         self.usage: dict[str, Any] | None = None
+        # A tool call's canonical index, by what the kind's events name it with.
+        self._calls: dict[object, int] = {}
 
     def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover
         raise NotImplementedError
@@ -223,9 +225,28 @@ class EventDecoder:
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
         return chunk(self.id, self.model, delta, finish_reason)
 
-    def _arguments(self, index: int, arguments: Any) -> dict[str, Any]:
-        """The chunk carrying more of tool call ``index``'s arguments."""
-        return self._chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]})
+    def _begin(self, id_: Any, model: Any) -> dict[str, Any]:
+        """The stream's first chunk (the assistant's role), once its first event named the
+        answer's ``id`` and ``model``."""
+        self.id = str(id_ or "")
+        self.model = str(model or "")
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def _call_start(self, key: object, call: dict[str, Any]) -> dict[str, Any]:
+        """The chunk opening tool call ``key`` (a block index, an item id) as the next
+        canonical index; ``call``: its id, type and function."""
+        index = len(self._calls)
+        self._calls[key] = index
+        return self._chunk({"tool_calls": [{"index": index, **call}]})
+
+    def _arguments(self, key: object, arguments: Any) -> dict[str, Any]:
+        """The chunk carrying more of tool call ``key``'s arguments."""
+        call = {"index": self._calls.get(key, 0), "function": {"arguments": arguments}}
+        return self._chunk({"tool_calls": [call]})
+
+    def _opaque(self, kind: str) -> dict[str, Any]:
+        """The chunk marking an output item the gateway relays but cannot translate."""
+        return self._chunk({OPAQUE: [kind]})
 
 
 class EventEncoder:

@@ -12,7 +12,6 @@ from typing import Any
 
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
 from routing.protocols.canonical import (
-    OPAQUE,
     EventDecoder,
     EventEncoder,
     sse_event,
@@ -38,7 +37,6 @@ class StreamDecoder(EventDecoder):
     def __init__(self) -> None:
         super().__init__()
         self._usage: dict[str, Any] = {}
-        self._tool_index: dict[int, int] = {}
         self.block_index = -1  # the latest content block's index (a rescue continues it)
 
     def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
@@ -53,29 +51,26 @@ class StreamDecoder(EventDecoder):
             if dtype == "thinking_delta":
                 return [self._chunk({"reasoning_content": delta.get("thinking", "")})]
             if dtype == "input_json_delta":
-                index = self._tool_index.get(int(event.get("index") or 0), 0)
-                return [self._arguments(index, delta.get("partial_json", ""))]
+                return [
+                    self._arguments(int(event.get("index") or 0), delta.get("partial_json", ""))
+                ]
             return []
         if kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
-                index = len(self._tool_index)
-                self._tool_index[int(event.get("index") or 0)] = index
-                call = {"index": index, **tool_call(block.get("id"), block.get("name"), "")}
-                return [self._chunk({"tool_calls": [call]})]
+                call = tool_call(block.get("id"), block.get("name"), "")
+                return [self._call_start(int(event.get("index") or 0), call)]
             if block.get("type") == "text" and block.get("text"):
                 return [self._chunk({"content": block["text"]})]
             btype = block.get("type")
             if isinstance(btype, str) and btype not in ("text", "thinking"):
                 # server_tool_use, web_search_tool_result, redacted_thinking…: content
-                return [self._chunk({OPAQUE: [btype]})]
+                return [self._opaque(btype)]
             return []
         if kind == "message_start":
             message = event.get("message") or {}
-            self.id = str(message.get("id") or "")
-            self.model = str(message.get("model") or "")
             self._usage.update(message.get("usage") or {})
-            return [self._chunk({"role": "assistant", "content": ""})]
+            return [self._begin(message.get("id"), message.get("model"))]
         if kind == "message_delta":
             self._usage.update(
                 {k: v for k, v in (event.get("usage") or {}).items() if v is not None}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from routing.protocols.canonical import OPAQUE, EventDecoder, EventEncoder, sse_event, usage_chunk
+from routing.protocols.canonical import EventDecoder, EventEncoder, sse_event, usage_chunk
 from routing.protocols.responses.reply import (
     canonical_usage,
     finish_reason,
@@ -38,7 +38,6 @@ class StreamDecoder(EventDecoder):
     def __init__(self) -> None:
         super().__init__()
         self.next_sequence = 0  # after the latest event's ``sequence_number``
-        self._calls: dict[str, int] = {}  # item id -> tool call index
         # What the client has, for a rescue to continue it (kept only when ``keep``: the
         # finished items, the open one, its output index, text part and text so far).
         self.keep = False
@@ -80,32 +79,26 @@ class StreamDecoder(EventDecoder):
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [self._chunk({"reasoning_content": event.get("delta", "")})]
         if kind == "response.function_call_arguments.delta":
-            index = self._calls.get(str(event.get("item_id")), 0)
-            return [self._arguments(index, event.get("delta", ""))]
+            return [self._arguments(str(event.get("item_id")), event.get("delta", ""))]
         if kind == "response.output_item.added":
             item = event.get("item") or {}
             itype = item.get("type")
             if itype in ("function_call", "custom_tool_call"):
-                index = len(self._calls)
-                self._calls[str(item.get("id"))] = index
                 # A custom call's text arrives whole with its ``.done`` (below).
                 arguments = "" if itype == "custom_tool_call" else None
-                call = {"index": index, **canonical_call(item, arguments)}
-                return [self._chunk({"tool_calls": [call]})]
+                return [self._call_start(str(item.get("id")), canonical_call(item, arguments))]
             if isinstance(itype, str) and itype not in ("message", "reasoning"):
-                return [self._chunk({OPAQUE: [itype]})]
+                return [self._opaque(itype)]
             return []
         if kind == "response.output_item.done":
             item = event.get("item") or {}
             if item.get("type") == "custom_tool_call":
-                index = self._calls.get(str(item.get("id")), 0)
-                return [self._arguments(index, custom_arguments(item.get("input")))]
+                arguments = custom_arguments(item.get("input"))
+                return [self._arguments(str(item.get("id")), arguments)]
             return []
         if kind == "response.created":
             response = event.get("response") or {}
-            self.id = str(response.get("id") or "")
-            self.model = str(response.get("model") or "")
-            return [self._chunk({"role": "assistant", "content": ""})]
+            return [self._begin(response.get("id"), response.get("model"))]
         if kind in ("response.completed", "response.incomplete"):
             response = event.get("response") or {}
             self.finished = True
