@@ -38,7 +38,7 @@ from routing.gateway.runtime import Runtime, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
-from routing.protocols.responses_tools import HostedTools
+from routing.protocols.responses.tools import HostedTools
 
 CHAT_ONLY = frozenset({Protocol.CHAT.value})
 

@@ -41,7 +41,7 @@ from routing.protocols.legs import (
     frame_for,
     stream_error,
 )
-from routing.protocols.responses_tools import ToolNames
+from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
 from routing.upstream.sse import DONE, PlainDeltas, SSEParser
 

@@ -38,7 +38,7 @@ from routing.gateway.attempt import EventReader, run_attempt
 from routing.gateway.replies import SSE_DONE, sse, sse_error
 from routing.protocols import Protocol, messages, responses
 from routing.protocols.legs import Item, PassThrough, Relay, translate_body
-from routing.protocols.responses_tools import ToolNames
+from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:

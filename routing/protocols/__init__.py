@@ -13,10 +13,14 @@ reasoning/thinking, tool definitions, tool choice, tool calls and results, image
 reasons, usage — has a place in it. Each protocol module translates its requests, answers
 and streams to and from that view; nothing else in the gateway knows a protocol's fields.
 
-Modules: ``chat`` (identity codecs), ``messages`` (Anthropic), ``responses`` (OpenAI
-Responses), ``fields`` (what a translation does with each top-level field: map, drop with a
-note, refuse), ``legs`` (a front door paired with an upstream kind: pass-through or
-translation, and the kinds a request skips).
+Modules: ``messages`` (Anthropic) and ``responses`` (OpenAI Responses), each a package of
+``request`` (the request to and from the canonical one), ``reply`` (JSON answers and
+errors) and ``stream`` (SSE codecs); ``canonical`` (the canonical shapes' builders, and what
+both packages share: the answer builders, the stream codecs' bases, the SSE framing);
+``fields`` (what a translation does with each top-level field: map, drop with a note,
+refuse); ``legs`` (a front door paired with an upstream kind: pass-through or translation,
+and the kinds a request skips). Chat needs no module: its requests and answers are the
+canonical view.
 
 Exception tree::
 

@@ -80,6 +80,37 @@ CHAT_ONLY: Table = {
 }
 
 
+# Chat Completions fields both Messages and Responses have a place for: a translation from
+# the canonical view maps them all (``stream_options`` asks for usage, which both kinds'
+# streams always carry).
+CHAT_MAPPED: Table = dict.fromkeys(
+    (
+        "model",
+        "messages",
+        "max_tokens",
+        "max_completion_tokens",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning_effort",
+        "user",
+    ),
+    MAPPED,
+)
+
+# Chat Completions fields neither has, whose loss leaves the same answer: sampling taste, a
+# latency hint (``prediction``), and ``store`` (neither target stores: the gateway sends
+# Responses ``store: false``).
+CHAT_DROPPED: Table = dict.fromkeys(
+    ("frequency_penalty", "presence_penalty", "seed", "logit_bias", "store", "prediction"),
+    DROPPED,
+)
+
+
 def check(table: Table, body: Mapping[str, Any], *, target: str, prefix: str = "") -> list[str]:
     """The notes for ``body``'s dropped fields; raises ``Unmappable`` for a refused one.
 

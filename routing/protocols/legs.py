@@ -22,42 +22,42 @@ from typing import Any
 
 import orjson
 
-from routing.protocols import Protocol, Unmappable, messages, responses
-from routing.protocols.canonical import OPAQUE
-from routing.protocols.responses_tools import HostedTools, ToolNames, tool_names
+from routing.protocols import Protocol, Unmappable
+from routing.protocols.canonical import OPAQUE, EventDecoder, frame
+from routing.protocols.messages import reply as messages_reply
+from routing.protocols.messages import request as messages_request
+from routing.protocols.messages import stream as messages_stream
+from routing.protocols.responses import reply as responses_reply
+from routing.protocols.responses import request as responses_request
+from routing.protocols.responses import stream as responses_stream
+from routing.protocols.responses.tools import HostedTools, ToolNames, tool_names
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 """One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
 
 
-class Decoder:
-    """The interface of ``messages.StreamDecoder`` / ``responses.StreamDecoder``."""
-
-    finished: bool
-    usage: dict[str, Any] | None
-
-    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:  # pragma: no cover
-        raise NotImplementedError
+Decoder = EventDecoder  # what the attempt reads a Messages or Responses stream through
 
 
 def decoder_for(kind: Protocol) -> Decoder | None:
     """A stream decoder for an upstream kind; None for chat (already canonical)."""
     if kind is Protocol.MESSAGES:
-        return messages.StreamDecoder()  # type: ignore[return-value]
+        return messages_stream.StreamDecoder()
     if kind is Protocol.RESPONSES:
-        return responses.StreamDecoder()  # type: ignore[return-value]
+        return responses_stream.StreamDecoder()
     return None
 
 
 def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
-    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``)."""
-    return messages.frame if kind is Protocol.MESSAGES else responses.frame
+    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``):
+    the same for both (``canonical.frame``)."""
+    return frame
 
 
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
     """The error object an upstream stream event carries, if it is an error event."""
     if kind is Protocol.RESPONSES:
-        return responses.error_from_event(event)
+        return responses_stream.error_from_event(event)
     return event.get("error")  # chat {"error": {...}}; Anthropic {"type": "error", "error": {...}}
 
 
@@ -79,7 +79,7 @@ class Prepared:
     door_notes: tuple[str, ...] = ()
     refused: dict[Protocol, Unmappable] = field(default_factory=dict)
     # The Responses door's tools whose names a translated answer maps back
-    # (``responses_tools``): namespaced and custom tools.
+    # (``responses.tools``): namespaced and custom tools.
     tool_names: ToolNames = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -93,13 +93,13 @@ class Prepared:
 
 
 _TO_CANONICAL: dict[Protocol, Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]]] = {
-    Protocol.MESSAGES: messages.to_canonical,
+    Protocol.MESSAGES: messages_request.to_canonical,
 }
 _FROM_CANONICAL: dict[
     Protocol, Callable[[dict[str, Any], str], tuple[dict[str, Any], list[str]]]
 ] = {
-    Protocol.MESSAGES: messages.from_canonical,
-    Protocol.RESPONSES: responses.from_canonical,
+    Protocol.MESSAGES: messages_request.from_canonical,
+    Protocol.RESPONSES: responses_request.from_canonical,
 }
 
 
@@ -116,7 +116,8 @@ def translate_request(
     first kind's reason) when no kind can — or, on the Responses door, for stored state.
     ``hosted_tools`` is the group's: what a kind that cannot run hosted tools gets."""
     if door is Protocol.RESPONSES:
-        responses.refuse_stored(body)  # whatever the targets: the gateway keeps no responses
+        # Whatever the targets: the gateway keeps no responses.
+        responses_request.refuse_stored(body)
     wanted = list(dict.fromkeys(kinds))
     others = [k for k in wanted if k is not door]
     if not others:  # pass-through only: no chat view is needed (the cheap path)
@@ -126,7 +127,7 @@ def translate_request(
         if door is Protocol.CHAT:
             canonical, door_notes = body, []
         elif door is Protocol.RESPONSES:
-            canonical, door_notes = responses.to_canonical(body, hosted_tools)
+            canonical, door_notes = responses_request.to_canonical(body, hosted_tools)
         else:
             canonical, door_notes = _TO_CANONICAL[door](body)
     except Unmappable as exc:  # nothing but the door's own kind can take it
@@ -196,9 +197,9 @@ def translate_body(
 # ------------------------------------------------------------------------ answers (JSON)
 def completion_to_canonical(kind: Protocol, body: dict[str, Any]) -> dict[str, Any]:
     if kind is Protocol.MESSAGES:
-        return messages.completion_to_canonical(body)
+        return messages_reply.completion_to_canonical(body)
     if kind is Protocol.RESPONSES:
-        return responses.completion_to_canonical(body)
+        return responses_reply.completion_to_canonical(body)
     return body
 
 
@@ -207,9 +208,9 @@ def completion_for_door(
 ) -> bytes:
     """``names``: the Responses door's tools to map back (``Prepared.tool_names``)."""
     if door is Protocol.MESSAGES:
-        return orjson.dumps(messages.completion_from_canonical(canonical))
+        return orjson.dumps(messages_reply.completion_from_canonical(canonical))
     if door is Protocol.RESPONSES:
-        return orjson.dumps(responses.completion_from_canonical(canonical, names))
+        return orjson.dumps(responses_reply.completion_from_canonical(canonical, names))
     for choice in canonical.get("choices") or ():
         (choice.get("message") or {}).pop(OPAQUE, None)  # nothing a chat client reads
     return orjson.dumps(canonical)
@@ -248,9 +249,9 @@ class PassThrough(Relay):
 
     def error(self, message: str, *, code: str, status: int = 502) -> bytes:
         decoder = self._decoder
-        if self.door is Protocol.RESPONSES and isinstance(decoder, responses.StreamDecoder):
+        if self.door is Protocol.RESPONSES and isinstance(decoder, responses_stream.StreamDecoder):
             if decoder.id:
-                return responses.failed_event(
+                return responses_stream.failed_event(
                     decoder.id, decoder.model, decoder.next_sequence, message, code
                 )
         return door_error_event(self.door, message, code=code, status=status)
@@ -261,10 +262,10 @@ class Translating(Relay):
 
     def __init__(self, door: Protocol, names: ToolNames | None = None) -> None:
         self.door = door
-        self._encoder: messages.StreamEncoder | responses.StreamEncoder = (
-            messages.StreamEncoder()
+        self._encoder: messages_stream.StreamEncoder | responses_stream.StreamEncoder = (
+            messages_stream.StreamEncoder()
             if door is Protocol.MESSAGES
-            else responses.StreamEncoder(names)
+            else responses_stream.StreamEncoder(names)
         )
 
     def encode(self, items: list[Item]) -> bytes:
@@ -274,9 +275,9 @@ class Translating(Relay):
         return self._encoder.end()
 
     def error(self, message: str, *, code: str, status: int = 502) -> bytes:
-        if isinstance(self._encoder, responses.StreamEncoder):
+        if isinstance(self._encoder, responses_stream.StreamEncoder):
             return self._encoder.error(message, code)
-        return messages.error_event(message, status=status)
+        return messages_stream.error_event(message, status=status)
 
 
 class ToChat(Relay):
@@ -329,15 +330,15 @@ def door_error_body(
     door: Protocol, message: str, *, code: str, type: str, status: int, param: str | None = None
 ) -> bytes:
     if door is Protocol.MESSAGES:
-        return messages.error_body(message, status=status)
+        return messages_reply.error_body(message, status=status)
     return orjson.dumps({"error": {"message": message, "type": type, "code": code, "param": param}})
 
 
 def door_error_event(door: Protocol, message: str, *, code: str, status: int = 502) -> bytes:
     if door is Protocol.MESSAGES:
-        return messages.error_event(message, status=status)
+        return messages_stream.error_event(message, status=status)
     if door is Protocol.RESPONSES:
-        return responses.StreamEncoder().error(message, code)
+        return responses_stream.StreamEncoder().error(message, code)
     payload = orjson.dumps(
         {"error": {"message": message, "type": "upstream_error", "code": code, "param": None}}
     )

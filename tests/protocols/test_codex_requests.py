@@ -14,7 +14,7 @@ import pytest
 
 from routing.gateway.attempt import has_content
 from routing.protocols import Protocol, Unmappable, legs, responses
-from routing.protocols.responses_tools import HostedTools, tool_names
+from routing.protocols.responses.tools import HostedTools, tool_names
 
 RECORDED = Path(__file__).parent.parent / "agents" / "recorded"
 ALL_KINDS = [Protocol.RESPONSES, Protocol.CHAT, Protocol.MESSAGES]

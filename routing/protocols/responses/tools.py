@@ -31,6 +31,7 @@ from typing import Any
 import orjson
 
 from routing.protocols import Unmappable
+from routing.protocols.canonical import tool_call
 
 DEFAULT_NAMESPACE = "functions"
 SEPARATOR = "__"
@@ -230,3 +231,16 @@ def call_item(
     if declared_as is not None and declared_as.namespace and flat != declared_as.name:
         item["namespace"] = declared_as.namespace
     return item
+
+
+def canonical_call(item: Mapping[str, Any], arguments: str | None = None) -> dict[str, Any]:
+    """A ``function_call`` / ``custom_tool_call`` item (of an answer's output or of the
+    history in ``input``) as a canonical tool call."""
+    if arguments is None:
+        arguments = (
+            custom_arguments(item.get("input"))
+            if item.get("type") == "custom_tool_call"
+            else item.get("arguments") or ""
+        )
+    name = flat_name(str(item.get("name") or ""), item.get("namespace"))
+    return tool_call(item.get("call_id"), name, arguments)

@@ -1,50 +1,20 @@
-"""Anthropic Messages <-> the canonical (Chat Completions) view.
+"""Anthropic Messages requests <-> the canonical (Chat Completions) request.
 
-Requests: ``to_canonical`` (the ``/v1/messages`` door's body) and ``from_canonical`` (the
-body an ``anthropic`` target gets). Answers: ``completion_to_canonical`` /
-``completion_from_canonical``. Streams: ``StreamDecoder`` (an upstream's events → canonical
-chunks) and ``StreamEncoder`` (canonical chunks → the door's events, preamble included).
-
-Mapping decisions: ``system`` ↔ system messages; ``tool_use``/``tool_result`` blocks ↔
-``tool_calls`` / ``tool`` messages; ``thinking`` ↔ ``reasoning_content`` (a thinking block
-from another protocol has no signature Anthropic would accept, so history reasoning sent
-*to* an Anthropic target is dropped, with a rewrite note); ``thinking.budget_tokens`` ↔
-``reasoning_effort`` (an ``output_config.effort`` level, when sent, is the effort itself;
-``max`` becomes ``xhigh``); ``output_config.format`` (json_schema) ↔ ``response_format``
-json_schema; a mid-conversation ``system`` message stays in place as a system message;
-``stop_sequences`` ↔ ``stop``; cache token counts ↔ the
-canonical usage's cache fields. Server tools (``web_search_…``), documents and other block types
-have no counterpart and are refused (``Unmappable``). Top-level fields follow the tables
-``DOOR_FIELDS`` (this door → another kind) and ``TARGET_FIELDS`` (a chat request → an
-``anthropic`` target): mapped, dropped with a note, or refused (``routing.protocols.fields``).
+``to_canonical`` reads the ``/v1/messages`` door's body; ``from_canonical`` writes the body
+an ``anthropic`` target gets. The mapping decisions are the package's (``messages``).
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import orjson
 
-from routing.protocols import (
-    ANTHROPIC_TO_FINISH,
-    EFFORT_BUDGETS,
-    FINISH_TO_ANTHROPIC,
-    Unmappable,
-    effort_for_budget,
-)
-from routing.protocols.canonical import (
-    OPAQUE,
-    chat_usage,
-    chunk,
-    completion,
-    image_source,
-    image_url,
-    message_text,
-    usage_chunk,
-    usage_parts,
-)
+from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget
+from routing.protocols.canonical import function_choice, image_source, image_url, message_text
 from routing.protocols.fields import (
+    CHAT_DROPPED,
+    CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
     MAPPED,
@@ -53,9 +23,9 @@ from routing.protocols.fields import (
     mapped_parts,
     refused,
 )
+from routing.protocols.messages.reply import tool_use_call
 
 DEFAULT_MAX_TOKENS = 8192
-ANTHROPIC_VERSION = "2023-06-01"
 
 # Request fields that are the same on both sides.
 _SAME = ("temperature", "top_p", "stream")
@@ -149,7 +119,7 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         elif kind == "none":
             out["tool_choice"] = "none"
         elif kind == "tool":
-            out["tool_choice"] = {"type": "function", "function": {"name": choice.get("name")}}
+            out["tool_choice"] = function_choice(choice.get("name"))
         if choice.get("disable_parallel_tool_use"):
             out["parallel_tool_calls"] = False
     thinking = body.get("thinking")
@@ -282,16 +252,7 @@ def _assistant_in(content: list[Any], where: str) -> dict[str, Any]:
         elif kind == "redacted_thinking":
             continue  # opaque to every other protocol
         elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": block.get("name"),
-                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
-                    },
-                }
-            )
+            calls.append(tool_use_call(block))
         else:
             raise Unmappable(
                 f"'{where}.content[{j}]' is a '{kind}' block, which only Anthropic targets accept.",
@@ -326,40 +287,18 @@ def _tool_in(tool: Any, where: str) -> dict[str, Any]:
 # -------------------------------------------------------------------------- requests out
 # A canonical (chat) request's fields on the way to an ``anthropic`` target.
 TARGET_FIELDS: Table = {
-    **dict.fromkeys(
-        (
-            "model",
-            "messages",
-            "max_tokens",
-            "max_completion_tokens",
-            "stream",
-            "stream_options",  # usage: Anthropic streams always carry it
-            "temperature",
-            "top_p",
-            "stop",
-            "tools",
-            "tool_choice",
-            "parallel_tool_calls",
-            "reasoning_effort",
-            "user",
-        ),
-        MAPPED,
-    ),
+    **CHAT_MAPPED,
+    "stop": MAPPED,
     **CHAT_ONLY,
     "response_format": refused(
         "a response format other than a JSON schema",
         harmless=lambda v: _plain_text(v) or _json_schema(v),
     ),
+    **CHAT_DROPPED,
     **dict.fromkeys(
         (
-            "frequency_penalty",
-            "presence_penalty",
-            "seed",
-            "logit_bias",
             "service_tier",
             "metadata",
-            "store",
-            "prediction",  # a latency hint: the answer is the same without it
             "prompt_cache_key",
             "prompt_cache_retention",
             "safety_identifier",
@@ -518,356 +457,3 @@ def _tool_choice_out(choice: Any) -> dict[str, Any] | None:
         name = (choice.get("function") or {}).get("name") or choice.get("name")
         return {"type": "tool", "name": name}
     return None
-
-
-# ------------------------------------------------------------------------------ answers
-def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
-    texts: list[str] = []
-    reasoning: list[str] = []
-    calls: list[dict[str, Any]] = []
-    for block in body.get("content") or ():
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            texts.append(str(block.get("text", "")))
-        elif kind == "thinking":
-            reasoning.append(str(block.get("thinking", "")))
-        elif kind == "tool_use":
-            calls.append(
-                {
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {
-                        "name": block.get("name"),
-                        "arguments": orjson.dumps(block.get("input") or {}).decode(),
-                    },
-                }
-            )
-    usage = body.get("usage") or {}
-    opaque = [
-        str(b["type"])
-        for b in body.get("content") or ()
-        if isinstance(b, dict) and b.get("type") not in ("text", "thinking", "tool_use", None)
-    ]
-    out = completion(
-        id_=str(body.get("id") or ""),
-        model=str(body.get("model") or ""),
-        content="".join(texts) or None,
-        reasoning="".join(reasoning),
-        tool_calls=calls,
-        finish_reason=ANTHROPIC_TO_FINISH.get(str(body.get("stop_reason")), "stop"),
-        usage=_usage_in(usage),
-    )
-    if opaque:
-        out["choices"][0]["message"][OPAQUE] = opaque
-    return out
-
-
-def _usage_in(usage: dict[str, Any]) -> dict[str, Any]:
-    return chat_usage(
-        input_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cache_read=int(usage.get("cache_read_input_tokens") or 0),
-        cache_write=int(usage.get("cache_creation_input_tokens") or 0),
-    )
-
-
-def _usage_out(usage: dict[str, Any] | None) -> dict[str, Any]:
-    uncached, output, cache_read, cache_write = usage_parts(usage)
-    return {
-        "input_tokens": uncached,
-        "output_tokens": output,
-        "cache_read_input_tokens": cache_read,
-        "cache_creation_input_tokens": cache_write,
-    }
-
-
-def _message_id(id_: str) -> str:
-    return id_ if id_.startswith("msg_") else f"msg_{id_ or uuid.uuid4().hex}"
-
-
-def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    content: list[dict[str, Any]] = []
-    if message.get("reasoning_content"):
-        content.append(
-            {"type": "thinking", "thinking": message["reasoning_content"], "signature": ""}
-        )
-    text = message_text(message.get("content"))
-    if text:
-        content.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or ():
-        function = call.get("function") or {}
-        try:
-            arguments = orjson.loads(function.get("arguments") or "{}")
-        except orjson.JSONDecodeError:
-            arguments = {}
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.get("id"),
-                "name": function.get("name"),
-                "input": arguments,
-            }
-        )
-    return {
-        "id": _message_id(str(body.get("id") or "")),
-        "type": "message",
-        "role": "assistant",
-        "model": body.get("model"),
-        "content": content,
-        "stop_reason": FINISH_TO_ANTHROPIC.get(str(choice.get("finish_reason")), "end_turn"),
-        "stop_sequence": None,
-        "usage": _usage_out(body.get("usage")),
-    }
-
-
-# ------------------------------------------------------------------------------ streams
-class StreamDecoder:
-    """An ``anthropic`` upstream's stream events → canonical chunks.
-
-    ``finished`` turns true at ``message_stop``: a body that ends before it was cut.
-    """
-
-    terminal = "message_stop"
-
-    def __init__(self) -> None:
-        self.id = ""
-        self.model = ""
-        self.finished = False
-        self.usage: dict[str, Any] | None = None
-        self._usage: dict[str, Any] = {}
-        self._tool_index: dict[int, int] = {}
-        self.block_index = -1  # the latest content block's index (a rescue continues it)
-
-    def decode(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        kind = event.get("type")
-        if kind == "content_block_start":
-            self.block_index = int(event.get("index") or 0)
-        if kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                return [chunk(self.id, self.model, {"content": delta.get("text", "")})]
-            if dtype == "thinking_delta":
-                return [
-                    chunk(self.id, self.model, {"reasoning_content": delta.get("thinking", "")})
-                ]
-            if dtype == "input_json_delta":
-                index = self._tool_index.get(int(event.get("index") or 0), 0)
-                call = {"index": index, "function": {"arguments": delta.get("partial_json", "")}}
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
-            return []
-        if kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                index = len(self._tool_index)
-                self._tool_index[int(event.get("index") or 0)] = index
-                call = {
-                    "index": index,
-                    "id": block.get("id"),
-                    "type": "function",
-                    "function": {"name": block.get("name"), "arguments": ""},
-                }
-                return [chunk(self.id, self.model, {"tool_calls": [call]})]
-            if block.get("type") == "text" and block.get("text"):
-                return [chunk(self.id, self.model, {"content": block["text"]})]
-            btype = block.get("type")
-            if isinstance(btype, str) and btype not in ("text", "thinking"):
-                # server_tool_use, web_search_tool_result, redacted_thinking…: content
-                return [chunk(self.id, self.model, {OPAQUE: [btype]})]
-            return []
-        if kind == "message_start":
-            message = event.get("message") or {}
-            self.id = str(message.get("id") or "")
-            self.model = str(message.get("model") or "")
-            self._usage.update(message.get("usage") or {})
-            return [chunk(self.id, self.model, {"role": "assistant", "content": ""})]
-        if kind == "message_delta":
-            self._usage.update(
-                {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
-            )
-            reason = (event.get("delta") or {}).get("stop_reason")
-            if reason:
-                finish = ANTHROPIC_TO_FINISH.get(str(reason), "stop")
-                return [chunk(self.id, self.model, {}, finish)]
-            return []
-        if kind == "message_stop":
-            self.finished = True
-            self.usage = _usage_in(self._usage)
-            return [usage_chunk(self.id, self.model, self.usage)]
-        return []  # ping, content_block_stop, unknown future events
-
-
-def sse_event(kind: str, data: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-
-
-def frame(payload: bytes, event: dict[str, Any]) -> bytes:
-    """An upstream event relayed as-is, with its ``event:`` name (the SDKs dispatch on it)."""
-    kind = event.get("type")
-    name = kind.encode() if isinstance(kind, str) else b"message"
-    return b"event: " + name + b"\ndata: " + payload + b"\n\n"
-
-
-class StreamEncoder:
-    """Canonical chunks → the ``/v1/messages`` door's events.
-
-    ``message_start`` and ``ping`` go out with the first committed chunk (they are the
-    preamble the commit point held back); ``message_delta`` + ``message_stop`` at ``end``.
-    """
-
-    def __init__(self, *, open_text_block: int | None = None) -> None:
-        """``open_text_block``: continue a stream whose preamble and text block ``index``
-        the client already has (a mid-stream rescue, SPEC §16)."""
-        self._started = open_text_block is not None
-        self._block: str | None = "text" if open_text_block is not None else None
-        self._index = open_text_block if open_text_block is not None else -1
-        self._tools: dict[int, int] = {}
-        self._finish: str | None = None
-        self._usage: dict[str, Any] | None = None
-
-    def encode(self, chunks: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> bytes:
-        out: list[bytes] = []
-        for item in chunks:
-            if not self._started:
-                self._started = True
-                out.append(self._start(item))
-            if item.get("usage"):
-                self._usage = item["usage"]
-            for choice in item.get("choices") or ():
-                delta = choice.get("delta") or {}
-                if delta.get("reasoning_content"):
-                    self._open("thinking", out)
-                    out.append(
-                        self._delta(
-                            {"type": "thinking_delta", "thinking": delta["reasoning_content"]}
-                        )
-                    )
-                if delta.get("content"):
-                    self._open("text", out)
-                    out.append(self._delta({"type": "text_delta", "text": delta["content"]}))
-                for call in delta.get("tool_calls") or ():
-                    self._tool(call, out)
-                if choice.get("finish_reason"):
-                    self._finish = choice["finish_reason"]
-        return b"".join(out)
-
-    def _start(self, item: dict[str, Any]) -> bytes:
-        message: dict[str, Any] = {
-            "id": _message_id(str(item.get("id") or "")),
-            "type": "message",
-            "role": "assistant",
-            "model": item.get("model"),
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
-        }
-        return sse_event(
-            "message_start", {"type": "message_start", "message": message}
-        ) + sse_event("ping", {"type": "ping"})
-
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return sse_event(
-            "content_block_delta",
-            {"type": "content_block_delta", "index": self._index, "delta": delta},
-        )
-
-    def _close(self, out: list[bytes]) -> None:
-        if self._block is not None:
-            if self._block == "thinking":
-                out.append(self._delta({"type": "signature_delta", "signature": ""}))
-            out.append(
-                sse_event(
-                    "content_block_stop", {"type": "content_block_stop", "index": self._index}
-                )
-            )
-            self._block = None
-
-    def _open(self, kind: str, out: list[bytes], block: dict[str, Any] | None = None) -> None:
-        if self._block == kind and block is None:
-            return
-        self._close(out)
-        self._index += 1
-        self._block = kind
-        if block is None:
-            block = (
-                {"type": "text", "text": ""}
-                if kind == "text"
-                else {
-                    "type": "thinking",
-                    "thinking": "",
-                    "signature": "",
-                }
-            )
-        out.append(
-            sse_event(
-                "content_block_start",
-                {"type": "content_block_start", "index": self._index, "content_block": block},
-            )
-        )
-
-    def _tool(self, call: dict[str, Any], out: list[bytes]) -> None:
-        function = call.get("function") or {}
-        index = int(call.get("index") or 0)
-        if call.get("id") or index not in self._tools:
-            block: dict[str, Any] = {
-                "type": "tool_use",
-                "id": call.get("id") or f"toolu_{uuid.uuid4().hex[:24]}",
-                "name": function.get("name") or "",
-                "input": {},
-            }
-            self._open("tool_use", out, block)
-            self._tools[index] = self._index
-        arguments = function.get("arguments")
-        if arguments:
-            out.append(self._delta({"type": "input_json_delta", "partial_json": arguments}))
-
-    def end(self) -> bytes:
-        out: list[bytes] = []
-        self._close(out)
-        stop = FINISH_TO_ANTHROPIC.get(str(self._finish), "end_turn")
-        out.append(
-            sse_event(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": _usage_out(self._usage),
-                },
-            )
-        )
-        out.append(sse_event("message_stop", {"type": "message_stop"}))
-        return b"".join(out)
-
-
-# ------------------------------------------------------------------------------- errors
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    503: "overloaded_error",
-    529: "overloaded_error",
-}
-
-
-def error_type(status: int) -> str:
-    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
-
-
-def error_body(message: str, *, status: int) -> bytes:
-    return orjson.dumps(
-        {"type": "error", "error": {"type": error_type(status), "message": message}}
-    )
-
-
-def error_event(message: str, *, status: int = 502) -> bytes:
-    """The event that ends a Messages stream that failed after its commit point."""
-    return sse_event(
-        "error", {"type": "error", "error": {"type": error_type(status), "message": message}}
-    )
