@@ -770,7 +770,11 @@ class Call:
         the continuation's bytes; ``self.rescue`` says how it went (None: not attempted)."""
         partial = reader.partial
         if partial is None or not may_rescue(
-            self.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
+            self.group.resume,
+            failure.code,
+            text=partial.text,
+            tool_began=partial.tool_began,
+            in_reasoning=partial.in_reasoning,
         ):
             return
         sink = sink_for(self.door, relay, reader, self.body, self.prepared.tool_names)
