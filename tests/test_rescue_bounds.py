@@ -125,3 +125,77 @@ def test_a_cut_in_the_text_after_reasoning_is_rescued(harness: Harness, door: Do
     call = record(harness)
     assert call.outcome == "ok"
     assert [a.continuation for a in call.attempts] == [False, True]
+
+
+# -- a continuation cut in turn -------------------------------------------------------------
+THIRD = {  # each door's second target's line, and a third target after it
+    "chat": ("{provider: p2, model: b}", "p2", "c"),
+    "messages-pass-through": (
+        "{provider: claude, model: a2, capabilities: {prefill: false}}",
+        "claude",
+        "a3",
+    ),
+    "messages-translated": ("{provider: chat, model: c2}", "chat", "c3"),
+    "responses-pass-through": (
+        "{provider: resp, model: r2, capabilities: {prefill: true}}",
+        "resp",
+        "r3",
+    ),
+    "responses-translated": ("{provider: chat, model: c2}", "chat", "c3"),
+}
+FURTHER = "The answer is forty-two,"  # what the first continuation gets to before its cut
+
+
+def with_third(name: str) -> tuple[Door, str]:
+    door = DOOR_CASES[name]
+    line, provider, model = THIRD[name]
+    config = door.config.replace(line, f"{line}\n      - {{provider: {provider}, model: {model}}}")
+    assert config != door.config
+    return Door(config, door.cut, door.rescuer, door.read), model
+
+
+@pytest.mark.parametrize("name", DOOR_CASES)
+def test_a_continuation_cut_in_turn_goes_on_at_the_next_target(harness: Harness, name: str) -> None:
+    from asgiref.sync import async_to_sync
+
+    door, third = with_third(name)
+    harness.configure(door.config)
+    harness.upstream.script(door.cut, DropAfter(2, content=SENT))
+    harness.upstream.script(door.rescuer, DropAfter(3, content=FURTHER))  # cut after more
+    harness.upstream.script(third, Reply(WHOLE, chunks=7))
+    text, failed = door.read(harness)
+    assert not failed and text == WHOLE  # each restart reproduced what the client had
+    call = record(harness)
+    assert call.outcome == "ok"
+    assert [a.continuation for a in call.attempts] == [False, True, True]
+    assert call.trail().endswith(
+        f"/{door.rescuer}:continuation,{call.attempts[2].target}:continuation"
+    )
+    cut_again = call.attempts[1].target
+    snapshot = async_to_sync(harness.runtime.store.snapshot)([cut_again], [cut_again.split("/")[0]])  # type: ignore[attr-defined]
+    assert snapshot.targets[cut_again].last_code == "TRANSPORT"  # it cut a stream: it paid
+
+
+def test_when_the_chain_is_spent_a_second_cut_ends_in_the_error_event(harness: Harness) -> None:
+    door = DOOR_CASES["chat"]
+    harness.configure(door.config)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", DropAfter(3, content=FURTHER))
+    text, failed = door.read(harness)
+    assert failed and text == FURTHER  # what reached the client, and nothing spliced
+    call = record(harness)
+    assert call.outcome == "failed"
+    assert [a.continuation for a in call.attempts] == [False, True]
+
+
+def test_a_continuation_that_begins_a_tool_call_is_not_continued_again(
+    harness: Harness,
+) -> None:
+    door, third = with_third("chat")
+    harness.configure(door.config)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", DropAfter(3, content=FURTHER, tool_call=True))
+    harness.upstream.script(third, Reply(WHOLE, chunks=7))
+    text, failed = door.read(harness)
+    assert failed and text == FURTHER
+    assert harness.upstream.count(third) == 0
