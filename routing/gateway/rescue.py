@@ -6,6 +6,8 @@ does not have yet. :func:`continue_elsewhere` yields the bytes to write after wh
 client already got and reports how it ended in :class:`Rescue`; a rescue that cannot
 finish ends with the door's error event, exactly as an unrescued stream would. A
 continuation cut in turn is continued by the next target of the chain, each target once.
+A rescued stream names its trail, continuations included, in an SSE comment before its
+end (:func:`trail_note`): the ``x-switchyard-trail`` header went out before the rescue.
 
 The continuation is read as canonical chunks (whatever its target's kind) and written in
 the door's framing by a :class:`Sink`: chat chunks for the chat door, the broken relay's
@@ -45,7 +47,7 @@ from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
     from routing.gateway.call import Call
-    from routing.gateway.events import AttemptRecord
+    from routing.gateway.events import AttemptRecord, CallRecord
     from routing.gateway.table import TargetSpec
 
 Chunk = dict[str, Any]
@@ -163,6 +165,15 @@ async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str
     return body
 
 
+def trail_note(record: CallRecord) -> bytes:
+    """An SSE comment naming the call's trail with its continuations: the
+    ``x-switchyard-trail`` header went out at the commit point, before any rescue. Every
+    SSE client ignores a line that starts with ``:`` (the SSE specification), so only a
+    rescued stream carries it, right before its end or its error event."""
+    trail = record.trail().replace("\r", " ").replace("\n", " ")
+    return b": x-switchyard-trail: " + trail.encode() + b"\n\n"
+
+
 async def continue_elsewhere(
     call: Call, failed: TargetSpec, partial: Partial, sink: Sink, rescue: Rescue
 ) -> AsyncIterator[bytes]:
@@ -172,8 +183,8 @@ async def continue_elsewhere(
     next target of the chain, from everything the client then has (its text grows in
     ``partial``): one target after another, never one twice, so the chain bounds it. It
     pays for the cut as the first target did. The stream ends with the door's end or
-    error event; when no target answered at all, the caller writes the error event of the
-    first cut."""
+    error event, after :func:`trail_note`; when no target answered at all, the caller
+    writes the error event of the first cut."""
     call.failed.add(failed.key)
     source = failed
     while True:
@@ -214,6 +225,8 @@ async def continue_elsewhere(
         ):
             break
         source = target  # cut in turn while producing text: the next target goes on
+    if rescue.tried:
+        yield trail_note(call.record)
     if rescue.ok:
         yield sink.end()
     elif rescue.target is not None and rescue.failure is not None:
