@@ -441,3 +441,15 @@ def test_sdks_read_a_rescued_stream_whole_past_the_note(harness: Harness) -> Non
     assert response is not None and response.output_text == WHOLE  # type: ignore[attr-defined]
     calls = harness.events(CallRecord, at_least=3)
     assert [c.outcome for c in calls] == ["ok", "ok", "ok"]
+
+
+def test_a_rescue_no_target_answered_still_names_what_it_tried(harness: Harness) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Fail(500, "down too"))
+    header, text = raw_stream(harness, *RAW["chat"][3:])
+    assert header == "p1/a:ok"
+    before, after = text.split(": x-switchyard-trail: p1/a:ok,p2/b:SERVER:500\n\n")
+    assert SENT.split()[-1] in before  # after what the client had got
+    assert after.startswith("data: {") and "[DONE]" not in after  # the first cut's error
+    assert record(harness).outcome == "failed"
