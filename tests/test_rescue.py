@@ -342,3 +342,114 @@ def test_the_responses_door_never_splices_a_diverging_restart(harness: Harness) 
     numbers = [e.sequence_number for e in events]  # type: ignore[attr-defined]
     assert numbers == list(range(len(events)))
     assert record(harness).outcome == "failed"
+
+
+# -- the trail note: the header went out before the rescue --------------------------------
+def raw_stream(h: Harness, path: str, body: dict[str, object]) -> tuple[str, str]:
+    """The ``x-switchyard-trail`` header and the whole body of a stream, as bytes on the
+    wire (no SDK in between to drop SSE comments)."""
+    import httpx
+
+    headers = {"authorization": f"Bearer {h.key}"}
+    with httpx.stream(
+        "POST", h.gateway.url + path, json={**body, "stream": True}, headers=headers, timeout=10
+    ) as response:
+        assert response.status_code == 200
+        return response.headers["x-switchyard-trail"], response.read().decode()
+
+
+RAW = {
+    "chat": (RESUMING, "a", "b", "/v1/chat/completions", {"model": "auto", "messages": MESSAGES}),
+    "messages": (
+        DOORS.replace("PREFILL", "false"),
+        "a1",
+        "a2",
+        "/v1/messages",
+        {"model": "claudes", "max_tokens": 100, "messages": MESSAGES},
+    ),
+    "responses": (RESPONSES, "r1", "r2", "/v1/responses", {"model": "resps", "input": "hi"}),
+}
+END = {  # where each door's normal end begins
+    "chat": "data: [DONE]",
+    "messages": "event: content_block_stop",
+    "responses": "event: response.output_text.done",
+}
+TEXT = {"chat": '"content":', "messages": "text_delta", "responses": "output_text.delta"}
+
+
+@pytest.mark.parametrize("door", RAW)
+def test_a_rescued_stream_names_its_trail_before_its_end(harness: Harness, door: str) -> None:
+    config, first, second, path, body = RAW[door]
+    harness.configure(config)
+    harness.upstream.script(first, DropAfter(2, content=SENT))
+    harness.upstream.script(second, Reply(WHOLE, chunks=6))
+    header, text = raw_stream(harness, path, body)
+    trail = record(harness).trail()
+    assert trail.endswith(f"/{second}:continuation")
+    assert header == trail.split(",")[0]  # the commit point's: before the rescue
+    note = f": x-switchyard-trail: {trail}\n\n"
+    assert text.count("\n: x-switchyard-trail: ") == 1
+    at = text.index(note)
+    assert text.rindex(TEXT[door]) < at  # after the last text...
+    assert text.index(END[door], at) == at + len(note)  # ...right before the end
+
+
+@pytest.mark.parametrize("door", RAW)
+def test_a_stream_that_was_not_rescued_carries_no_comment(harness: Harness, door: str) -> None:
+    config, first, second, path, body = RAW[door]
+    harness.configure(config)
+    harness.upstream.script(first, Reply(WHOLE, chunks=3))
+    header, text = raw_stream(harness, path, body)
+    assert header == f"{record(harness).trail()}"
+    assert not text.startswith(":") and "\n:" not in text
+    harness.configure(config.replace("    resume: continuation\n", ""))
+    harness.upstream.script(first, DropAfter(2, content=SENT))  # cut, and resume is off
+    _, text = raw_stream(harness, path, body)
+    assert not text.startswith(":") and "\n:" not in text
+    assert harness.upstream.count(second) == 0
+
+
+def test_a_failed_rescue_names_its_trail_before_the_error_event(harness: Harness) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply("Well, it depends on the question.", chunks=4))
+    _, text = raw_stream(harness, *RAW["chat"][3:])
+    before, after = text.split(": x-switchyard-trail: p1/a:ok,p2/b:continuation\n\n")
+    assert "Well" not in before  # nothing of the diverging restart was relayed
+    assert after.startswith("data: {") and "diverged" in after  # the error event follows
+    assert "[DONE]" not in after
+
+
+def test_sdks_read_a_rescued_stream_whole_past_the_note(harness: Harness) -> None:
+    """The official SDKs parse the comment away: the text is whole, the end is clean."""
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Reply(WHOLE, chunks=6))
+    text, error = stream(harness)
+    assert error is None and text == WHOLE
+    harness.configure(DOORS.replace("PREFILL", "false"))
+    harness.upstream.script("a1", DropAfter(2, content=SENT))
+    harness.upstream.script("a2", Reply(WHOLE, chunks=6))
+    text, error, final = messages_stream(harness, "claudes")
+    assert error is None and text == WHOLE
+    assert final is not None and final.stop_reason == "end_turn"  # type: ignore[attr-defined]
+    harness.configure(RESPONSES)
+    harness.upstream.script("r1", DropAfter(2, content=SENT))
+    harness.upstream.script("r2", Reply(WHOLE, chunks=6))
+    events, response, error = responses_stream(harness)
+    assert error is None and text_of(events) == WHOLE
+    assert response is not None and response.output_text == WHOLE  # type: ignore[attr-defined]
+    calls = harness.events(CallRecord, at_least=3)
+    assert [c.outcome for c in calls] == ["ok", "ok", "ok"]
+
+
+def test_a_rescue_no_target_answered_still_names_what_it_tried(harness: Harness) -> None:
+    harness.configure(RESUMING)
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    harness.upstream.script("b", Fail(500, "down too"))
+    header, text = raw_stream(harness, *RAW["chat"][3:])
+    assert header == "p1/a:ok"
+    before, after = text.split(": x-switchyard-trail: p1/a:ok,p2/b:SERVER:500\n\n")
+    assert SENT.split()[-1] in before  # after what the client had got
+    assert after.startswith("data: {") and "[DONE]" not in after  # the first cut's error
+    assert record(harness).outcome == "failed"

@@ -319,6 +319,25 @@ def test_end_before_finish_reset_cuts_the_connection(
         client.post("/chat/completions", json=body())
 
 
+def test_drop_after_can_cut_inside_reasoning_or_a_tool_call(
+    upstream: FakeUpstream, client: httpx.Client
+) -> None:
+    upstream.script("m", DropAfter(0, "", reasoning="Let me think"))
+    lines, error = partial_sse(client, body(stream=True))
+    assert error is not None
+    deltas = [json.loads(line)["choices"][0]["delta"] for line in lines]
+    assert deltas[-1].get("reasoning_content") == "Let me think"
+    assert not any(d.get("content") for d in deltas)
+    upstream.script("m", DropAfter(1, "Checking.", tool_call=True))
+    lines, error = partial_sse(client, body(stream=True))
+    assert error is not None
+    last = json.loads(lines[-1])["choices"][0]
+    [call] = last["delta"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather"  # it began...
+    assert last["finish_reason"] is None  # ...and was cut before its arguments and finish
+    assert content_of([json.loads(line) for line in lines[1:-1]]) == ["Checking."]
+
+
 def test_drop_after_usage_first(upstream: FakeUpstream, client: httpx.Client) -> None:
     upstream.script("m", DropAfter(1, usage_first=True))
     lines, error = partial_sse(client, body(stream=True))
@@ -552,6 +571,7 @@ ALL_BEHAVIOURS: list[Behaviour] = [
     Delay(1.5, Flaky(2, fail=Reset(), ok=Empty())),
     Silent(),
     DropAfter(2, "x", usage_first=True),
+    DropAfter(0, "", reasoning="r", tool_call={"name": "Bash", "arguments": {"command": "ls"}}),
     UsageThenError(False),
     StallAfter(1),
     Malformed("sse-line", chunks=5, bad_chunk=2),
@@ -574,6 +594,8 @@ def test_behaviour_dict_shape_and_errors() -> None:
         "chunks": 2,
         "content": DropAfter(2).content,
         "usage_first": False,
+        "reasoning": "",
+        "tool_call": False,
     }
     assert to_dict(Malformed("sse-line"))["variant"] == "sse-line"
     assert to_dict(UsageThenError())["kind"] == "usage_then_error"

@@ -4,7 +4,10 @@ After the commit point a failure is normally surfaced as the door's error event.
 with ``resume: continuation`` may instead continue the answer on the next eligible
 target, when the stream was cut or stalled (``TRANSPORT``, ``TIMEOUT``) while the
 assistant was producing text, and never once a tool call has begun (half a tool call
-cannot be continued safely). Two ways, decided here and carried out by the driver:
+cannot be continued safely). A cut inside reasoning is not a cut in the text: with no
+text yet there is nothing to continue, and after text the client holds a reasoning
+fragment no other target can finish (see :func:`may_rescue`). Two ways, decided here and
+carried out by the driver:
 
 - PREFILL: the target takes an assistant prefill (declared ``capabilities.prefill``, not
   since learned otherwise): the original request plus the partial text as a final
@@ -36,9 +39,26 @@ class RescueMode(StrEnum):
 RESCUABLE = frozenset({FailureCode.TRANSPORT, FailureCode.TIMEOUT})  # a cut, a stall
 
 
-def may_rescue(resume: Resume, code: FailureCode, *, text: str, tool_began: bool) -> bool:
-    """Whether a committed stream that failed with ``code`` may be continued elsewhere."""
-    return resume is Resume.CONTINUATION and code in RESCUABLE and bool(text) and not tool_began
+def may_rescue(
+    resume: Resume, code: FailureCode, *, text: str, tool_began: bool, in_reasoning: bool = False
+) -> bool:
+    """Whether a committed stream that failed with ``code`` may be continued elsewhere.
+
+    Only a cut in the answer's text (``in_reasoning``: the last thing the client got was
+    reasoning). A cut inside reasoning is not rescued, before any text or after it: the
+    client already holds that reasoning (a Responses ``reasoning`` item, an Anthropic
+    ``thinking`` block: signed or encrypted by the target that wrote it, and cut before its
+    signature), which no other target can continue or reproduce, and which the client
+    sends back next turn; answering after it on another target would pair one model's
+    thoughts with another's answer. The door's error event ends the stream, and with no
+    text delivered yet the client's own retry loses nothing of the answer."""
+    return (
+        resume is Resume.CONTINUATION
+        and code in RESCUABLE
+        and bool(text)
+        and not tool_began
+        and not in_reasoning
+    )
 
 
 def rescue_mode(*, prefill: bool, learned_no_prefill: bool) -> RescueMode:
@@ -80,13 +100,15 @@ class Reproduction:
 
 class Partial:
     """What a committed stream has given the client so far (choice 0 of canonical chat
-    chunks): the text, and whether a tool call began. Kept only for groups that resume."""
+    chunks): the text, whether a tool call began, and whether the last thing given was
+    reasoning. Kept only for groups that resume."""
 
-    __slots__ = ("pieces", "tool_began")
+    __slots__ = ("in_reasoning", "pieces", "tool_began")
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
         self.tool_began = False
+        self.in_reasoning = False
 
     def feed(self, chunk: dict[str, object]) -> None:
         choices = chunk.get("choices")
@@ -97,9 +119,12 @@ class Partial:
             return
         if delta.get("tool_calls") or delta.get("function_call"):
             self.tool_began = True
+        if delta.get("reasoning_content") or delta.get("reasoning"):
+            self.in_reasoning = True
         content = delta.get("content")
         if isinstance(content, str) and content:
             self.pieces.append(content)
+            self.in_reasoning = False
 
     @property
     def text(self) -> str:

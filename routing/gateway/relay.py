@@ -179,7 +179,11 @@ class CommittedStream:
         call = self.call
         partial = reader.partial
         if partial is None or not may_rescue(
-            call.group.resume, failure.code, text=partial.text, tool_began=partial.tool_began
+            call.group.resume,
+            failure.code,
+            text=partial.text,
+            tool_began=partial.tool_began,
+            in_reasoning=partial.in_reasoning,
         ):
             return
         sink = sink_for(call.door, relay, reader, call.body, call.prepared.tool_names)

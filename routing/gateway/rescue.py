@@ -4,7 +4,10 @@ A committed stream was cut or stalled while producing text, in a group with ``re
 continuation``: ask the next eligible target for the rest, and relay only what the client
 does not have yet. :func:`continue_elsewhere` yields the bytes to write after what the
 client already got and reports how it ended in :class:`Rescue`; a rescue that cannot
-finish ends with the door's error event, exactly as an unrescued stream would.
+finish ends with the door's error event, exactly as an unrescued stream would. A
+continuation cut in turn is continued by the next target of the chain, each target once.
+A rescued stream names its trail, continuations included, in an SSE comment before its
+end (:func:`trail_note`): the ``x-switchyard-trail`` header went out before the rescue.
 
 The continuation is read as canonical chunks (whatever its target's kind) and written in
 the door's framing by a :class:`Sink`: chat chunks for the chat door, the broken relay's
@@ -31,10 +34,11 @@ from routing.engine.rescue import (
     Partial,
     Reproduction,
     RescueMode,
+    may_rescue,
     rejects_prefill,
     rescue_mode,
 )
-from routing.gateway.attempt import EventReader, run_attempt
+from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.replies import SSE_DONE, sse, sse_error
 from routing.protocols import Protocol, messages, responses
 from routing.protocols.legs import Item, PassThrough, Relay, translate_body
@@ -43,7 +47,7 @@ from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
     from routing.gateway.call import Call
-    from routing.gateway.events import AttemptRecord
+    from routing.gateway.events import AttemptRecord, CallRecord
     from routing.gateway.table import TargetSpec
 
 Chunk = dict[str, Any]
@@ -116,6 +120,7 @@ class Rescue:
     mode: RescueMode | None = None
     usage: dict[str, Any] | None = None
     failure: Failure | None = None
+    broke: bool = False  # the failure is the continuation's own cut or stall
     tried: list[str] = field(default_factory=list)
     attempt: AttemptRecord | None = None  # the continuation's (its usage set at the end)
 
@@ -160,16 +165,84 @@ async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str
     return body
 
 
+def trail_note(record: CallRecord) -> bytes:
+    """An SSE comment naming the call's trail with its continuations: the
+    ``x-switchyard-trail`` header went out at the commit point, before any rescue. Every
+    SSE client ignores a line that starts with ``:`` (the SSE specification), so only a
+    rescued stream carries it, right before its end or its error event."""
+    trail = record.trail().replace("\r", " ").replace("\n", " ")
+    return b": x-switchyard-trail: " + trail.encode() + b"\n\n"
+
+
 async def continue_elsewhere(
     call: Call, failed: TargetSpec, partial: Partial, sink: Sink, rescue: Rescue
 ) -> AsyncIterator[bytes]:
-    """Continue a cut stream on the next eligible target (see the module docstring)."""
+    """Continue a cut stream on the next eligible target (see the module docstring).
+
+    A continuation that is cut in turn, while still producing text, is continued by the
+    next target of the chain, from everything the client then has (its text grows in
+    ``partial``): one target after another, never one twice, so the chain bounds it. It
+    pays for the cut as the first target did. The stream ends with the door's end or
+    error event, after :func:`trail_note`; when no target answered at all, the caller
+    writes the error event of the first cut."""
     call.failed.add(failed.key)
+    source = failed
+    while True:
+        answered = await _answer(call, partial, rescue)
+        if answered is None:
+            break
+        target, answer, mode = answered
+        log.warning(
+            "rescuing call=%s group=%s from=%s to=%s mode=%s after %d characters",
+            call.call_id,
+            call.group.name,
+            source.key,
+            target.key,
+            mode.value,
+            len(partial.text),
+        )
+        async for out in _relay_rest(answer.items, answer.reader, partial, mode, sink, rescue):
+            yield out
+        failure = rescue.failure
+        if rescue.ok or failure is None or not rescue.broke:
+            break
+        log.warning(
+            "continuation failed call=%s group=%s target=%s code=%s: %s",
+            call.call_id,
+            call.group.name,
+            target.key,
+            failure.code.value,
+            failure.message,
+        )
+        await call._charge(target, failure, probe=False)  # it cut a stream: it pays
+        call.failed.add(target.key)
+        if not may_rescue(
+            call.group.resume,
+            failure.code,
+            text=partial.text,
+            tool_began=partial.tool_began,
+            in_reasoning=partial.in_reasoning,
+        ):
+            break
+        source = target  # cut in turn while producing text: the next target goes on
+    if rescue.tried:
+        yield trail_note(call.record)
+    if rescue.ok:
+        yield sink.end()
+    elif rescue.target is not None and rescue.failure is not None:
+        yield sink.error(rescue.failure.message, rescue.failure.code.value)
+
+
+async def _answer(
+    call: Call, partial: Partial, rescue: Rescue
+) -> tuple[TargetSpec, Answer, RescueMode] | None:
+    """The next eligible target that answers the request for the rest (a prefill of
+    ``partial``, or a restart), or None when none is left."""
     runtime = call.runtime
     while True:
         pick = await call._pick(0)
         if pick is None:
-            return
+            return None
         target, probe = pick
         kind = Protocol(target.provider.kind)
         mode = rescue_mode(
@@ -212,22 +285,12 @@ async def continue_elsewhere(
         record = call._attempt(target, 1, started, ok=True, probe=probe)
         record.continuation = True
         rescue.target, rescue.mode, rescue.attempt = target.key, mode, record
+        rescue.failure, rescue.broke = None, False
         # It answered: a probe's verdict, and health for everyone (as a commit records it).
         runtime.hub.publish_all(
             await runtime.store.record_success(target.key, runtime.clock(), None)
         )
-        log.warning(
-            "rescuing call=%s group=%s from=%s to=%s mode=%s after %d characters",
-            call.call_id,
-            call.group.name,
-            failed.key,
-            target.key,
-            mode.value,
-            len(partial.text),
-        )
-        async for out in _relay_rest(answer.items, answer.reader, partial, mode, sink, rescue):
-            yield out
-        return
+        return target, answer, mode
 
 
 def _rest(
@@ -262,37 +325,39 @@ async def _relay_rest(
     sink: Sink,
     rescue: Rescue,
 ) -> AsyncIterator[bytes]:
-    """The continuation's text the client does not have yet, then the door's end; a
-    restart that diverges, or a second break, ends in the error event."""
+    """The continuation's text the client does not have yet (``partial`` grows by it).
+    How it ended is in ``rescue``: ``ok``, or a ``failure``: a restart that diverged or
+    ended before the cut, or the continuation itself broke (``broke``). The end or error
+    event is the caller's to write."""
     reproduction = Reproduction(partial.text) if mode is RescueMode.RESTART else None
     try:
         batch: list[Item] | None = items
         while batch is not None:
             chunks = [c for _, _, canonical in batch for c in canonical]
             rest, reproduction = _rest(chunks, reproduction, rescue)
+            for chunk in rest:
+                partial.feed(chunk)
             out = sink.encode(rest) if rest else b""
-            if rescue.failure is not None:
-                yield out + sink.error(rescue.failure.message, rescue.failure.code.value)
-                return
             if out:
                 yield out
-            if reader is None:
+            if rescue.failure is not None or reader is None:
                 break
             try:
                 batch = await reader.next_batch()
             except UpstreamFailure as exc:
-                rescue.failure = exc.failure
-                yield sink.error(exc.failure.message, exc.failure.code.value)
+                rescue.failure, rescue.broke = exc.failure, True
                 return
+        if rescue.failure is not None:
+            return
         if reproduction is not None:  # the restart ended before reproducing the client's text
             rescue.failure = Failure(
                 FailureCode.TRANSPORT, "a restart elsewhere ended before reaching the cut"
             )
-            yield sink.error(rescue.failure.message, rescue.failure.code.value)
             return
         rescue.ok = True
-        yield sink.end()
     finally:
         if reader is not None:
             rescue.usage = reader.usage
+            if rescue.attempt is not None:
+                rescue.attempt.usage = reader.usage
             await reader.aclose()

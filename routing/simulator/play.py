@@ -307,15 +307,18 @@ async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web
 
 
 async def _stream_partial(
-    ex: Exchange, content: str, chunks: int, *, usage_first: bool = False
+    ex: Exchange, content: str, chunks: int, *, usage_first: bool = False, reasoning: str = ""
 ) -> Sse:
-    """Role chunk, optional usage-only chunk, then ``content`` in ``chunks`` chunks."""
+    """Role chunk, optional usage-only chunk and reasoning, then ``content`` in ``chunks``
+    chunks."""
     w = ex.wire()
     text = fill_model(content, ex.model)
     sse = await Sse(ex).open()
     await sse.emit(w.preamble())
     if usage_first:
         await sse.emit(w.usage_only(usage_for(ex.body, text)))
+    if reasoning:
+        await sse.emit(w.reasoning(fill_model(reasoning, ex.model)))
     for piece in split_pieces(text, chunks):
         await sse.emit(w.content(piece))
     sse.wire = w
@@ -323,7 +326,12 @@ async def _stream_partial(
 
 
 async def _stream_drop(ex: Exchange, drop: DropAfter) -> web.StreamResponse:
-    sse = await _stream_partial(ex, drop.content, drop.chunks, usage_first=drop.usage_first)
+    sse = await _stream_partial(
+        ex, drop.content, drop.chunks, usage_first=drop.usage_first, reasoning=drop.reasoning
+    )
+    specs = tool_specs(drop.tool_call)
+    if specs and sse.wire is not None:  # the first call begins, and is cut before its end
+        await sse.emit(sse.wire.tool_call(specs[0], 0)[:-1])
     await _flushed(ex)
     _cut(ex, reset=False)
     raise CutByScript(sse.response)

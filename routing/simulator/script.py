@@ -22,7 +22,8 @@ Reply              role, content xN, finish,        one ``chat.completion`` body
                    [usage], [DONE]
 Empty              role, finish, [usage], [DONE]    body with ``content: ""``
 NoDone             like Reply, no ``[DONE]``        like Reply
-DropAfter          role, content xN, TCP cut        headers + half the body, TCP cut
+DropAfter          role, [reasoning], content xN,   headers + half the body, TCP cut
+                   [a tool call begun], TCP cut
 StallAfter         role, content xN, then silence   headers, then silence
 UsageThenError     role, usage, SSE error event     HTTP 500 error body
 Malformed("json")  every data line is garbage       200 with a body that is not JSON
@@ -130,11 +131,20 @@ class DropAfter:
     connection (no finish chunk, no ``[DONE]``, no chunked terminator).
 
     ``usage_first`` sends a usage-only chunk (``choices: []``) right after the role chunk.
+    ``reasoning`` is sent before the content, as ``Reply`` sends it (with no content, the
+    cut comes inside the reasoning). ``tool_call`` (as ``Reply.tool_call``) begins the
+    first call after the content, every event of it but the last, so the cut comes inside
+    a tool call that began.
     """
 
     chunks: int
     content: str = "Hello from {model}, cut short"
     usage_first: bool = False
+    reasoning: str = ""
+    tool_call: bool | dict[str, Any] | list[dict[str, Any]] = False
+
+    def __post_init__(self) -> None:
+        tool_specs(self.tool_call)  # raises ValueError on a malformed script
 
 
 @dataclass(frozen=True)

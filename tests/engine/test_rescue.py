@@ -7,6 +7,7 @@ import pytest
 from routing.engine.failures import FailureCode
 from routing.engine.rescue import (
     Match,
+    Partial,
     Reproduction,
     RescueMode,
     Resume,
@@ -19,21 +20,57 @@ F = FailureCode
 
 
 @pytest.mark.parametrize(
-    ("resume", "code", "text", "tool_began", "allowed"),
+    ("resume", "code", "text", "tool_began", "in_reasoning", "allowed"),
     [
-        (Resume.CONTINUATION, F.TRANSPORT, "partial", False, True),  # a cut
-        (Resume.CONTINUATION, F.TIMEOUT, "partial", False, True),  # a stall
-        (Resume.OFF, F.TRANSPORT, "partial", False, False),  # opt-in only
-        (Resume.CONTINUATION, F.TRANSPORT, "partial", True, False),  # a tool call began
-        (Resume.CONTINUATION, F.TRANSPORT, "", False, False),  # no text to continue
-        (Resume.CONTINUATION, F.SERVER, "partial", False, False),  # an error event
-        (Resume.CONTINUATION, F.CONTENT_FILTER, "partial", False, False),
+        (Resume.CONTINUATION, F.TRANSPORT, "partial", False, False, True),  # a cut
+        (Resume.CONTINUATION, F.TIMEOUT, "partial", False, False, True),  # a stall
+        (Resume.OFF, F.TRANSPORT, "partial", False, False, False),  # opt-in only
+        (Resume.CONTINUATION, F.TRANSPORT, "partial", True, False, False),  # a tool call began
+        (Resume.CONTINUATION, F.TRANSPORT, "", False, False, False),  # no text to continue
+        (Resume.CONTINUATION, F.TRANSPORT, "", False, True, False),  # inside reasoning, no text
+        (Resume.CONTINUATION, F.TRANSPORT, "partial", False, True, False),  # reasoning after text
+        (Resume.CONTINUATION, F.SERVER, "partial", False, False, False),  # an error event
+        (Resume.CONTINUATION, F.CONTENT_FILTER, "partial", False, False, False),
     ],
 )
 def test_may_rescue(
-    resume: Resume, code: FailureCode, text: str, tool_began: bool, allowed: bool
+    resume: Resume,
+    code: FailureCode,
+    text: str,
+    tool_began: bool,
+    in_reasoning: bool,
+    allowed: bool,
 ) -> None:
-    assert may_rescue(resume, code, text=text, tool_began=tool_began) is allowed
+    verdict = may_rescue(resume, code, text=text, tool_began=tool_began, in_reasoning=in_reasoning)
+    assert verdict is allowed
+
+
+def delta(**fields: object) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": fields}]}
+
+
+@pytest.mark.parametrize(
+    ("deltas", "text", "tool_began", "in_reasoning"),
+    [
+        ([delta(content="Hel"), delta(content="lo")], "Hello", False, False),
+        ([delta(reasoning_content="hmm")], "", False, True),  # cut inside reasoning
+        ([delta(reasoning_content="hmm"), delta(content="Hi")], "Hi", False, False),
+        ([delta(content="Hi"), delta(reasoning="hmm")], "Hi", False, True),  # reasoning again
+        ([delta(content="Hi"), delta(tool_calls=[{"index": 0}])], "Hi", True, False),
+        ([{"choices": [], "usage": {"total_tokens": 3}}], "", False, False),  # usage only
+    ],
+)
+def test_partial(
+    deltas: list[dict[str, object]], text: str, tool_began: bool, in_reasoning: bool
+) -> None:
+    partial = Partial()
+    for chunk in deltas:
+        partial.feed(chunk)
+    assert (partial.text, partial.tool_began, partial.in_reasoning) == (
+        text,
+        tool_began,
+        in_reasoning,
+    )
 
 
 @pytest.mark.parametrize(
