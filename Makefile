@@ -72,8 +72,8 @@ agents:
 # the gateway's integration tests a second time.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/switchyard
 PROD_REDIS_URL ?= redis://127.0.0.1:6379/6
-PRODUCTION_LEG := tests/limits tests/test_gateway_core.py tests/test_health_routing.py tests/test_hot_path.py tests/api tests/audit \
-	tests/test_config_truth.py tests/state/test_version_watch.py tests/test_checks.py tests/test_unreadable_config.py
+PRODUCTION_LEG := tests/limits tests/gateway/test_gateway_core.py tests/gateway/test_health_routing.py tests/gateway/test_hot_path.py tests/api tests/audit \
+	tests/config/test_config_truth.py tests/state/test_version_watch.py tests/test_checks.py tests/config/test_unreadable_config.py
 
 # Both legs spread over the machine's cores (pytest-xdist; worksteal evens out the slow
 # process tests at the end). TEST_WORKERS=0 runs them in this one process.

@@ -26,7 +26,7 @@ from tests.state.servers import RedisServer, free_port
 # (it inherits the environment of the controller, which imported this file). So nothing
 # here may rely on either: the in-process gateway turns the checker off through the
 # runtime (the fixtures below), and a test that counts on a value of these sets it itself
-# (``settings.SWITCHYARD = {...}``, e.g. the check interval in tests/test_faults.py).
+# (``settings.SWITCHYARD = {...}``, e.g. the check interval in tests/gateway/test_faults.py).
 os.environ.setdefault("SWITCHYARD_SECRET_KEY", "test-secret-key-for-switchyard")
 os.environ.setdefault("SWITCHYARD_HEALTH_CHECK_S", "0")
 
@@ -58,7 +58,7 @@ def _use_a_redis_of_this_workers_own() -> None:
     Key prefixes or db numbers would keep the workers' keys and channel-layer groups apart,
     but not Redis pub/sub, which is server-wide: a config write in one worker publishes a
     notice (``routing.gateway.sync``) that would invalidate the other worker's routing table
-    mid-test (``tests/test_hot_path.py`` counts the queries a recompile makes). Everything
+    mid-test (``tests/gateway/test_hot_path.py`` counts the queries a recompile makes). Everything
     that talks to Redis reads these settings when it is first used (the state store, the
     channel layer, the config listener), which is after this hook; the environment is set too,
     for the processes a test starts. A plain (serial) run keeps the given ``REDIS_URL``.

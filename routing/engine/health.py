@@ -64,7 +64,7 @@ class HealthTransitionError(ValueError):
 @dataclass(frozen=True, slots=True)
 class CircuitPolicy:
     """Cooling parameters. The defaults are the engine's own (stdlib only);
-    tests/test_policy_fields.py holds them to ``routing.config.schema.CircuitPolicyIn``."""
+    tests/config/test_policy_fields.py holds them to ``routing.config.schema.CircuitPolicyIn``."""
 
     failure_threshold: int = 1
     cooldown_base_ms: int = 10_000

@@ -24,7 +24,7 @@ class RetryPolicy:
     ``switch_after_ms`` bounds the waits spent on one target while another target of the
     chain is eligible (SPEC §16: switch fast when there is somewhere to go).
     Values are validated by the configuration schema, not here. The defaults are the
-    engine's own (stdlib only); tests/test_policy_fields.py holds them to the declared
+    engine's own (stdlib only); tests/config/test_policy_fields.py holds them to the declared
     built-in policy (``routing.config.schema.RetryPolicyIn``).
     """
 

@@ -121,7 +121,7 @@ def upstream_connections(configured: int = 0) -> int:
 # every object of every open stream while the loop stands still: 37-47 % of the process's
 # time at 5,000 streams, in pauses of up to 1.4 s (bench scenario h). At 50,000 few such
 # objects are promoted. This is safe only because a finished call is freed by reference
-# counting (tests/test_call_memory.py): cyclic garbage that reached the oldest generation would
+# counting (tests/gateway/test_call_memory.py): cyclic garbage that reached the oldest generation would
 # now wait long for a full collection (before the cycles were broken, a 10-minute soak grew
 # from 241 to 869 MB with this setting; after, 238 to 253 MB, flat from the fifth minute).
 YOUNG_COLLECTION_EVERY = 50_000

@@ -256,7 +256,7 @@ async def close_runtime() -> None:
     loop, so the process ends without "Unclosed client session" warnings."""
     runtime = _runtime
     closed = await runtime.aclose() if runtime is not None else 0
-    # One line at shutdown, so an operator (and tests/test_make_run.py) can see the pooled
+    # One line at shutdown, so an operator (and tests/management/test_make_run.py) can see the pooled
     # connections were released rather than left to the interpreter's teardown.
     log.info("shutdown: closed %d pooled upstream client%s", closed, "" if closed == 1 else "s")
 

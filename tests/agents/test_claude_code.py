@@ -182,7 +182,7 @@ def test_a_switch_between_user_turns_with_continue(h: Harness, claude: Claude) -
     assert resumed, "the second turn tried the anthropic target first"
     # Same target, no rewrite: the anthropic attempt of turn two went out as Claude Code
     # sent it (its history's byte-identity is asserted with recorded bodies in
-    # tests/test_claude_code_door.py); only the chat attempt was rewritten.
+    # tests/api/test_claude_code_door.py); only the chat attempt was rewritten.
     first_turn, second_turn = h.events(CallRecord, at_least=2)
     assert [(a.target, a.rewrites) for a in first_turn.attempts] == [("anthropic/a-model", ())]
     anthropic_try, chat_try = second_turn.attempts

@@ -22,8 +22,8 @@ from websockets.sync.client import connect
 
 from routing.audit.models import Attempt, Call
 from routing.simulator.script import Fail, Reply
+from tests.api.test_front_doors import THREE_KINDS
 from tests.audit.conftest import Audit
-from tests.test_front_doors import THREE_KINDS
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

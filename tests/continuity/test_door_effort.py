@@ -1,7 +1,7 @@
 """The reasoning-effort policy (SPEC §13) in the Messages and Responses doors' own fields:
 ``reasoning.effort`` (Responses), ``thinking.budget_tokens`` and ``output_config.effort``
 (Anthropic Messages). Pure functions; the end-to-end tests are in
-``tests/test_front_door_effort.py``."""
+``tests/api/test_front_door_effort.py``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The continuity layer of the call path (routing.gateway.continuity) over an in-process
 store, without sockets: a streamed turn's running fingerprint, what a stream holds for it,
-and a history the views trip on. The end-to-end behaviour is in tests/test_continuity.py."""
+and a history the views trip on. The end-to-end behaviour is in tests/continuity/test_across_a_switch.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The simulator's faults in the other two upstream protocols (Anthropic Messages on
 ``/v1/messages``, OpenAI Responses on ``/v1/responses``), over real loopback sockets.
 
-``tests/test_simulator.py`` covers them in Chat Completions shapes; the gateway's
-reading of them is in ``tests/test_front_doors.py``. No Django here.
+``tests/simulator/test_simulator.py`` covers them in Chat Completions shapes; the gateway's
+reading of them is in ``tests/api/test_front_doors.py``. No Django here.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from routing.config.yaml import load_text
 from routing.gateway import sync
 from routing.models import ConfigVersion, GlobalSettings, Provider
 from routing.services.config_file import config_apply
+from tests.config.test_config import signal_log
 from tests.state.servers import REDIS_URL
-from tests.test_config import signal_log
 from tests.test_models import provider_form
 
 pytestmark = pytest.mark.django_db(transaction=True)

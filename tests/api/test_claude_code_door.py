@@ -16,7 +16,7 @@ from routing.gateway.events import CallOutcome, CallRecord
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 
-RECORDED = Path(__file__).parent / "agents" / "recorded"
+RECORDED = Path(__file__).parents[1] / "agents" / "recorded"
 
 CONFIG = """
 providers:

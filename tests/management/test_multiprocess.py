@@ -36,7 +36,7 @@ from tests.state.servers import RedisServer
 
 pytestmark = pytest.mark.multiprocess
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PG = "127.0.0.1:5432"
 CHANNEL = "switchyard:config"  # routing.gateway.sync.CHANNEL (not imported: see the helper below)
 START_TIMEOUT_S = 60.0
@@ -74,7 +74,7 @@ REORDERED = list(reversed(FIRST))
 #     start_listener()
 #
 # Until that line is there, the daphne processes of this test serve
-# ``tests.test_multiprocess:application_with_listener``, which does exactly that. Resolved
+# ``tests.management.test_multiprocess:application_with_listener``, which does exactly that. Resolved
 # lazily (PEP 562) so importing this module in pytest never sets up the gateway app.
 def __getattr__(name: str) -> Any:
     if name != "application_with_listener":
@@ -89,7 +89,7 @@ def __getattr__(name: str) -> Any:
 def asgi_app_path() -> str:
     if "start_listener" in (ROOT / "router_project" / "asgi.py").read_text():
         return "router_project.asgi:application"
-    return "tests.test_multiprocess:application_with_listener"
+    return "tests.management.test_multiprocess:application_with_listener"
 
 
 # --- fixtures -----------------------------------------------------------------------------

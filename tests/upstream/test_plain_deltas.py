@@ -13,7 +13,7 @@ import pytest
 
 from routing.gateway.continuity import ServedTurn
 from routing.upstream.sse import PlainDeltas
-from tests.test_stream_relay import LAST, ROLE, STOP, relayed
+from tests.gateway.test_stream_relay import LAST, ROLE, STOP, relayed
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":1700000000,"model":"m",'
 

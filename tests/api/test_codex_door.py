@@ -17,7 +17,7 @@ from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply
 from tests.conftest import Harness
 
-RECORDED = Path(__file__).parent / "agents" / "recorded"
+RECORDED = Path(__file__).parents[1] / "agents" / "recorded"
 CONFIG = """
 providers:
   - {name: resp, kind: openai-responses, base_url: "{upstream}", api_key: upstream-key-resp}

@@ -25,7 +25,7 @@ from routing.protocols.legs import relay_for
 from routing.simulator.script import StallAfter
 from routing.upstream.openai import Timeouts, UpstreamFailure, UpstreamResponse
 from tests.conftest import Harness
-from tests.test_gateway_core import FAST_TIMEOUTS, MESSAGES
+from tests.gateway.test_gateway_core import FAST_TIMEOUTS, MESSAGES
 
 
 def test_a_stall_after_the_commit_point_ends_the_stream_with_an_idle_timeout_error(

@@ -55,7 +55,7 @@ from tests.state.servers import RedisServer
 # minutes, so the suite-wide 120 s timeout is raised here (the waits inside stay capped).
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(900)]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # the groups `serve` puts in a fresh database: whatever the demo file declares
 DEMO_GROUPS = frozenset(
     g["name"]

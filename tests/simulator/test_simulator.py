@@ -1,7 +1,7 @@
 """The upstream simulator, driven over real loopback sockets with httpx and the openai SDK.
 
 No Django here: the simulator must work with Django unconfigured
-(``pytest tests/test_simulator.py -p no:django``). The two command-line entry points are
+(``pytest tests/simulator/test_simulator.py -p no:django``). The two command-line entry points are
 exercised as subprocesses.
 """
 
@@ -50,7 +50,7 @@ from routing.simulator import (
 from routing.simulator.payloads import split_pieces
 from routing.simulator.presets import DEMO_API_KEY, DEMO_CONFIG, DEMO_MODELS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "say hello"}]
 
 

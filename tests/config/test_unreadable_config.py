@@ -4,7 +4,7 @@ failure, and a process with no table at all answers an OpenAI-shaped 503.
 
 Over real sockets: the official SDK or httpx -> the live gateway -> the loopback upstream.
 The same over separate processes (a daphne started with another secret key, or on an
-unmigrated database) is in ``tests/test_config_processes.py``."""
+unmigrated database) is in ``tests/config/test_config_processes.py``."""
 
 from __future__ import annotations
 

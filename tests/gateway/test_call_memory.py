@@ -38,9 +38,9 @@ from routing.gateway.call import Call
 from routing.gateway.events import CallRecord
 from routing.simulator.script import Fail, Reply
 from routing.upstream.transport import UpstreamResponse
+from tests.api.test_front_doors import THREE_KINDS
 from tests.conftest import Harness
-from tests.test_front_doors import THREE_KINDS
-from tests.test_gateway_core import MESSAGES
+from tests.gateway.test_gateway_core import MESSAGES
 
 # What a call through the gateway makes (the test's own client is httpx over httpcore, so
 # httpx's own types would also count the client's side: aiohttp's are the gateway's alone).

@@ -28,7 +28,7 @@ import pytest
 
 from tests.state.servers import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90.0
 pytestmark = pytest.mark.multiprocess
 

@@ -13,7 +13,7 @@ import pytest
 
 from routing.simulator.script import DropAfter, Reply
 from tests.conftest import Harness
-from tests.test_rescue import (
+from tests.gateway.test_rescue import (
     DOORS,
     RESPONSES,
     RESUMING,

@@ -3,7 +3,7 @@ every write path leaves one config-change record, one credential rule, checks on
 and ``exportconfig`` -> ``loadconfig`` without the credential variables.
 
 The same behaviours across real processes (daphne + ``manage.py``) are in
-``tests/test_config_processes.py``."""
+``tests/config/test_config_processes.py``."""
 
 from __future__ import annotations
 

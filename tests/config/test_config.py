@@ -32,7 +32,7 @@ from routing.config.yaml import load_file, load_text
 from routing.models import GlobalSettings, Group, Provider, Target
 from routing.services.config_file import config_apply
 
-SAMPLES = Path(__file__).parent / "config_samples"
+SAMPLES = Path(__file__).parent / "samples"
 PRIMARY_KEY = "sk-primary-PLAINTEXT-0123456789"
 BACKUP_KEY = "sk-backup-PLAINTEXT-9876543210"
 ENV = {"PRIMARY_API_KEY": PRIMARY_KEY, "BACKUP_API_KEY": BACKUP_KEY}
