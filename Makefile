@@ -74,6 +74,8 @@ PG_URL ?= postgres://postgres@127.0.0.1:5432/switchyard
 PROD_REDIS_URL ?= redis://127.0.0.1:6379/6
 PRODUCTION_LEG := tests/limits tests/gateway/test_gateway_core.py tests/gateway/test_health_routing.py tests/gateway/test_hot_path.py tests/api tests/audit \
 	tests/config/test_config_truth.py tests/state/test_version_watch.py tests/test_checks.py tests/config/test_unreadable_config.py
+# the front doors' tests live in tests/api too; the first leg covers them
+PRODUCTION_LEG += $(foreach m,front_doors claude_code_door codex_door front_door_effort probes,--ignore=tests/api/test_$(m).py)
 
 # Both legs spread over the machine's cores (pytest-xdist; worksteal evens out the slow
 # process tests at the end). TEST_WORKERS=0 runs them in this one process.
