@@ -1,7 +1,7 @@
 """What a call hands back to the HTTP edge, and the OpenAI-shaped error bodies.
 
 The gateway core never builds Django responses; it returns one of three plain values and
-``routing.api.openai`` turns them into HTTP in exactly one place.
+``routing.api.pipeline.render`` turns them into HTTP in exactly one place.
 """
 
 from __future__ import annotations
