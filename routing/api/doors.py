@@ -206,7 +206,6 @@ COMPACT = Door(
     check=_responses_errors,
     route=_to_responses_targets,
     endpoint="responses/compact",
-    continues_trace=False,
 )
 
 

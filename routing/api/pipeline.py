@@ -96,7 +96,7 @@ async def run_call(admitted: Admitted, route: Route) -> Reply:
         skipped=route.skipped,
         protocol_headers=door.protocol_headers(request) if door.protocol_headers else None,
         key=admitted.key,
-        trace_headers=request.headers if door.continues_trace else None,
+        trace_headers=request.headers,
     )
     return await call.run()
 
@@ -118,9 +118,6 @@ class Door:
     answer: Callable[[Admitted, Route], Awaitable[Reply]] = run_call
     endpoint: str | None = None
     protocol_headers: Callable[[HttpRequest], dict[str, str]] | None = None
-    # False only for the compaction door, whose calls have never passed the client's
-    # traceparent on (kept as it was; every other call continues the client's trace).
-    continues_trace: bool = True
 
 
 async def serve(request: HttpRequest, door: Door) -> HttpResponseBase:

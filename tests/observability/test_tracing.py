@@ -530,3 +530,37 @@ def test_every_refused_request_is_one_error_span_continuing_the_client_trace(
     assert len(rows) == 4
     by_request = {s.attributes["switchyard.request_id"]: s for s in refused.values()}
     assert {cid: rows[cid].trace_id for cid in rows} == {cid: trace_id for cid in by_request}
+
+
+def test_a_compaction_call_continues_the_client_trace_too(
+    traced: Harness, receiver: OTLPReceiver
+) -> None:
+    """``/v1/responses/compact`` is a call like any other (SPEC §18: every call at every
+    door): its span continues the client's ``traceparent`` and its attempt sends its own."""
+    h = traced
+    h.configure(
+        """
+providers:
+  - {name: r, kind: openai-responses, base_url: "{upstream}", api_key: k}
+groups:
+  - name: codex
+    targets: [{provider: r, model: r1}]
+"""
+    )
+    h.upstream.script("r1", Reply("summary of the conversation"))
+    trace_id, parent = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+    response = httpx.post(
+        f"{h.gateway.base_url}/responses/compact",
+        json={"model": "codex", "input": [{"role": "user", "content": "a long conversation"}]},
+        headers={
+            "authorization": f"Bearer {h.key}",
+            "traceparent": f"00-{trace_id}-{parent}-01",
+        },
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    server, clients = one_trace(flushed(h, receiver))
+    assert server.trace_id == trace_id and server.parent_span_id == parent
+    sent = [r for r in h.upstream.requests if r.model == "r1"][-1]
+    assert sent.path == "/v1/responses/compact"
+    assert sent.headers["traceparent"].startswith(f"00-{trace_id}-{clients[0].span_id}-")
