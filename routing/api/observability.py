@@ -208,13 +208,18 @@ def _date_time_only(value: object) -> object:
 DateTimeQuery = Annotated[datetime | None, Blankable, BeforeValidator(_date_time_only)]
 
 
+# A text filter: no recorded value holds a NUL (names, codes and header values cannot),
+# and PostgreSQL refuses one in a query, so it is a field error rather than a 500.
+FilterText = Annotated[str, Field(max_length=500, pattern=r"^[^\x00]*$")]
+
+
 class CallsQuery(Schema):
-    group: Annotated[str | None, Blankable] = None
-    target: Annotated[str | None, Blankable] = None
+    group: Annotated[FilterText | None, Blankable] = None
+    target: Annotated[FilterText | None, Blankable] = None
     key_id: Annotated[int | None, Blankable] = None
     outcome: Annotated[Literal["ok", "failed", "aborted", "refused"] | None, Blankable] = None
-    code: Annotated[str | None, Blankable] = None
-    session: Annotated[str | None, Blankable] = None
+    code: Annotated[FilterText | None, Blankable] = None
+    session: Annotated[FilterText | None, Blankable] = None
     front_door: Annotated[
         Literal["chat", "messages", "responses", "embeddings"] | None, Blankable
     ] = None

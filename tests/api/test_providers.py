@@ -65,6 +65,11 @@ def test_invalid_providers_are_field_level_422s(api: Api) -> None:
             ["body", "timeouts", "idle_s"],
         ),
         ({"name": "p2", "base_url": "http://x.test", "models": ["a", "a"]}, ["body", "models"]),
+        # PostgreSQL cannot store a NUL: refused as a field error, not a 500 from the database
+        (
+            {"name": "p2", "base_url": "http://x.test", "models": ["a", "b\x00"]},
+            ["body", "models", 1],
+        ),
         ({"name": "p2", "base_url": "http://x.test", "apikey": "k"}, ["body", "apikey"]),
     ]
     for body, loc in cases:

@@ -78,6 +78,11 @@ def test_add_appends_and_bumps_the_group_version(auto: Api) -> None:
             ["body", "model"],
             "must be non-empty, without surrounding spaces",
         ),
+        (
+            {"provider": "p1", "model": "b\x00"},
+            ["body", "model"],
+            "must not contain control characters",
+        ),
         ({"provider": "p1", "model": "b", "position": 0}, ["body", "position"], None),
     ],
 )

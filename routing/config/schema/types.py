@@ -122,9 +122,15 @@ def _base_url(value: str) -> str:
     return value
 
 
-def _not_blank(value: str) -> str:
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _model_id(value: str) -> str:
     if not value.strip() or value != value.strip():
         raise PydanticCustomError("blank", "must be non-empty, without surrounding spaces")
+    if _CONTROL.search(value):
+        # no provider names a model with one, and PostgreSQL cannot store a NUL
+        raise PydanticCustomError("control", "must not contain control characters")
     return value
 
 
@@ -167,12 +173,13 @@ GroupName = Annotated[str, AfterValidator(_group_name)]
 PRINTABLE_ASCII_PATTERN = "^[ -~]*$"
 
 
-NOT_BLANK_PATTERN = r"^\S([\s\S]*\S)?$"
+# not blank, no surrounding spaces, no control characters (what ``_model_id`` checks)
+MODEL_ID_PATTERN = r"^[^\s\x00-\x1f\x7f-\x9f]([^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f])?$"
 ModelId = Annotated[
     str,
     Field(min_length=1, max_length=200),
-    AfterValidator(_not_blank),
-    Documented({"pattern": NOT_BLANK_PATTERN}),
+    AfterValidator(_model_id),
+    Documented({"pattern": MODEL_ID_PATTERN}),
 ]
 BaseUrl = Annotated[
     str, Field(max_length=500), AfterValidator(_base_url), Documented({"pattern": URL_PATTERN})
