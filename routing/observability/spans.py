@@ -58,6 +58,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from routing.observability.otlp_wire import FixedAttributes, SpanAttributes
+
 if TYPE_CHECKING:
     from routing.gateway.events import AttemptRecord, CallRecord
     from routing.gateway.table import TargetSpec
@@ -74,6 +76,7 @@ MODEL_MAX = 256  # a client's model string, capped (in the span name and its att
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
+NO_STATE = TraceState()
 
 _propagator = TraceContextTextMapPropagator()
 
@@ -88,6 +91,9 @@ class Tracing:
         self.resource = resource
         self.scope = InstrumentationScope("switchyard")
         self.ids = RandomIdGenerator()
+        # A new trace is always sampled: no sampler call for a call without a traceparent
+        self.roots_sampled = sampler is ALWAYS_ON or sampler is DEFAULT_ON
+        self._fixed: dict[tuple[Any, ...], FixedAttributes] = {}
         self._closed = False
         atexit.register(self.shutdown)  # export what is queued when the process ends
 
@@ -105,21 +111,25 @@ class Tracing:
         stream: bool,
         commit: str,
     ) -> CallTrace:
-        return CallTrace(
-            self,
-            headers,
-            started_ns,
-            {
-                "gen_ai.operation.name": "embeddings" if endpoint == "embeddings" else "chat",
-                "gen_ai.request.model": requested_model[:MODEL_MAX],
-                "switchyard.door": door,
-                "switchyard.group": group,
-                "switchyard.key.name": key_name,
-                "switchyard.request_id": request_id,
-                "switchyard.commit_point": commit,
-                **({"switchyard.stream": True} if stream else {}),
-            },
-        )
+        operation = "embeddings" if endpoint == "embeddings" else "chat"
+        shared = (operation, requested_model, door, group, key_name, commit, stream)
+        fixed = self._fixed.get(shared)
+        if fixed is None:
+            fixed = FixedAttributes(
+                {
+                    "gen_ai.operation.name": operation,
+                    "gen_ai.request.model": requested_model[:MODEL_MAX],
+                    "switchyard.door": door,
+                    "switchyard.group": group,
+                    "switchyard.key.name": key_name,
+                    "switchyard.commit_point": commit,
+                    **({"switchyard.stream": True} if stream else {}),
+                }
+            )
+            if len(self._fixed) >= 4096:  # clients choose the model string: stay bounded
+                self._fixed.clear()
+            self._fixed[shared] = fixed
+        return CallTrace(self, headers, started_ns, fixed, request_id)
 
     def refused(
         self, headers: Mapping[str, str] | None, started_ns: int, record: CallRecord
@@ -129,7 +139,7 @@ class Tracing:
         client's ``traceparent``; the trace id for its ledger row ("" when not sampled).
         Its reason is the refusal's code, never its message (which may quote the
         request)."""
-        call = CallTrace(self, headers, started_ns, {})
+        call = CallTrace(self, headers, started_ns, None, record.call_id)
         call.refused(record)
         return call.trace_id
 
@@ -181,7 +191,8 @@ class CallTrace:
     __slots__ = (
         "_tracing",
         "_started_ns",
-        "_attributes",
+        "_fixed",
+        "_request_id",
         "_trace_id",
         "_span_id",
         "_parent",
@@ -196,23 +207,30 @@ class CallTrace:
         tracing: Tracing,
         headers: Mapping[str, str] | None,
         started_ns: int,
-        attributes: dict[str, Any],
+        fixed: FixedAttributes | None,
+        request_id: str,
     ) -> None:
         self._tracing = tracing
         self._started_ns = started_ns
-        self._attributes = attributes
+        self._fixed = fixed
+        self._request_id = request_id
         self._attempts: list[_Attempt] = []
         self._open: _Attempt | None = None
+        self._span_id = tracing.ids.generate_span_id()
         context = _incoming(headers)
+        if context is None and tracing.roots_sampled:
+            self._parent: SpanContext | None = None
+            self._trace_id = tracing.ids.generate_trace_id()
+            self._flags, self._state = SAMPLED, NO_STATE
+            return
         parent = trace.get_current_span(context).get_span_context() if context else None
         self._parent = parent
         self._trace_id = parent.trace_id if parent else tracing.ids.generate_trace_id()
-        self._span_id = tracing.ids.generate_span_id()
         decision = tracing.sampler.should_sample(
             context, self._trace_id, "", SpanKind.SERVER, None, None, None
         )
         self._flags = SAMPLED if decision.decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED
-        self._state: TraceState = decision.trace_state or TraceState()
+        self._state = decision.trace_state or NO_STATE
 
     @property
     def sampled(self) -> bool:
@@ -269,12 +287,13 @@ class CallTrace:
                 served = attempt
             stream_end = attempt is served and record.stream
             tracing.processor.on_end(_attempt_span(tracing, call, attempt, record, stream_end, now))
-        attributes = {**self._attributes, **_call_attributes(record, served)}
+        fixed = self._fixed
+        assert fixed is not None  # a call's trace (only a refusal's has none)
+        attributes = SpanAttributes(fixed, _call_attributes(self._request_id, record, served))
         error = record.outcome.value in ERROR_OUTCOMES
-        operation = attributes["gen_ai.operation.name"]
         tracing.processor.on_end(
             ReadableSpan(
-                name=f"{operation} {attributes['gen_ai.request.model']}",
+                name=f"{fixed['gen_ai.operation.name']} {fixed['gen_ai.request.model']}",
                 context=call,
                 parent=self._parent,
                 resource=tracing.resource,
@@ -334,7 +353,7 @@ def _attempt_span(
 ) -> ReadableSpan:
     target, result = attempt.target, attempt.record
     operation = "embeddings" if record.endpoint == "embeddings" else "chat"
-    attributes = {"gen_ai.operation.name": operation, **_target_attributes(target)}
+    attributes: dict[str, Any] = {}
     events: list[Event] = []
     status = UNSET_STATUS
     if result is None:  # cancelled with the call before its record
@@ -374,7 +393,7 @@ def _attempt_span(
         ),
         parent=call,
         resource=tracing.resource,
-        attributes=attributes,
+        attributes=SpanAttributes(_target_attributes(operation, target), attributes),
         events=events,
         kind=SpanKind.CLIENT,
         status=status,
@@ -384,17 +403,18 @@ def _attempt_span(
     )
 
 
-_static: dict[tuple[str, str, str], dict[str, Any]] = {}
+_static: dict[tuple[str, str, str, str], FixedAttributes] = {}
 
 
-def _target_attributes(target: TargetSpec) -> dict[str, Any]:
+def _target_attributes(operation: str, target: TargetSpec) -> FixedAttributes:
     """The attributes an attempt on ``target`` always has (computed once per target)."""
     provider = target.provider
-    key = (target.key, provider.kind, provider.base_url)
+    key = (operation, target.key, provider.kind, provider.base_url)
     found = _static.get(key)
     if found is not None:
         return found
     attributes: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
         "gen_ai.provider.name": PROVIDER_NAMES.get(provider.kind, provider.kind),
         "gen_ai.request.model": target.model,
         "switchyard.target": target.key,
@@ -408,12 +428,15 @@ def _target_attributes(target: TargetSpec) -> dict[str, Any]:
             attributes["server.port"] = port
     if len(_static) >= 4096:  # clients may address provider/<any model>: stay bounded
         _static.clear()
-    _static[key] = attributes
-    return attributes
+    fixed = _static[key] = FixedAttributes(attributes)
+    return fixed
 
 
-def _call_attributes(record: CallRecord, served: _Attempt | None) -> dict[str, Any]:
+def _call_attributes(
+    request_id: str, record: CallRecord, served: _Attempt | None
+) -> dict[str, Any]:
     attributes: dict[str, Any] = {
+        "switchyard.request_id": request_id,
         "switchyard.outcome": record.outcome.value,
         "switchyard.attempts": len(record.attempts),
         "http.response.status_code": record.http_status,
@@ -484,7 +507,8 @@ class OnceLoggingExporter(SpanExporter):
         self.failing = False
         self._lock = threading.Lock()
         self._quiet = _Quiet()
-        logging.getLogger(type(inner).__module__).addFilter(self._quiet)
+        self._logger = logging.getLogger(_official_module(inner))
+        self._logger.addFilter(self._quiet)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -509,10 +533,19 @@ class OnceLoggingExporter(SpanExporter):
 
     def shutdown(self) -> None:
         self.inner.shutdown()
-        logging.getLogger(type(self.inner).__module__).removeFilter(self._quiet)
+        self._logger.removeFilter(self._quiet)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def _official_module(exporter: SpanExporter) -> str:
+    """The module of the official exporter class ``exporter`` is or extends (its logger
+    is where the per-batch lines come from)."""
+    for cls in type(exporter).__mro__:
+        if cls.__module__.startswith("opentelemetry.exporter."):
+            return cls.__module__
+    return type(exporter).__module__
 
 
 class _Quiet(logging.Filter):
@@ -612,15 +645,13 @@ def make_tracing(env: Mapping[str, str]) -> Tracing | None:
         endpoint = signal_endpoint or base_endpoint
         exporter = GrpcExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-            OTLPSpanExporter as HttpExporter,
-        )
+        from routing.observability.otlp_wire import WireSpanExporter
 
         if protocol != HTTP_PROTOBUF:  # http/json: a collector takes protobuf on the same path
             log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: exporting http/protobuf", protocol)
             protocol = HTTP_PROTOBUF
         endpoint = signal_endpoint or f"{base_endpoint.removesuffix('/')}/v1/traces"
-        exporter = HttpExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
+        exporter = WireSpanExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
     resource = Resource.create(
         {
             **_pairs(env.get("OTEL_RESOURCE_ATTRIBUTES")),

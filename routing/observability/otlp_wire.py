@@ -1,0 +1,277 @@
+"""The OTLP export request's protobuf bytes for the gateway's spans, written directly
+(SPEC §18, docs/tracing.md). Imported only when tracing is on.
+
+The official OTLP/HTTP exporter builds a protobuf message object per span, per attribute
+and per value (``opentelemetry.exporter.otlp.proto.common``) and then serialises them:
+about three quarters of what a traced call cost. Most of a call's attributes repeat from
+call to call (the door, the group, the key's name, a target's provider, model and
+address), so :class:`SpanEncoder` writes the wire format itself and keeps each repeating
+attribute's bytes, encoded once. :class:`WireSpanExporter` is the official exporter with
+this encoder in front of its HTTP client (endpoint, headers, timeout, compression, retries
+and its TLS settings are the exporter's own). gRPC keeps the official encoder.
+
+The bytes are those of ``opentelemetry-proto``'s ``ExportTraceServiceRequest`` with the
+fields the SDK's encoder sets, in field order: ``tests/observability/test_otlp_wire.py``
+compares them with the SDK's encoding of the same spans, byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.trace import SpanKind
+
+log = logging.getLogger("switchyard.tracing")
+
+_fixed64 = struct.Struct("<Q").pack
+_double = struct.Struct("<d").pack
+_SMALL = [bytes((n,)) for n in range(128)]
+# Span.SpanKind's numbers (opentelemetry/proto/trace/v1/trace.proto)
+_KIND = {
+    SpanKind.INTERNAL: 1,
+    SpanKind.SERVER: 2,
+    SpanKind.CLIENT: 3,
+    SpanKind.PRODUCER: 4,
+    SpanKind.CONSUMER: 5,
+}
+# Span.flags (fixed32, field 16): what the SDK's encoder sets — the "has is_remote" bit,
+# and the "is remote" bit for a span whose parent came from another process.
+_FLAGS_LOCAL = b"\x85\x01" + struct.pack("<I", 0x100)
+_FLAGS_REMOTE = b"\x85\x01" + struct.pack("<I", 0x300)
+# Attributes whose values differ on every call: encoding them once would only fill the cache.
+VARYING = frozenset(
+    {
+        "switchyard.request_id",
+        "switchyard.ttft_ms",
+        "switchyard.cost",
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+    }
+)
+CACHE_MAX = 4096  # repeating attributes kept encoded; cleared whole when full
+
+
+class FixedAttributes(dict[str, Any]):
+    """Attributes shared by many spans (a target's, a call's door, group and key): the
+    encoder writes them once and keeps the bytes on the object. Not changed once built."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, attributes: Mapping[str, Any]) -> None:
+        super().__init__(attributes)
+        self.encoded: bytes | None = None
+
+
+class SpanAttributes(Mapping[str, Any]):
+    """A span's attributes: its ``fixed`` ones, then its ``own`` (which win on a shared
+    key). A read-only mapping, as ``ReadableSpan.attributes`` is for every exporter."""
+
+    __slots__ = ("fixed", "own")
+
+    def __init__(self, fixed: FixedAttributes, own: dict[str, Any]) -> None:
+        self.fixed, self.own = fixed, own
+
+    def __getitem__(self, key: str) -> Any:
+        own = self.own
+        return own[key] if key in own else self.fixed[key]
+
+    def __iter__(self) -> Iterator[str]:
+        own = self.own
+        yield from (key for key in self.fixed if key not in own)
+        yield from own
+
+    def __len__(self) -> int:
+        return len(self.fixed) + sum(1 for key in self.own if key not in self.fixed)
+
+
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL[n] if n >= 0 else _varint(n + (1 << 64))  # int64: two's complement
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, the payload's length, the payload."""
+    return tag + _varint(len(payload)) + payload
+
+
+def _text(tag: bytes, value: str) -> bytes:
+    return _field(tag, value.encode()) if value else b""
+
+
+def _any_value(value: Any) -> bytes:
+    """An ``AnyValue``'s fields, as the SDK's ``_encode_value`` chooses them."""
+    if value is None:
+        return b""
+    if isinstance(value, bool):
+        return b"\x10\x01" if value else b"\x10\x00"
+    if isinstance(value, str):
+        return _field(b"\x0a", value.encode())
+    if isinstance(value, int):
+        return b"\x18" + _varint(value)
+    if isinstance(value, float):
+        return b"\x21" + _double(value)
+    if isinstance(value, bytes):
+        return _field(b"\x3a", value)
+    if isinstance(value, Sequence):
+        return _field(b"\x2a", b"".join(_field(b"\x0a", _any_value(v)) for v in value))
+    if isinstance(value, Mapping):
+        return _field(b"\x32", b"".join(_key_value(b"\x0a", k, v) for k, v in value.items()))
+    raise TypeError(f"an attribute of type {type(value).__name__} cannot be exported")
+
+
+_KEYS: dict[str, bytes] = {}  # an attribute name → its encoded ``key`` field
+
+
+def _key_value(tag: bytes, key: str, value: Any) -> bytes:
+    """A ``KeyValue`` as the field ``tag`` of its message."""
+    name = _KEYS.get(key)
+    if name is None:
+        if len(_KEYS) >= CACHE_MAX:
+            _KEYS.clear()
+        name = _KEYS[key] = _field(b"\x0a", key.encode())
+    value_field = _any_value(value)
+    inner = name + b"\x12" + _varint(len(value_field)) + value_field
+    return tag + _varint(len(inner)) + inner
+
+
+class SpanEncoder:
+    """``ExportTraceServiceRequest`` bytes for a batch of ``ReadableSpan``s. Used from the
+    batch processor's one export thread (not thread-safe)."""
+
+    def __init__(self) -> None:
+        self._attributes: dict[tuple[str, type, Any], bytes] = {}
+        self._heads: dict[tuple[str, SpanKind], bytes] = {}  # name and kind fields
+
+    def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
+        # Grouped as the SDK's encoder groups them: by resource, then by scope, each in
+        # the order first seen.
+        groups: dict[tuple[Any, Any], list[bytes]] = {}
+        one = self._span
+        for span in spans:
+            key = (span._resource, span._instrumentation_scope or None)
+            encoded = one(span)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = []
+            group.append(b"\x12" + _varint(len(encoded)) + encoded)
+        by_resource: dict[Any, list[bytes]] = {}
+        for (resource, scope), encoded_spans in groups.items():
+            scope_spans = self._scope(scope) + b"".join(encoded_spans) + self._schema(scope)
+            by_resource.setdefault(resource, []).append(_field(b"\x12", scope_spans))
+        out = []
+        for resource, scope_spans_list in by_resource.items():
+            body = _field(b"\x0a", self._pairs(b"\x0a", resource.attributes))
+            body += b"".join(scope_spans_list) + _text(b"\x1a", resource.schema_url)
+            out.append(_field(b"\x0a", body))
+        return b"".join(out)
+
+    def _scope(self, scope: Any) -> bytes:
+        if scope is None:
+            return b"\x0a\x00"  # the SDK's encoder sends an empty scope
+        encoded = _text(b"\x0a", scope.name) + _text(b"\x12", scope.version or "")
+        return _field(b"\x0a", encoded + self._pairs(b"\x1a", scope.attributes))
+
+    @staticmethod
+    def _schema(scope: Any) -> bytes:
+        return _text(b"\x1a", scope.schema_url) if scope is not None else b""
+
+    def _attrs(self, attributes: Mapping[str, Any] | None) -> bytes:
+        """A span's attributes (field 9)."""
+        if type(attributes) is SpanAttributes:
+            fixed, own = attributes.fixed, attributes.own
+            if own.keys().isdisjoint(fixed):  # always, as the gateway builds them
+                encoded = fixed.encoded
+                if encoded is None:
+                    encoded = fixed.encoded = self._pairs(b"\x4a", fixed)
+                return encoded + self._pairs(b"\x4a", own) if own else encoded
+            attributes = dict(attributes)
+        return self._pairs(b"\x4a", attributes) if attributes else b""
+
+    def _pairs(self, tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
+        """``KeyValue`` fields ``tag``; a repeating one's bytes come from the cache."""
+        if not attributes:
+            return b""
+        cache = self._attributes
+        parts = []
+        for key, value in attributes.items():
+            if key in VARYING or isinstance(value, list | tuple | dict):
+                parts.append(_key_value(tag, key, value))
+                continue
+            found = cache.get((key, type(value), value))
+            if found is None:
+                if len(cache) >= CACHE_MAX:
+                    cache.clear()
+                found = cache[(key, type(value), value)] = _key_value(tag, key, value)
+            parts.append(found)
+        return b"".join(parts)
+
+    def _span(self, span: ReadableSpan) -> bytes:
+        # The span's own fields, read as given (``attributes``, ``events`` and the other
+        # properties copy or wrap them on every read); the byte-for-byte test holds this
+        # to the pinned SDK.
+        context, parent = span._context, span._parent
+        assert context is not None  # every span the gateway builds has its context
+        out = b"\x0a\x10" + context.trace_id.to_bytes(16, "big")
+        out += b"\x12\x08" + context.span_id.to_bytes(8, "big")
+        state = context.trace_state
+        if state:
+            out += _text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items()))
+        if parent is not None:
+            out += b"\x22\x08" + parent.span_id.to_bytes(8, "big")
+        head = self._heads.get((span._name, span._kind))
+        if head is None:
+            if len(self._heads) >= CACHE_MAX:
+                self._heads.clear()
+            head = _text(b"\x2a", span._name) + b"\x30" + _SMALL[_KIND[span._kind]]
+            self._heads[(span._name, span._kind)] = head
+        out += head
+        if span._start_time:
+            out += b"\x39" + _fixed64(span._start_time)
+        if span._end_time:
+            out += b"\x41" + _fixed64(span._end_time)
+        out += self._attrs(span._attributes)
+        for event in span._events:
+            encoded = b"\x09" + _fixed64(event.timestamp) + _text(b"\x12", event.name)
+            out += _field(b"\x5a", encoded + self._pairs(b"\x1a", event.attributes))
+        status = span._status  # always sent, as the SDK's encoder does (empty when unset)
+        code = status.status_code.value
+        if code or status.description:
+            encoded = _text(b"\x12", status.description or "")
+            out += _field(b"\x7a", encoded + (b"\x18" + _SMALL[code] if code else b""))
+        else:
+            out += b"\x7a\x00"
+        return out + (_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
+
+
+class WireSpanExporter(OTLPSpanExporter):
+    """The official OTLP/HTTP span exporter, its request body written by
+    :class:`SpanEncoder` instead of through protobuf message objects. What it sends
+    (endpoint, headers, compression, timeout, retries) is the exporter's own HTTP
+    client's doing, as configured by the exporter's constructor and the environment."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._encoder = SpanEncoder()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        try:
+            data = self._encoder.encode(spans)
+        except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped
+            log.error("could not encode %d spans for export: %r", len(spans), exc)
+            return SpanExportResult.FAILURE
+        result = self._client.export(data)
+        return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
