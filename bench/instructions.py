@@ -111,6 +111,11 @@ def drive(key: str, calls: int, secret: str) -> None:
 
     asyncio.run(run())
     writer.flush(30)
+    from routing.gateway.runtime import get_runtime
+
+    tracing = get_runtime().tracing
+    if tracing is not None:  # ``--otlp``: the spans' encoding and export are counted too
+        tracing.force_flush()
 
 
 def count(
@@ -126,9 +131,10 @@ def count(
     )
 
 
-def measure(keys: list[str], calls: int) -> dict[str, float]:
+def measure(keys: list[str], calls: int, otlp: bool = False) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="switchyard-instructions-"))
     upstream = Upstream(work)
+    sink = None
     try:
         prepared = prepare(repo=ROOT, work=work, upstream_port=upstream.port, stub=False)
         env = {
@@ -136,6 +142,11 @@ def measure(keys: list[str], calls: int) -> dict[str, float]:
             "PYTHONHASHSEED": "0",
             "DJANGO_SETTINGS_MODULE": "router_project.settings",
         }
+        if otlp:
+            from bench.otlp_sink import OTLPSink
+
+            sink = OTLPSink()
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.endpoint
         per_call: dict[str, float] = {}
         for key in keys:
             scenario = SCENARIOS[key]
@@ -152,6 +163,8 @@ def measure(keys: list[str], calls: int) -> dict[str, float]:
             print(f"  {key}: {per_call[key] / 1e6:.3f} M instructions per call", file=sys.stderr)
         return per_call
     finally:
+        if sink is not None:
+            sink.stop()
         upstream.stop()
         shutil.rmtree(work, ignore_errors=True)
 
@@ -179,6 +192,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--calls", type=int, default=200, help="counted calls per scenario")
     parser.add_argument(
+        "--otlp",
+        action="store_true",
+        help="tracing on, exporting to a loopback collector that discards (docs/tracing.md)",
+    )
+    parser.add_argument(
         "--drive", nargs=3, metavar=("KEY", "CALLS", "SECRET"), help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -192,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [k for k in keys if k not in COUNTABLE]
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}")
-    print(report(measure(keys, args.calls)))
+    print(report(measure(keys, args.calls, otlp=args.otlp)))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -23,18 +24,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM, CALLS = 100, 600
+ROUNDS = 3
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
-def replay(endpoint: str, calls: int, sampler: str) -> float:
+def replay(endpoint: str, calls: int, sampler: str, traced: bool = True) -> float:
     """``calls`` traced calls after ``WARM``; returns the CPU seconds of the counted ones
-    (this process: request path and the export thread)."""
+    (this process: request path and the export thread). Untraced, only the records a
+    call makes anyway: the baseline subtracted from the traced figure. The collector is
+    set as the gateway sets it (``tune_garbage_collection``)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "router_project.settings")
     import django
 
     django.setup()
     from routing.engine.algorithms import Candidate
     from routing.gateway.events import AttemptRecord, CallRecord
+    from routing.gateway.limits import tune_garbage_collection
     from routing.gateway.table import ProviderSpec, TargetSpec
     from routing.observability.tracing import build_tracing
     from routing.upstream.openai import Timeouts
@@ -43,6 +48,7 @@ def replay(endpoint: str, calls: int, sampler: str) -> float:
         {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_TRACES_SAMPLER": sampler}
     )
     assert tracing is not None
+    tune_garbage_collection()
     provider = ProviderSpec(
         name="p1",
         kind="openai",
@@ -53,6 +59,23 @@ def replay(endpoint: str, calls: int, sampler: str) -> float:
         version=1,
     )
     target = TargetSpec(Candidate("p1/fast", "p1", "fast", 0), provider, "fast", None)
+
+    def records() -> None:
+        attempt = AttemptRecord(target="p1/fast", try_number=1, ok=True, elapsed_ms=0.3)
+        CallRecord(
+            call_id="0123456789abcdef0123456789abcdef",
+            group="bench",
+            session=None,
+            stream=False,
+            started_at=time.time(),
+            served_by="p1/fast",
+            usage={"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
+            attempts=[attempt],
+            elapsed_ms=0.6,
+            ttft_ms=0.5,
+            key_name="bench",
+            trace_id="",
+        )
 
     def one() -> None:
         trace = tracing.start_call(
@@ -87,12 +110,13 @@ def replay(endpoint: str, calls: int, sampler: str) -> float:
         )
         trace.finish(record)
 
+    call = one if traced else records
     for _ in range(WARM):
-        one()
+        call()
     tracing.force_flush()
     started = time.process_time()
     for n in range(calls):
-        one()
+        call()
         if n % 256 == 255:  # the processor's batch: exports as the gateway's would
             tracing.force_flush()
     tracing.force_flush()
@@ -111,10 +135,11 @@ def main() -> int:
         "call still costs: ids and the traceparent header)",
     )
     parser.add_argument("--replay", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--untraced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--endpoint", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.replay is not None:
-        spent = replay(args.endpoint, args.replay, args.sampler)
+        spent = replay(args.endpoint, args.replay, args.sampler, traced=not args.untraced)
         print(f"cpu_s {spent:.6f}")
         return 0
     sink = subprocess.Popen(
@@ -125,15 +150,28 @@ def main() -> int:
         endpoint = sink.stdout.readline().strip()
         me = [sys.executable, "-m", "bench.tracing_cost", "--endpoint", endpoint]
         me += ["--sampler", args.sampler]
-        timed = subprocess.run(
-            [*me, "--replay", str(args.calls)], cwd=ROOT, capture_output=True, text=True
+        cpu = []
+        for _ in range(ROUNDS):  # alternated, so the machine's drift hits both alike
+            for flag in ([], ["--untraced"]):
+                timed = subprocess.run(
+                    [*me, "--replay", str(args.calls), *flag],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                )
+                cpu.append(float(timed.stdout.split()[-1]) / args.calls * 1e6)
+        traced = statistics.median(cpu[0::2])
+        base = statistics.median(cpu[1::2])
+        print(
+            f"CPU (process time, this machine now, median of {ROUNDS}): "
+            f"{traced - base:.1f} us per traced call ({traced:.1f} with the call's own "
+            f"records, {base:.1f} without tracing)"
         )
-        cpu = float(timed.stdout.split()[-1]) / args.calls * 1e6
-        print(f"CPU (process time, this machine now): {cpu:.1f} us per traced call")
         if not shutil.which("valgrind"):
             print("valgrind not installed: no instruction count")
             return 0
         counts = []
+        cases = [(n, flag) for flag in ([], ["--untraced"]) for n in (0, args.calls)]
         runs = [
             subprocess.Popen(
                 [
@@ -143,13 +181,14 @@ def main() -> int:
                     *me,
                     "--replay",
                     str(n),
+                    *flag,
                 ],
                 cwd=ROOT,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
             )  # fmt: skip
-            for n in (0, args.calls)
+            for n, flag in cases
         ]
         for run in runs:
             _, err = run.communicate()
@@ -158,7 +197,7 @@ def main() -> int:
                 print(f"valgrind failed: {err[-500:]}")
                 return 1
             counts.append(int(found[-1]))
-        per_call = (counts[1] - counts[0]) / args.calls
+        per_call = ((counts[1] - counts[0]) - (counts[3] - counts[2])) / args.calls
         print(
             f"instructions: {per_call / 1000:.1f} K per traced call "
             f"(a whole call through the chat door: about 3 700 K, bench.instructions)"
