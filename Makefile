@@ -48,8 +48,8 @@ run: install
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing chromium for the browser tests"; \
-		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-		else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi; }
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; \
+		else sudo apt-get update -qq -o DPkg::Lock::Timeout=600 && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; fi; }
 
 # The real agents the suite drives (tests/agents): pinned, installed once per machine into a
 # cache outside the clone (~650 MB), so every fresh clone's `make test` reuses the install.
