@@ -6,6 +6,7 @@ a client key, with query and path parameters of the wrong type, and without a bo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -59,6 +60,15 @@ def _kind(schema: dict[str, Any]) -> str | None:
     return None
 
 
+def _violating(schema: dict[str, Any]) -> str:
+    """A query value (URL-encoded) that the parameter's documented pattern refuses."""
+    patterns = [o["pattern"] for o in schema.get("anyOf", [schema]) if "pattern" in o]
+    for raw, value in (("bad prefix!", "bad prefix!"), ("a%00b", "a\x00b")):
+        if not any(re.search(pattern, value) for pattern in patterns):
+            return raw
+    raise AssertionError(f"no wrong value for the patterns {patterns}")
+
+
 @pytest.fixture
 def seeded(api: Api) -> Api:
     api.provider("p1", models=["a"])
@@ -98,7 +108,10 @@ def test_every_status_an_operation_answers_is_documented(seeded: Api) -> None:
         for parameter in operation.get("parameters", []):
             kind = _kind(parameter.get("schema", {}))
             if parameter["in"] == "query" and kind is not None:
-                bad = api.call(method, f"{path}?{parameter['name']}={WRONG_QUERY[kind]}")
+                wrong = (
+                    _violating(parameter["schema"]) if kind == "pattern" else WRONG_QUERY[kind]
+                )
+                bad = api.call(method, f"{path}?{parameter['name']}={wrong}")
                 assert bad.status_code == 422, (method, template, parameter["name"])
                 check(method, template, operation, bad)
             if parameter["in"] == "path" and kind == "integer":

@@ -62,8 +62,16 @@ def test_a_key_gets_limits_on_the_page_and_bad_ones_change_nothing(
     assert secret is not None
     agent = openai.OpenAI(base_url=h.gateway.base_url, api_key=secret.group(1), max_retries=0)
     agent.chat.completions.create(model="free", messages=MESSAGES)
-    with pytest.raises(openai.RateLimitError):
-        agent.chat.completions.create(model="free", messages=MESSAGES)
+    # rpm counts calendar minutes (docs/limits.md): two calls may straddle a minute's end
+    # on a busy machine, so the refusal comes by the third call at the latest
+    refused = 0
+    for _ in range(2):
+        try:
+            agent.chat.completions.create(model="free", messages=MESSAGES)
+        except openai.RateLimitError:
+            refused += 1
+            break
+    assert refused == 1
 
     unknown = client.post(f"/keys/{key.pk}/limits/", {"limits": "burst=3"}, **HTMX)
     assert unknown.status_code == 422 and "limits.burst: unknown limit" in unknown.content.decode()
