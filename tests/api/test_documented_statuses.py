@@ -108,9 +108,7 @@ def test_every_status_an_operation_answers_is_documented(seeded: Api) -> None:
         for parameter in operation.get("parameters", []):
             kind = _kind(parameter.get("schema", {}))
             if parameter["in"] == "query" and kind is not None:
-                wrong = (
-                    _violating(parameter["schema"]) if kind == "pattern" else WRONG_QUERY[kind]
-                )
+                wrong = _violating(parameter["schema"]) if kind == "pattern" else WRONG_QUERY[kind]
                 bad = api.call(method, f"{path}?{parameter['name']}={wrong}")
                 assert bad.status_code == 422, (method, template, parameter["name"])
                 check(method, template, operation, bad)
