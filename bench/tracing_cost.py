@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,9 +61,10 @@ def replay(endpoint: str, calls: int, sampler: str, traced: bool = True) -> floa
     )
     target = TargetSpec(Candidate("p1/fast", "p1", "fast", 0), provider, "fast", None)
 
-    def records() -> None:
+    def records() -> tuple[AttemptRecord, CallRecord]:
+        """What a call records whether traced or not (the untraced baseline)."""
         attempt = AttemptRecord(target="p1/fast", try_number=1, ok=True, elapsed_ms=0.3)
-        CallRecord(
+        record = CallRecord(
             call_id="0123456789abcdef0123456789abcdef",
             group="bench",
             session=None,
@@ -74,8 +76,8 @@ def replay(endpoint: str, calls: int, sampler: str, traced: bool = True) -> floa
             elapsed_ms=0.6,
             ttft_ms=0.5,
             key_name="bench",
-            trace_id="",
         )
+        return attempt, record
 
     def one() -> None:
         trace = tracing.start_call(
@@ -91,26 +93,13 @@ def replay(endpoint: str, calls: int, sampler: str, traced: bool = True) -> floa
             commit="first-content",
         )
         trace.attempt_started(target, 1, False, None)
-        attempt = AttemptRecord(target="p1/fast", try_number=1, ok=True, elapsed_ms=0.3)
+        attempt, record = records()
         trace.attempt_ended(target, attempt)
         trace.committed(0.0003)
-        record = CallRecord(
-            call_id="0123456789abcdef0123456789abcdef",
-            group="bench",
-            session=None,
-            stream=False,
-            started_at=time.time(),
-            served_by="p1/fast",
-            usage={"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
-            attempts=[attempt],
-            elapsed_ms=0.6,
-            ttft_ms=0.5,
-            key_name="bench",
-            trace_id=trace.trace_id,
-        )
+        record.trace_id = trace.trace_id
         trace.finish(record)
 
-    call = one if traced else records
+    call: Callable[[], object] = one if traced else records
     for _ in range(WARM):
         call()
     tracing.force_flush()
