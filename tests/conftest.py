@@ -202,17 +202,18 @@ def live_gateway(django_db_setup: None, django_db_blocker: object) -> Iterator[L
     _close_other_threads_connections(django_db_blocker)
 
 
-def settle_calls(runtime: object, timeout: float = 10.0) -> None:
+def settle_calls(runtime: object, timeout: float = 10.0) -> bool:
     """Wait until every call the gateway began has finished, then until its records are
-    written. A stream's call record is published as its relay closes, just after the
-    client read the last byte: flushing before that would let the writer insert while
-    pytest-django truncates the tables (a deadlock on PostgreSQL)."""
+    written (False if the writer did not settle in time). A stream's call record is
+    published as its relay closes, just after the client read the last byte: flushing
+    before that would read no record yet, or let the writer insert while pytest-django
+    truncates the tables (a deadlock on PostgreSQL)."""
     from routing.audit import writer
 
     deadline = time.monotonic() + timeout
     while runtime.calls_open > 0 and time.monotonic() < deadline:  # type: ignore[attr-defined]
         threading.Event().wait(0.01)
-    writer.flush(timeout)
+    return writer.flush(timeout)
 
 
 def _close_other_threads_connections(django_db_blocker) -> None:  # type: ignore[no-untyped-def]
