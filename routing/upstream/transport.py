@@ -110,7 +110,14 @@ class Pool:
         self, url: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> UpstreamResponse:
         """POST and return once the response headers arrived (the body unread)."""
-        request = self._client.build_request("POST", self._url(url), content=body, headers=headers)
+        request = self._client.build_request("POST", self._url(url), content=body)
+        if headers:
+            # Set one by one on the request's copy of the client's headers, each
+            # replacing the client's of that name as a merge would: handed to
+            # build_request, httpx builds and merges another header set per request.
+            on_request = request.headers
+            for name, value in headers.items():
+                on_request[name] = value
         try:
             response = await self._client.send(request, stream=True)
         except NETWORK_ERRORS as exc:
