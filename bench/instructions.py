@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from bench import procs
 from bench.children import Upstream
 from bench.gateway import prepare
 from bench.loadgen import ENDPOINTS
@@ -71,8 +75,34 @@ def request_body(key: str) -> bytes:
     return orjson.dumps(body)
 
 
-def drive(key: str, calls: int, secret: str) -> None:
-    """In the measured process: Django set up, ``calls`` calls through the application."""
+def quiet() -> None:
+    """Slow the gateway's timed background work to a crawl. The audit writer drains by
+    size or every 0.2 s, the configuration watcher reads the database every second and
+    the health checker wakes on its own clock: under valgrind (~50x slower) those timers
+    fire per few calls instead of per hundreds, so the count would depend on how slow the
+    calls ran — with tracing on, the audit's batches came out smaller and its INSERTs
+    more. Quiet, the writer drains by size (and at the end), as a busy gateway's does."""
+    from routing.audit import writer
+    from routing.gateway import sync
+    from routing.gateway.runtime import get_runtime
+
+    writer.get_writer().interval_s = 3600.0
+    watcher = sync._watcher
+    if watcher is not None:
+        watcher.interval_s = 3600.0
+    runtime = get_runtime()
+    runtime.background_checks = False
+    if runtime._checker is not None:
+        runtime._checker.cancel()
+
+
+def drive(key: str, calls: int, secret: str, blocks: int | None = None) -> None:
+    """In the measured process: Django set up, ``calls`` calls through the application.
+
+    With ``blocks`` (tracing on in the environment), ``blocks`` pairs of ``calls`` calls
+    instead, one block of each pair traced and the other not (the runtime's tracing set
+    aside), in ABBA order; prints each block's CPU time per call (every thread's: the
+    audit's writes and the spans' export are flushed at the block's end, inside it)."""
     import django
 
     django.setup()
@@ -80,6 +110,7 @@ def drive(key: str, calls: int, secret: str) -> None:
 
     app: Any = application  # driven with plain dicts, as a server would
     from routing.audit import writer
+    from routing.gateway.runtime import get_runtime
 
     path = "/v1" + ENDPOINTS[SCENARIOS[key].door]
     body = request_body(key)
@@ -106,13 +137,37 @@ def drive(key: str, calls: int, secret: str) -> None:
             raise SystemExit(f"scenario {key}: the gateway answered {statuses}")
 
     async def run() -> None:
-        for _ in range(calls):
+        await one()  # starts the background work that quiet() then slows down
+        quiet()
+        for _ in range(calls - 1):
             await one()
 
+    async def toggled(pairs: int) -> None:
+        await one()
+        quiet()
+        runtime = get_runtime()
+        tracing = runtime.tracing
+        if tracing is None:
+            raise SystemExit("--cpu needs tracing on (OTEL_EXPORTER_OTLP_ENDPOINT)")
+        for _ in range(WARM):
+            await one()
+        for pair in range(pairs):
+            order = (True, False) if pair % 2 == 0 else (False, True)
+            for traced in order:
+                runtime.tracing = tracing if traced else None
+                started = time.process_time()
+                for _ in range(calls):
+                    await one()
+                writer.flush(30)
+                tracing.force_flush()
+                spent = time.process_time() - started
+                print(f"{'traced' if traced else 'untraced'} {spent / calls * 1e6:.2f}")
+
+    if blocks:
+        asyncio.run(toggled(blocks))
+        return
     asyncio.run(run())
     writer.flush(30)
-    from routing.gateway.runtime import get_runtime
-
     tracing = get_runtime().tracing
     if tracing is not None:  # ``--otlp``: the spans' encoding and export are counted too
         tracing.force_flush()
@@ -131,7 +186,9 @@ def count(
     )
 
 
-def measure(keys: list[str], calls: int, otlp: bool = False) -> dict[str, float]:
+def measure(
+    keys: list[str], calls: int, otlp: bool = False, keep: Path | None = None
+) -> dict[str, float]:
     work = Path(tempfile.mkdtemp(prefix="switchyard-instructions-"))
     upstream = Upstream(work)
     sink = None
@@ -147,6 +204,9 @@ def measure(keys: list[str], calls: int, otlp: bool = False) -> dict[str, float]
 
             sink = OTLPSink()
             env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.endpoint
+            # Exported by size (512 spans), as a busy gateway's are, not every 5 s of
+            # valgrind's slow time (a few calls per export); the rest at the end.
+            env["OTEL_BSP_SCHEDULE_DELAY"] = "3600000"
         per_call: dict[str, float] = {}
         for key in keys:
             scenario = SCENARIOS[key]
@@ -166,7 +226,91 @@ def measure(keys: list[str], calls: int, otlp: bool = False) -> dict[str, float]
         if sink is not None:
             sink.stop()
         upstream.stop()
+        if keep is not None:  # the profiles, for callgrind_annotate
+            keep.mkdir(parents=True, exist_ok=True)
+            for profile in work.glob("callgrind.*"):
+                shutil.copy(profile, keep / profile.name)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, float]]:
+    """CPU time per call, untraced and traced, measured in one process whose calls are
+    traced in every other block of ``calls`` (``drive``): blocks seconds apart, so the
+    machine's drift (up to 2x within minutes on a shared VM) hits both alike. Medians in
+    microseconds, and the median of the pairs' differences (``delta``). Not instructions:
+    what the CPU spent, cache misses and the kernel's share (the export's sends) included."""
+    from bench.otlp_sink import OTLPSink
+
+    work = Path(tempfile.mkdtemp(prefix="switchyard-cpu-"))
+    mine, others = procs.plan_cpus()  # the measured process on a core of its own
+    upstream = Upstream(work)
+    procs.pin(upstream.proc.pid, others)
+    before = os.sched_getaffinity(0)
+    procs.pin(os.getpid(), others)  # the sink's thread too (until the end)
+    sink = OTLPSink()
+    try:
+        prepared = prepare(repo=ROOT, work=work, upstream_port=upstream.port, stub=False)
+        env = {
+            **prepared.env,
+            "DJANGO_SETTINGS_MODULE": "router_project.settings",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # by size, and at each block's end
+        }
+        out: dict[str, dict[str, float]] = {}
+        for key in keys:
+            upstream.configure(chunks=SCENARIOS[key].chunks, delay_ms=0.0)
+            command = [
+                sys.executable, "-m", "bench.instructions", "--drive", key, str(calls),
+                prepared.secret, str(pairs),
+            ]  # fmt: skip
+            done = subprocess.run(
+                command,
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                preexec_fn=(lambda: procs.pin(0, mine)) if mine else None,
+            )
+            seen: dict[str, list[float]] = {"traced": [], "untraced": []}
+            for label, value in re.findall(r"^(traced|untraced) ([\d.]+)$", done.stdout, re.M):
+                seen[label].append(float(value))
+            if done.returncode != 0 or len(seen["traced"]) != pairs:
+                raise SystemExit(f"scenario {key}: the timed run failed:\n{done.stderr[-2000:]}")
+            deltas = [t - u for t, u in zip(seen["traced"], seen["untraced"], strict=True)]
+            out[key] = {
+                "untraced": statistics.median(seen["untraced"]),
+                "traced": statistics.median(seen["traced"]),
+                "delta": statistics.median(deltas),
+                "low": sorted(deltas)[len(deltas) // 4],
+                "high": sorted(deltas)[(3 * len(deltas)) // 4],
+                "exports": sink.exports,  # so far: the traced blocks' spans reached the sink
+            }
+            print(
+                f"  {key}: {out[key]['untraced']:.1f} -> {out[key]['traced']:.1f} us CPU per "
+                f"call; pairs' deltas {', '.join(f'{d:+.1f}' for d in deltas)}",
+                file=sys.stderr,
+            )
+        return out
+    finally:
+        sink.stop()
+        upstream.stop()
+        procs.pin(os.getpid(), before)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def report_cpu(found: dict[str, dict[str, float]], pairs: int, calls: int) -> str:
+    lines = [
+        f"| scen | what | untraced µs CPU per call | traced | tracing's cost: median of "
+        f"{pairs} pairs of {calls}-call blocks (middle half) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for key, row in found.items():
+        lines.append(
+            f"| {key} | {SCENARIOS[key].title} | {row['untraced']:.1f} | {row['traced']:.1f} "
+            f"| {row['delta']:+.1f} µs ({row['low']:+.1f} … {row['high']:+.1f}) |"
+        )
+    return "\n".join(lines)
 
 
 def report(per_call: dict[str, float]) -> str:
@@ -197,20 +341,36 @@ def main(argv: list[str] | None = None) -> None:
         help="tracing on, exporting to a loopback collector that discards (docs/tracing.md)",
     )
     parser.add_argument(
-        "--drive", nargs=3, metavar=("KEY", "CALLS", "SECRET"), help=argparse.SUPPRESS
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="keep the callgrind profiles there (callgrind_annotate reads them)",
+    )
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        metavar="PAIRS",
+        help="no valgrind: CPU time per call untraced and traced (to a loopback collector), "
+        "in one process, PAIRS pairs of --calls-call blocks per scenario",
+    )
+    parser.add_argument(
+        "--drive", nargs="+", metavar="KEY CALLS SECRET [TIMED_FROM]", help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
     if args.drive:
-        key, calls, secret = args.drive
-        drive(key, int(calls), secret)
+        key, calls, secret, *blocks = args.drive
+        drive(key, int(calls), secret, int(blocks[0]) if blocks else None)
         return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench.instructions needs valgrind (apt-get install valgrind)")
     keys = [k.strip() for k in args.scenarios.split(",") if k.strip()]
     unknown = [k for k in keys if k not in COUNTABLE]
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}")
-    print(report(measure(keys, args.calls, otlp=args.otlp)))
+    if args.cpu:
+        print(report_cpu(measure_cpu(keys, args.calls, args.cpu), args.cpu, args.calls))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench.instructions needs valgrind (apt-get install valgrind)")
+    print(report(measure(keys, args.calls, otlp=args.otlp, keep=args.keep)))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ machine"): what they group, send and divide is checked here; their figures come 
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
@@ -99,3 +100,23 @@ def test_the_scale_out_report_gives_the_measured_and_the_cpu_accounted_scaling()
     assert "1.50x req/s measured" in line
     assert "1.88x CPU-accounted (2 x 1.50 / 1.60 ms per call" in line
     assert output._scaling("b", [row("through", 200, 1.0)]) is None
+
+
+def test_the_cpu_report_gives_the_median_pair_and_the_middle_half() -> None:
+    row = {"untraced": 1000.0, "traced": 1040.0, "delta": 38.5, "low": -12.0, "high": 90.25}
+    table = instructions.report_cpu({"a": row}, pairs=8, calls=500).splitlines()
+    assert "median of 8 pairs of 500-call blocks" in table[0]
+    assert table[2].endswith("| 1000.0 | 1040.0 | +38.5 µs (-12.0 … +90.2) |")
+
+
+def test_the_cpu_comparison_runs_traced_and_untraced_blocks_in_one_gateway() -> None:
+    """``--cpu``: a real gateway process against the bench upstream, tracing to the
+    discarding sink every other block; each pair gives both figures."""
+    cpus = os.sched_getaffinity(0)
+    found = instructions.measure_cpu(["a"], calls=3, pairs=2)
+    assert os.sched_getaffinity(0) == cpus  # the caller's cores given back
+    assert set(found) == {"a"}
+    row = found["a"]
+    assert row["untraced"] > 0 and row["traced"] > 0
+    assert row["low"] <= row["delta"] <= row["high"]
+    assert row["exports"] >= 2  # each traced block flushed its spans to the collector
