@@ -189,7 +189,7 @@ def main() -> int:
         per_call = ((counts[1] - counts[0]) - (counts[3] - counts[2])) / args.calls
         print(
             f"instructions: {per_call / 1000:.1f} K per traced call "
-            f"(a whole call through the chat door: about 3 700 K, bench.instructions)"
+            f"(a whole call through the chat door: about 3 200 K, bench.instructions)"
         )
     finally:
         sink.terminate()

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, TraceState
 
 log = logging.getLogger("switchyard.tracing")
 
@@ -88,6 +90,45 @@ class SpanAttributes(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.fixed) + sum(1 for key in self.own if key not in self.fixed)
+
+
+class SpanParts(NamedTuple):
+    """One span's fields as the encoder writes them: what a ``ReadableSpan`` carries, or
+    what the gateway's spans are built from on the export thread
+    (``routing.observability.spans.CallTrace.parts``) without a ``ReadableSpan``."""
+
+    trace_id: int
+    span_id: int
+    trace_state: TraceState | None
+    parent: SpanContext | None
+    name: str
+    kind: SpanKind
+    start_time: int | None
+    end_time: int | None
+    attributes: Mapping[str, Any] | None
+    events: Sequence[Event]
+    status: Status
+
+    @classmethod
+    def of(cls, span: ReadableSpan) -> SpanParts:
+        # The span's own fields, read as given (``attributes``, ``events`` and the other
+        # properties copy or wrap them on every read); the byte-for-byte test holds this
+        # to the pinned SDK.
+        context = span._context
+        assert context is not None  # every span the gateway exports has its context
+        return cls(
+            context.trace_id,
+            context.span_id,
+            context.trace_state,
+            span._parent,
+            span._name,
+            span._kind,
+            span._start_time,
+            span._end_time,
+            span._attributes,
+            span._events,
+            span._status,
+        )
 
 
 def _varint(n: int) -> bytes:
@@ -155,13 +196,25 @@ class SpanEncoder:
         self._heads: dict[tuple[str, SpanKind], bytes] = {}  # name and kind fields
 
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
-        # Grouped as the SDK's encoder groups them: by resource, then by scope, each in
-        # the order first seen.
+        """The request for ``spans``, grouped as the SDK's encoder groups them: by
+        resource, then by scope, each in the order first seen."""
+        return self._request(
+            ((span._resource, span._instrumentation_scope or None), SpanParts.of(span))
+            for span in spans
+        )
+
+    def encode_parts(
+        self, resource: Resource, scope: InstrumentationScope | None, spans: Iterable[SpanParts]
+    ) -> bytes:
+        """The request for spans of one resource and scope, given as their parts."""
+        key = (resource, scope or None)
+        return self._request((key, parts) for parts in spans)
+
+    def _request(self, spans: Iterable[tuple[tuple[Any, Any], SpanParts]]) -> bytes:
         groups: dict[tuple[Any, Any], list[bytes]] = {}
         one = self._span
-        for span in spans:
-            key = (span._resource, span._instrumentation_scope or None)
-            encoded = one(span)
+        for key, parts in spans:
+            encoded = one(parts)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
@@ -217,35 +270,31 @@ class SpanEncoder:
             parts.append(found)
         return b"".join(parts)
 
-    def _span(self, span: ReadableSpan) -> bytes:
-        # The span's own fields, read as given (``attributes``, ``events`` and the other
-        # properties copy or wrap them on every read); the byte-for-byte test holds this
-        # to the pinned SDK.
-        context, parent = span._context, span._parent
-        assert context is not None  # every span the gateway builds has its context
-        out = b"\x0a\x10" + context.trace_id.to_bytes(16, "big")
-        out += b"\x12\x08" + context.span_id.to_bytes(8, "big")
-        state = context.trace_state
+    def _span(self, span: SpanParts) -> bytes:
+        parent = span.parent
+        out = b"\x0a\x10" + span.trace_id.to_bytes(16, "big")
+        out += b"\x12\x08" + span.span_id.to_bytes(8, "big")
+        state = span.trace_state
         if state:
             out += _text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items()))
         if parent is not None:
             out += b"\x22\x08" + parent.span_id.to_bytes(8, "big")
-        head = self._heads.get((span._name, span._kind))
+        head = self._heads.get((span.name, span.kind))
         if head is None:
             if len(self._heads) >= CACHE_MAX:
                 self._heads.clear()
-            head = _text(b"\x2a", span._name) + b"\x30" + _SMALL[_KIND[span._kind]]
-            self._heads[(span._name, span._kind)] = head
+            head = _text(b"\x2a", span.name) + b"\x30" + _SMALL[_KIND[span.kind]]
+            self._heads[(span.name, span.kind)] = head
         out += head
-        if span._start_time:
-            out += b"\x39" + _fixed64(span._start_time)
-        if span._end_time:
-            out += b"\x41" + _fixed64(span._end_time)
-        out += self._attrs(span._attributes)
-        for event in span._events:
+        if span.start_time:
+            out += b"\x39" + _fixed64(span.start_time)
+        if span.end_time:
+            out += b"\x41" + _fixed64(span.end_time)
+        out += self._attrs(span.attributes)
+        for event in span.events:
             encoded = b"\x09" + _fixed64(event.timestamp) + _text(b"\x12", event.name)
             out += _field(b"\x5a", encoded + self._pairs(b"\x1a", event.attributes))
-        status = span._status  # always sent, as the SDK's encoder does (empty when unset)
+        status = span.status  # always sent, as the SDK's encoder does (empty when unset)
         code = status.status_code.value
         if code or status.description:
             encoded = _text(b"\x12", status.description or "")
@@ -273,5 +322,21 @@ class WireSpanExporter(OTLPSpanExporter):
         except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped
             log.error("could not encode %d spans for export: %r", len(spans), exc)
             return SpanExportResult.FAILURE
+        return self._send(data)
+
+    def export_parts(
+        self, resource: Resource, scope: InstrumentationScope | None, spans: Iterable[SpanParts]
+    ) -> SpanExportResult:
+        """Export spans given as their parts (``SpanEncoder.encode_parts``)."""
+        if self._shutdown:
+            return SpanExportResult.FAILURE
+        try:
+            data = self._encoder.encode_parts(resource, scope, spans)
+        except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped
+            log.error("could not encode spans for export: %r", exc)
+            return SpanExportResult.FAILURE
+        return self._send(data)
+
+    def _send(self, data: bytes) -> SpanExportResult:
         result = self._client.export(data)
         return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE

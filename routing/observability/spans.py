@@ -10,18 +10,20 @@ A call is one trace::
       ├─ CLIENT  chat <concrete model>           attempt 1 (its own traceparent upstream)
       └─ CLIENT  chat <concrete model>           attempt 2 ...
 
-**Record now, build at the end.** On the request path a call only draws ids, reads the
-clock and formats each attempt's ``traceparent`` (the attempt's span id, sent upstream
-before the span exists). When the call finishes, its spans are built as the SDK's
-``ReadableSpan`` with those ids and real start and end times, and handed to the
-``BatchSpanProcessor``, which encodes and sends them on its own thread. Building them
-through ``Tracer.start_span`` instead validated every attribute through the SDK's generic
-checks and cost about twice as much on the request path (profiled in process). Ending
-them at the call's end is needed anyway: a failed attempt learns only later whether the
-call retried or switched after it, and a streamed answer's attempt lasts until the stream
-ends. ``ReadableSpan`` is the SDK's public span data type, and the one place it is built
-is here; ``tests/observability/test_tracing.py`` decodes what the exporter sent with
-``opentelemetry-proto`` against the pinned SDK version.
+**Record now, build on the export thread.** On the request path a call only draws ids,
+reads the clock and formats each attempt's ``traceparent`` (the attempt's span id, sent
+upstream before the span exists); when it finishes, the finished ``CallTrace`` itself is
+handed to the ``BatchSpanProcessor`` — one item per call, whatever its attempts. Its spans
+are made on the processor's export thread, with those ids and real start and end times:
+as :class:`SpanParts` written straight into the OTLP request
+(``routing.observability.otlp_wire``), or as the SDK's ``ReadableSpan`` for any other
+exporter (gRPC). Building ``ReadableSpan``s at the call's end cost the request path about
+as much as the rest of tracing together; through ``Tracer.start_span``, twice that again
+(the SDK's generic attribute checks). Ending the spans at the call's end is needed anyway:
+a failed attempt learns only later whether the call retried or switched after it, and a
+streamed answer's attempt lasts until the stream ends. ``tests/observability/
+test_tracing.py`` decodes what the exporter sent with ``opentelemetry-proto``, and
+``test_otlp_wire.py`` holds the parts' bytes to the SDK's encoding of the same spans.
 
 What becomes an attribute is chosen here and nowhere else: names, models, codes, counts
 and times, all of types OTLP carries as they are. Never a credential, a prompt, a
@@ -58,7 +60,12 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from routing.observability.otlp_wire import FixedAttributes, SpanAttributes
+from routing.observability.otlp_wire import (
+    FixedAttributes,
+    SpanAttributes,
+    SpanParts,
+    WireSpanExporter,
+)
 
 if TYPE_CHECKING:
     from routing.gateway.events import AttemptRecord, CallRecord
@@ -78,6 +85,18 @@ NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 
+
+class _Queued:
+    """What the batch processor reads of an item handed to it (``on_end`` drops an item
+    whose ``context.trace_flags`` is not sampled): a call is handed over only when it is."""
+
+    __slots__ = ()
+    trace_flags = SAMPLED
+
+
+QUEUED = _Queued()
+SCOPE = InstrumentationScope("switchyard")
+
 _propagator = TraceContextTextMapPropagator()
 
 
@@ -89,7 +108,7 @@ class Tracing:
         self.processor = processor
         self.sampler = sampler
         self.resource = resource
-        self.scope = InstrumentationScope("switchyard")
+        self.scope = SCOPE
         self.ids = RandomIdGenerator()
         # A new trace is always sampled: no sampler call for a call without a traceparent
         self.roots_sampled = sampler is ALWAYS_ON or sampler is DEFAULT_ON
@@ -200,6 +219,8 @@ class CallTrace:
         "_state",
         "_attempts",
         "_open",
+        "_record",
+        "_ended_ns",
     )
 
     def __init__(
@@ -216,6 +237,8 @@ class CallTrace:
         self._request_id = request_id
         self._attempts: list[_Attempt] = []
         self._open: _Attempt | None = None
+        self._record: CallRecord | None = None  # set when the call ended (or was refused)
+        self._ended_ns = 0
         self._span_id = tracing.ids.generate_span_id()
         context = _incoming(headers)
         if context is None and tracing.roots_sampled:
@@ -274,45 +297,83 @@ class CallTrace:
             self._attempts[-1].ttft_s = ttft_s
 
     def finish(self, record: CallRecord) -> None:
-        """Build the call's span and each attempt's from the finished record and queue
-        them for export (nothing when the trace is not sampled)."""
+        """The call ended with ``record``: hand it to the batch processor, whose export
+        thread builds its spans (nothing when the trace is not sampled)."""
         if not self._flags.sampled:
             return
-        now = time.time_ns()
-        tracing = self._tracing
+        self._record, self._ended_ns = record, time.time_ns()
+        self._tracing.processor.on_end(self)  # type: ignore[arg-type]
+
+    def refused(self, record: CallRecord) -> None:
+        """A request refused before a call existed (``Tracing.refused``): one span."""
+        if not self._flags.sampled:
+            return
+        self._record, self._ended_ns = record, max(time.time_ns(), self._started_ns)
+        self._tracing.processor.on_end(self)  # type: ignore[arg-type]
+
+    @property
+    def context(self) -> _Queued:
+        """What the batch processor reads of the call it is handed (always sampled)."""
+        return QUEUED
+
+    # ------------------------------------------------------------- on the export thread
+    def parts(self) -> list[SpanParts]:
+        """The ended call's spans: each attempt's, then the call's (or the one span of a
+        refused request)."""
+        record = self._record
+        assert record is not None  # handed over only once ended
         call = SpanContext(self._trace_id, self._span_id, False, self._flags, self._state)
+        fixed = self._fixed
+        if fixed is None:
+            return [self._refused_parts(call, record)]
+        out: list[SpanParts] = []
         served: _Attempt | None = None
         for attempt in self._attempts:
             if attempt.record is not None and attempt.record.ok:
                 served = attempt
             stream_end = attempt is served and record.stream
-            tracing.processor.on_end(_attempt_span(tracing, call, attempt, record, stream_end, now))
-        fixed = self._fixed
-        assert fixed is not None  # a call's trace (only a refusal's has none)
-        attributes = SpanAttributes(fixed, _call_attributes(self._request_id, record, served))
+            out.append(_attempt_parts(call, attempt, record, stream_end, self._ended_ns))
         error = record.outcome.value in ERROR_OUTCOMES
-        tracing.processor.on_end(
-            ReadableSpan(
-                name=f"{fixed['gen_ai.operation.name']} {fixed['gen_ai.request.model']}",
-                context=call,
-                parent=self._parent,
-                resource=tracing.resource,
-                attributes=attributes,
-                kind=SpanKind.SERVER,
-                status=Status(StatusCode.ERROR, record.error_code or record.outcome.value)
-                if error
-                else UNSET_STATUS,
-                start_time=self._started_ns,
-                end_time=now,
-                instrumentation_scope=tracing.scope,
+        out.append(
+            SpanParts(
+                self._trace_id,
+                self._span_id,
+                self._state,
+                self._parent,
+                f"{fixed['gen_ai.operation.name']} {fixed['gen_ai.request.model']}",
+                SpanKind.SERVER,
+                self._started_ns,
+                self._ended_ns,
+                SpanAttributes(fixed, _call_attributes(self._request_id, record, served)),
+                (),
+                _error(record.error_code or record.outcome.value) if error else UNSET_STATUS,
             )
         )
+        return out
 
-    def refused(self, record: CallRecord) -> None:
-        """The span of a request refused before a call existed (``Tracing.refused``)."""
-        if not self._flags.sampled:
-            return
+    def spans(self) -> list[ReadableSpan]:
+        """The same spans as the SDK's ``ReadableSpan`` (for an exporter of its own)."""
         tracing = self._tracing
+        return [
+            ReadableSpan(
+                name=parts.name,
+                context=SpanContext(
+                    parts.trace_id, parts.span_id, False, self._flags, parts.trace_state
+                ),
+                parent=parts.parent,
+                resource=tracing.resource,
+                attributes=parts.attributes,
+                events=parts.events,
+                kind=parts.kind,
+                status=parts.status,
+                start_time=parts.start_time,
+                end_time=parts.end_time,
+                instrumentation_scope=tracing.scope,
+            )
+            for parts in self.parts()
+        ]
+
+    def _refused_parts(self, call: SpanContext, record: CallRecord) -> SpanParts:
         code = record.error_code or record.outcome.value
         operation = "embeddings" if record.endpoint == "embeddings" else "chat"
         attributes: dict[str, Any] = {
@@ -327,30 +388,41 @@ class CallTrace:
             attributes["switchyard.key.name"] = record.key_name
         if record.group:
             attributes["switchyard.group"] = record.group
-        tracing.processor.on_end(
-            ReadableSpan(
-                name=operation,
-                context=SpanContext(self._trace_id, self._span_id, False, self._flags, self._state),
-                parent=self._parent,
-                resource=tracing.resource,
-                attributes=attributes,
-                kind=SpanKind.SERVER,
-                status=Status(StatusCode.ERROR, code),
-                start_time=self._started_ns,
-                end_time=max(time.time_ns(), self._started_ns),
-                instrumentation_scope=tracing.scope,
-            )
+        return SpanParts(
+            call.trace_id,
+            call.span_id,
+            call.trace_state,
+            self._parent,
+            operation,
+            SpanKind.SERVER,
+            self._started_ns,
+            self._ended_ns,
+            attributes,
+            (),
+            _error(code),
         )
 
 
-def _attempt_span(
-    tracing: Tracing,
+_errors: dict[str, Status] = {}
+
+
+def _error(code: str) -> Status:
+    """An error status described by ``code`` (a failure or error code: a few dozen)."""
+    status = _errors.get(code)
+    if status is None:
+        if len(_errors) >= 1024:
+            _errors.clear()
+        status = _errors[code] = Status(StatusCode.ERROR, code)
+    return status
+
+
+def _attempt_parts(
     call: SpanContext,
     attempt: _Attempt,
     record: CallRecord,
     stream_end: bool,
     now: int,
-) -> ReadableSpan:
+) -> SpanParts:
     target, result = attempt.target, attempt.record
     operation = "embeddings" if record.endpoint == "embeddings" else "chat"
     attributes: dict[str, Any] = {}
@@ -385,21 +457,19 @@ def _attempt_span(
                     attributes["switchyard.switch.reason"] = str(result.reason)
                 if result.switched_to:
                     attributes["switchyard.switched_to"] = result.switched_to
-            status = Status(StatusCode.ERROR, code)
-    return ReadableSpan(
-        name=f"{operation} {target.model}",
-        context=SpanContext(
-            call.trace_id, attempt.span_id, False, call.trace_flags, call.trace_state
-        ),
-        parent=call,
-        resource=tracing.resource,
-        attributes=SpanAttributes(_target_attributes(operation, target), attributes),
-        events=events,
-        kind=SpanKind.CLIENT,
-        status=status,
-        start_time=attempt.started_ns,
-        end_time=max(result_end, attempt.started_ns),
-        instrumentation_scope=tracing.scope,
+            status = _error(code)
+    return SpanParts(
+        call.trace_id,
+        attempt.span_id,
+        call.trace_state,
+        call,
+        f"{operation} {target.model}",
+        SpanKind.CLIENT,
+        attempt.started_ns,
+        max(result_end, attempt.started_ns),
+        SpanAttributes(_target_attributes(operation, target), attributes),
+        events,
+        status,
     )
 
 
@@ -496,23 +566,32 @@ def _incoming(headers: Mapping[str, str] | None) -> Context | None:
     return context
 
 
-class OnceLoggingExporter(SpanExporter):
-    """The OTLP exporter, saying once that the collector stopped answering (and once that
-    it answers again) instead of a line per failed batch; the exporter's own lines, which
-    repeat per batch and retry, are held back (the latest is quoted in ours)."""
+class CallExporter(SpanExporter):
+    """What the batch processor exports through: the ended calls it was handed, their
+    spans made here on its thread (written straight into the request by the OTLP/HTTP
+    exporter, as ``ReadableSpan``s for any other), through the OTLP exporter ``inner``.
+    It says once that the collector stopped answering (and once that it answers again)
+    instead of a line per failed batch; the exporter's own lines, which repeat per batch
+    and retry, are held back (the latest is quoted in ours)."""
 
-    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+    def __init__(self, inner: SpanExporter, endpoint: str, resource: Resource) -> None:
         self.inner = inner
         self.endpoint = endpoint
+        self.resource = resource
         self.failing = False
         self._lock = threading.Lock()
         self._quiet = _Quiet()
         self._logger = logging.getLogger(_official_module(inner))
         self._logger.addFilter(self._quiet)
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export(self, calls: Sequence[CallTrace]) -> SpanExportResult:  # type: ignore[override]
+        inner = self.inner
         try:
-            result = self.inner.export(spans)
+            if isinstance(inner, WireSpanExporter):
+                parts = [part for call in calls for part in call.parts()]
+                result = inner.export_parts(self.resource, SCOPE, parts)
+            else:
+                result = inner.export([span for call in calls for span in call.spans()])
         except Exception as exc:  # noqa: BLE001 - an exporter must not kill the worker
             self._quiet.last = repr(exc)
             result = SpanExportResult.FAILURE
@@ -645,8 +724,6 @@ def make_tracing(env: Mapping[str, str]) -> Tracing | None:
         endpoint = signal_endpoint or base_endpoint
         exporter = GrpcExporter(endpoint=endpoint, headers=headers or None, timeout=timeout)
     else:
-        from routing.observability.otlp_wire import WireSpanExporter
-
         if protocol != HTTP_PROTOBUF:  # http/json: a collector takes protobuf on the same path
             log.warning("OTEL_EXPORTER_OTLP_PROTOCOL=%s: exporting http/protobuf", protocol)
             protocol = HTTP_PROTOBUF
@@ -658,6 +735,7 @@ def make_tracing(env: Mapping[str, str]) -> Tracing | None:
             "service.name": env.get("OTEL_SERVICE_NAME", "").strip() or SERVICE_NAME,
         }
     )
-    processor = BatchSpanProcessor(OnceLoggingExporter(exporter, endpoint))
+    resource = HashedResource(resource)
+    processor = BatchSpanProcessor(CallExporter(exporter, endpoint, resource))
     log.info("tracing on: OTLP %s to %s", protocol, _where(endpoint))
-    return Tracing(processor, _sampler(env), HashedResource(resource))
+    return Tracing(processor, _sampler(env), resource)

@@ -15,12 +15,20 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from routing.engine.algorithms import Candidate
+from routing.engine.plan import SwitchReason
+from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord
+from routing.gateway.table import ProviderSpec, TargetSpec
 from routing.observability.otlp_wire import (
     CACHE_MAX,
     FixedAttributes,
     SpanAttributes,
     SpanEncoder,
 )
+from routing.observability.spans import CallTrace, Tracing
+from routing.observability.tracing import build_tracing
+from routing.upstream.openai import Timeouts
+from tests.observability.otlp_receiver import OTLPReceiver
 
 RESOURCE = Resource.create({"service.name": "switchyard", "deployment": "eu-1"})
 SCOPE = InstrumentationScope("switchyard")
@@ -165,3 +173,97 @@ def test_span_attributes_read_as_one_mapping_own_values_winning() -> None:
         "extra": True,
     }
     assert len(attributes) == 4 and attributes["server.address"] == "10.0.0.1"
+
+
+def _traced_calls(tracing: Tracing) -> list[CallTrace]:
+    """A failover call (a switch, a retry, a probe, a rewrite, a first token), a streamed
+    one continuing a client's trace, and a refused request, ended as the gateway ends them."""
+    provider = ProviderSpec(
+        name="p1",
+        kind="openai",
+        base_url="https://user:pw@api.example:8443/v1?key=q",
+        api_key="k",
+        headers={},
+        timeouts=Timeouts(),
+        version=1,
+    )
+    first = TargetSpec(Candidate("p1/a", "p1", "a", 0), provider, "a", None)
+    second = TargetSpec(Candidate("p1/b", "p1", "b", 1), provider, "b", None)
+
+    def start(headers: dict[str, str] | None, stream: bool) -> CallTrace:
+        return tracing.start_call(
+            headers=headers,
+            started_ns=1_764_000_000_000_000_000,
+            door="chat",
+            endpoint=None,
+            requested_model="auto",
+            group="auto",
+            key_name="ci",
+            request_id="0123456789abcdef0123456789abcdef",
+            stream=stream,
+            commit="first-content",
+        )
+
+    failover = start(None, stream=False)
+    failover.attempt_started(first, 1, False, None)
+    failover.attempt_ended(
+        first, AttemptRecord("p1/a", 1, False, 3.0, code="SERVER", status=503, will_retry=True)
+    )
+    failover.attempt_started(first, 2, True, None)
+    failover.attempt_ended(
+        first,
+        AttemptRecord(
+            "p1/a", 2, False, 3.0, code="SERVER", status=503, probe=True, switched=True,
+            reason=SwitchReason.RETRY_EXHAUSTED, switched_to="p1/b",
+        ),
+    )  # fmt: skip
+    failover.attempt_started(second, 1, False, None)
+    failover.attempt_ended(second, AttemptRecord("p1/b", 1, True, 2.0, rewrites=("max_tokens",)))
+    failover.committed(0.0021)
+    attempts = [AttemptRecord("p1/a", 1, False, 1.0)] * 2 + [AttemptRecord("p1/b", 1, True, 1.0)]
+    failover.finish(
+        CallRecord(
+            call_id="0123456789abcdef0123456789abcdef", group="auto", session=None, started_at=1.0,
+            stream=False, served_by="p1/b", attempts=attempts, ttft_ms=9.5, key_name="ci",
+            usage={"prompt_tokens": 12, "completion_tokens": 9},
+        )
+    )  # fmt: skip
+    parent = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    streamed = start({**parent, "tracestate": "vendor=x"}, stream=True)
+    streamed.attempt_started(second, 1, False, None)
+    streamed.attempt_ended(second, AttemptRecord("p1/b", 1, True, 2.0))
+    streamed.committed(None)
+    streamed.finish(
+        CallRecord(
+            call_id="1", group="auto", session=None, started_at=1.0, stream=True, served_by="p1/b",
+            attempts=[AttemptRecord("p1/b", 1, True, 1.0)], outcome=CallOutcome.FAILED,
+            error_code="STREAM_CUT",
+        )
+    )  # fmt: skip
+    refused = CallTrace(tracing, parent, 1_764_000_000_000_000_000, None, "2")
+    refused.refused(
+        CallRecord(
+            call_id="2", group="", session=None, started_at=1.0, stream=False, outcome=CallOutcome.REFUSED,
+            error_code="invalid_api_key", http_status=401,
+        )
+    )  # fmt: skip
+    return [failover, streamed, refused]
+
+
+def test_a_call_s_parts_are_the_bytes_of_its_readable_spans() -> None:
+    """The gateway writes its calls' spans from their parts on the export thread; any
+    other exporter gets them as ``ReadableSpan``s. Both are the same spans."""
+    with OTLPReceiver() as receiver:
+        tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert tracing is not None
+        try:
+            calls = _traced_calls(tracing)
+            parts = [part for call in calls for part in call.parts()]
+            spans = [span for call in calls for span in call.spans()]
+            assert len(parts) == len(spans) == 4 + 2 + 1
+            encoded = SpanEncoder().encode_parts(tracing.resource, tracing.scope, parts)
+            assert encoded == encode_spans(spans).SerializeToString()
+            tracing.force_flush()  # what the exporter sent: those bytes, one request
+            assert receiver.bodies == [encoded]
+        finally:
+            tracing.shutdown()
