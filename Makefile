@@ -17,7 +17,7 @@ SWITCHYARD_PORT ?= 8000
 SWITCHYARD_WORKERS ?= 1
 export SWITCHYARD_HOST SWITCHYARD_PORT SWITCHYARD_WORKERS
 
-.PHONY: help install install-dev run test test-fast bench lint clean browser agents
+.PHONY: help install install-dev run test test-fast bench lint clean browser agents screenshots
 
 help:
 	@echo "make run    - install, migrate, and serve the gateway with a demo config on http://$(SWITCHYARD_HOST):$(SWITCHYARD_PORT)"
@@ -85,6 +85,11 @@ XDIST := -n $(TEST_WORKERS) --dist worksteal
 test: install-dev browser agents
 	$(BIN)/python -m pytest -q $(XDIST)
 	DATABASE_URL=$(PG_URL) REDIS_URL=$(PROD_REDIS_URL) $(BIN)/python -m pytest -q $(XDIST) -m "not browser and not multiprocess" $(PRODUCTION_LEG)
+
+# The browser tests write their screenshots to build/screenshots/; this writes the ones the
+# docs show (docs/screenshots/), to be looked at and committed on purpose.
+screenshots: install-dev browser
+	SWITCHYARD_SCREENSHOTS=$(CURDIR)/docs/screenshots $(BIN)/python -m pytest -q $(XDIST) -m browser
 
 test-fast: install-dev
 	$(BIN)/python -m pytest -q -x -m "not browser and not multiprocess and not agents"

@@ -2,8 +2,8 @@
 Playwright) against the gateway served over real sockets, with the websocket live.
 
 Each test maps to a line of the dashboard issue's "done when" list. Screenshots of the
-chain panel during a failover and of the settings form go to ``docs/screenshots/``
-(shown by docs/console.md).
+chain panel during a failover and of the settings form go to ``build/screenshots/``
+(``make screenshots``: to ``docs/screenshots/``, shown by docs/console.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ gateway over real sockets, the websocket live): the calls page with filters, liv
 and a call's detail; live statistics with the degraded badge and "test this target"; keys
 and groups created and removed, bad input included; dark mode; a 420 px wide screen.
 
-Screenshots go to ``docs/screenshots/`` (shown by docs/console.md).
+Screenshots go to ``build/screenshots/`` (``make screenshots``: to ``docs/screenshots/``,
+shown by docs/console.md).
 """
 
 from __future__ import annotations
