@@ -25,7 +25,7 @@ from routing.observability.otlp_wire import (
     SpanAttributes,
     SpanEncoder,
 )
-from routing.observability.spans import CallTrace, Tracing
+from routing.observability.spans import CallExporter, CallTrace, Tracing
 from routing.observability.tracing import build_tracing
 from routing.upstream.openai import Timeouts
 from tests.observability.otlp_receiver import OTLPReceiver
@@ -265,5 +265,31 @@ def test_a_call_s_parts_are_the_bytes_of_its_readable_spans() -> None:
             assert encoded == encode_spans(spans).SerializeToString()
             tracing.force_flush()  # what the exporter sent: those bytes, one request
             assert receiver.bodies == [encoded]
+        finally:
+            tracing.shutdown()
+
+
+def test_another_exporter_gets_the_calls_as_readable_spans() -> None:
+    """gRPC keeps the official exporter: it is handed each call's ``ReadableSpan``s."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    with OTLPReceiver() as receiver:
+        tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert tracing is not None
+        try:
+            calls = _traced_calls(tracing)
+            memory = InMemorySpanExporter()
+            exporter = CallExporter(memory, "grpc://collector:4317", tracing.resource)
+            assert exporter.export(calls) is SpanExportResult.SUCCESS
+            got = memory.get_finished_spans()
+            assert [s.name for s in got] == ["chat a", "chat a", "chat b", "chat auto"] + [
+                "chat b",
+                "chat auto",
+                "chat",
+            ]
+            assert encode_spans(got).SerializeToString() == SpanEncoder().encode_parts(
+                tracing.resource, tracing.scope, [p for call in calls for p in call.parts()]
+            )
         finally:
             tracing.shutdown()
