@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -57,17 +57,35 @@ VARYING = frozenset(
     }
 )
 CACHE_MAX = 4096  # repeating attributes kept encoded; cleared whole when full
+JOINED_MAX = 256  # joined sets kept per fixed set (FixedAttributes.joined)
 
 
 class FixedAttributes(dict[str, Any]):
     """Attributes shared by many spans (a target's, a call's door, group and key): the
     encoder writes them once and keeps the bytes on the object. Not changed once built."""
 
-    __slots__ = ("encoded",)
+    __slots__ = ("encoded", "_joined")
 
     def __init__(self, attributes: Mapping[str, Any]) -> None:
         super().__init__(attributes)
         self.encoded: bytes | None = None
+        self._joined: dict[Hashable, FixedAttributes] | None = None
+
+    def joined(self, key: Hashable, more: Callable[[], Mapping[str, Any]]) -> FixedAttributes:
+        """These attributes followed by ``more()``'s (none of the same name), as one set
+        kept per ``key``, which stands for what ``more()`` returns: a span's attributes
+        that repeat from call to call (a call's outcome, attempts, status, served-by) are
+        then encoded once, with the ones that never change. ``more`` is called only for a
+        key not seen yet. One thread joins (the export thread); readers only read."""
+        joined = self._joined
+        if joined is None:
+            joined = self._joined = {}
+        found = joined.get(key)
+        if found is None:
+            if len(joined) >= JOINED_MAX:
+                joined.clear()
+            found = joined[key] = FixedAttributes({**self, **more()})
+        return found
 
 
 class SpanAttributes(Mapping[str, Any]):

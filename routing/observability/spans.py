@@ -344,7 +344,7 @@ class CallTrace:
                 SpanKind.SERVER,
                 self._started_ns,
                 self._ended_ns,
-                SpanAttributes(fixed, _call_attributes(self._request_id, record, served)),
+                _call_attributes(fixed, self._request_id, record, served),
                 (),
                 _error(record.error_code or record.outcome.value) if error else UNSET_STATUS,
             )
@@ -425,39 +425,30 @@ def _attempt_parts(
 ) -> SpanParts:
     target, result = attempt.target, attempt.record
     operation = "embeddings" if record.endpoint == "embeddings" else "chat"
-    attributes: dict[str, Any] = {}
+    fixed = _target_attributes(operation, target)
+    own: dict[str, Any] = {}
     events: list[Event] = []
     status = UNSET_STATUS
     if result is None:  # cancelled with the call before its record
         result_end = now
     else:
         result_end = now if stream_end else attempt.ended_ns
-        # Only what is not the usual (each attribute costs encoding time per call).
-        if result.try_number > 1:
-            attributes["switchyard.try"] = result.try_number
-        if result.probe:
-            attributes["switchyard.probe"] = True
-        if result.rewrites:
-            attributes["switchyard.rewrites"] = list(result.rewrites)
+        outcome = result  # bound for the closure below
+        fixed = fixed.joined(
+            (
+                result.try_number, result.probe, result.rewrites, result.ok, result.code,
+                result.status, result.will_retry, result.switched, result.reason,
+                result.switched_to,
+            ),
+            lambda: _attempt_outcome(target, outcome),
+        )  # fmt: skip
         if result.ok:
-            attributes["gen_ai.response.model"] = target.model
             if attempt.ttft_s is not None:
-                attributes["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
+                own["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
                 first_token = attempt.started_ns + int(attempt.ttft_s * 1e9)
                 events.append(Event("gen_ai.first_token", None, first_token))
         else:
-            code = result.code or "UNKNOWN"
-            attributes["error.type"] = code  # the failure code (SPEC §2)
-            if result.status is not None:
-                attributes["http.response.status_code"] = result.status
-            if result.will_retry:
-                attributes["switchyard.retry"] = True
-            if result.switched:
-                if result.reason:
-                    attributes["switchyard.switch.reason"] = str(result.reason)
-                if result.switched_to:
-                    attributes["switchyard.switched_to"] = result.switched_to
-            status = _error(code)
+            status = _error(result.code or "UNKNOWN")
     return SpanParts(
         call.trace_id,
         attempt.span_id,
@@ -467,10 +458,36 @@ def _attempt_parts(
         SpanKind.CLIENT,
         attempt.started_ns,
         max(result_end, attempt.started_ns),
-        SpanAttributes(_target_attributes(operation, target), attributes),
+        SpanAttributes(fixed, own),
         events,
         status,
     )
+
+
+def _attempt_outcome(target: TargetSpec, result: AttemptRecord) -> dict[str, Any]:
+    """What an attempt's span says of how it went, beyond its time to first token: only
+    what is not the usual (each attribute costs encoding time)."""
+    attributes: dict[str, Any] = {}
+    if result.try_number > 1:
+        attributes["switchyard.try"] = result.try_number
+    if result.probe:
+        attributes["switchyard.probe"] = True
+    if result.rewrites:
+        attributes["switchyard.rewrites"] = list(result.rewrites)
+    if result.ok:
+        attributes["gen_ai.response.model"] = target.model
+        return attributes
+    attributes["error.type"] = result.code or "UNKNOWN"  # the failure code (SPEC §2)
+    if result.status is not None:
+        attributes["http.response.status_code"] = result.status
+    if result.will_retry:
+        attributes["switchyard.retry"] = True
+    if result.switched:
+        if result.reason:
+            attributes["switchyard.switch.reason"] = str(result.reason)
+        if result.switched_to:
+            attributes["switchyard.switched_to"] = result.switched_to
+    return attributes
 
 
 _static: dict[tuple[str, str, str, str], FixedAttributes] = {}
@@ -503,10 +520,31 @@ def _target_attributes(operation: str, target: TargetSpec) -> FixedAttributes:
 
 
 def _call_attributes(
-    request_id: str, record: CallRecord, served: _Attempt | None
-) -> dict[str, Any]:
+    fixed: FixedAttributes, request_id: str, record: CallRecord, served: _Attempt | None
+) -> SpanAttributes:
+    """The call's span's attributes: ``fixed`` (door, group, key…) joined with how the
+    call went (which repeats from call to call), then what is the call's own."""
+    answered = served.target if served is not None else None
+    outcome = fixed.joined(
+        (
+            record.outcome, len(record.attempts), record.http_status, record.served_by,
+            record.served_by_fallback, record.error_code,
+            None if answered is None else (answered.model, answered.provider.kind),
+        ),
+        lambda: _call_outcome(record, answered),
+    )  # fmt: skip
+    own: dict[str, Any] = {"switchyard.request_id": request_id}
+    if record.ttft_ms is not None:
+        own["switchyard.ttft_ms"] = round(record.ttft_ms, 3)
+    own.update(_usage(record.usage))
+    cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
+    if isinstance(cost, int | float) and not isinstance(cost, bool):
+        own["switchyard.cost"] = float(cost)
+    return SpanAttributes(outcome, own)
+
+
+def _call_outcome(record: CallRecord, answered: TargetSpec | None) -> dict[str, Any]:
     attributes: dict[str, Any] = {
-        "switchyard.request_id": request_id,
         "switchyard.outcome": record.outcome.value,
         "switchyard.attempts": len(record.attempts),
         "http.response.status_code": record.http_status,
@@ -515,18 +553,12 @@ def _call_attributes(
         attributes["switchyard.served_by"] = record.served_by
         if record.served_by_fallback:
             attributes["switchyard.served_by_fallback"] = True
-    if served is not None:
-        attributes["gen_ai.response.model"] = served.target.model
-        kind = served.target.provider.kind
+    if answered is not None:
+        attributes["gen_ai.response.model"] = answered.model
+        kind = answered.provider.kind
         attributes["gen_ai.provider.name"] = PROVIDER_NAMES.get(kind, kind)
     if record.error_code:
         attributes["error.type"] = record.error_code
-    if record.ttft_ms is not None:
-        attributes["switchyard.ttft_ms"] = round(record.ttft_ms, 3)
-    attributes.update(_usage(record.usage))
-    cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        attributes["switchyard.cost"] = float(cost)
     return attributes
 
 
