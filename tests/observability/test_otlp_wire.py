@@ -21,6 +21,7 @@ from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord
 from routing.gateway.table import ProviderSpec, TargetSpec
 from routing.observability.otlp_wire import (
     CACHE_MAX,
+    JOINED_MAX,
     FixedAttributes,
     SpanAttributes,
     SpanEncoder,
@@ -293,3 +294,21 @@ def test_another_exporter_gets_the_calls_as_readable_spans() -> None:
             )
         finally:
             tracing.shutdown()
+
+
+def test_joined_attributes_are_built_once_per_key_and_stay_bounded() -> None:
+    fixed = FixedAttributes({"switchyard.group": "auto"})
+    built: list[int] = []
+
+    def outcome(n: int) -> dict[str, Any]:
+        built.append(n)
+        return {"switchyard.attempts": n}
+
+    first = fixed.joined(("ok", 1), lambda: outcome(1))
+    assert dict(first) == {"switchyard.group": "auto", "switchyard.attempts": 1}
+    assert fixed.joined(("ok", 1), lambda: outcome(1)) is first and built == [1]
+    assert dict(fixed.joined(("ok", 2), lambda: outcome(2)))["switchyard.attempts"] == 2
+    for n in range(JOINED_MAX + 10):
+        fixed.joined(("failed", n), lambda n=n: outcome(n))
+    assert 0 < len(fixed._joined or {}) <= JOINED_MAX
+    assert dict(fixed) == {"switchyard.group": "auto"}  # the fixed set itself unchanged
