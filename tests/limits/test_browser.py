@@ -88,8 +88,9 @@ def test_the_spend_page_and_the_groups_use(browser: object, h: Harness) -> None:
     page.goto(h.gateway.url + "/groups/")
     use = page.locator('[data-group="capped"] [data-limit-use]')
     # rpm counts calendar minutes (docs/limits.md): on a busy machine the four calls may
-    # straddle a minute's end, so this minute holds between one and all four of them
-    expect(use).to_contain_text(re.compile(r"rpm [1-4] / 50 this minute"))
+    # straddle a minute's end, or this page load come in the next minute, so this minute
+    # holds between none and all four of them
+    expect(use).to_contain_text(re.compile(r"rpm [0-4] / 50 this minute"))
     expect(use).to_contain_text("cost_per_day")
     shown = re.search(r"rpm (\d+) /", use.inner_text())
     assert shown is not None

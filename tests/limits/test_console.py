@@ -119,8 +119,9 @@ def test_the_groups_page_shows_use_against_limits(console: tuple[Harness, Client
     assert 'data-limit-use="capped"' in html and 'hx-trigger="switchyard:limits"' in html
     assert 'hx-trigger="every' not in html
     # rpm counts calendar minutes (docs/limits.md): on a busy machine the three calls may
-    # straddle a minute's end, so this minute holds between one and all three of them
-    shown = re.search(r"rpm ([1-3]) / 5 this minute", use.group(1))
+    # straddle a minute's end, or the page come in the next minute, so this minute holds
+    # between none and all three of them
+    shown = re.search(r"rpm ([0-3]) / 5 this minute", use.group(1))
     assert shown is not None, use.group(1)
     assert "cost_per_day" in use.group(1)
     h.client().chat.completions.create(model="capped", messages=MESSAGES)
