@@ -22,7 +22,8 @@ Exception tree (the API turns each into one response, ``routing.api.config_api``
     ├── VersionConflict    ``based_on`` is not the current version; ``current_version`` (412)
     └── ProviderCallError  the upstream could not give a model list (credential scrubbed) (424)
     routing.config.errors.ConfigError   invalid input, one FieldError per problem        (422)
-    └── NameTaken      the object to create already exists                            (409)
+    ├── NameTaken      the object to create already exists                            (409)
+    └── Clash          valid, but clashes with another object (overlapping aliases)    (409)
 
 Decisions:
 
@@ -67,6 +68,7 @@ Decisions:
 
 from routing.services.api_keys import key_create, key_revoke, key_update
 from routing.services.base import (
+    Clash,
     NameTaken,
     NotFound,
     ProviderCallError,
@@ -102,6 +104,7 @@ from routing.services.targets import (
 from routing.services.upstream import ProviderTestResult, provider_refresh_models, provider_test
 
 __all__ = [
+    "Clash",
     "NameTaken",
     "NotFound",
     "ProviderCallError",

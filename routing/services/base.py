@@ -60,6 +60,12 @@ class NameTaken(ConfigError):
         super().__init__([FieldError(path, message)])
 
 
+class Clash(ConfigError):
+    """The input is valid, but clashes with another object's (a group's alias another
+    group's could match): a field error like any other on the file and the page, answered
+    409 Conflict by the API, as ``NameTaken`` is."""
+
+
 class Unchanged(Exception):
     """Raised inside a write's transaction to roll back a version bump that changed nothing."""
 

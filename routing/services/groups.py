@@ -23,6 +23,7 @@ from routing.config.schema import GroupIn, parse_group, target_options
 from routing.engine.targets import target_key
 from routing.models import Group, Provider, Target
 from routing.services.base import (
+    Clash,
     NameTaken,
     Unchanged,
     as_mapping,
@@ -135,7 +136,7 @@ def _check_aliases(name: str, aliases: list[str]) -> None:
     others = Group.objects.exclude(name=name).values_list("name", "aliases")
     errors = conflicts_with_others(name, aliases, [(n, list(a or [])) for n, a in others])
     if errors:
-        raise ConfigError(errors)
+        raise Clash(errors)
 
 
 def group_set_aliases(*, name: str, aliases: Any, based_on: int, actor: str, path: str) -> Group:

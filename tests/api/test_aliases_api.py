@@ -1,4 +1,4 @@
-"""``PUT /groups/{name}/aliases``: set, validated, overlaps refused naming both groups."""
+"""``PUT /groups/{name}/aliases``: set, validated, overlaps refused (409) naming both groups."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ def test_the_api_sets_aliases_and_refuses_overlaps(api: Api) -> None:
     api.group("two")
     assert api.get("/groups/one").json()["aliases"] == ["claude-*"]
     clash = api.put("/groups/two/aliases", {"aliases": ["claude-opus-*"]}, if_match='W/"1"')
-    assert clash.status_code == 422
+    assert clash.status_code == 409  # valid, but another group's aliases clash with it
     (detail,) = clash.json()["detail"]
     assert detail["loc"] == ["body", "aliases", 0]
     assert "'one'" in detail["msg"] and "'two'" in detail["msg"]

@@ -86,6 +86,7 @@ def install(api: NinjaAPI) -> None:
         PreconditionRequired: precondition,
         ConfigError: invalid,
         services.NameTaken: taken,
+        services.Clash: taken,
         services.NotFound: not_found,
         services.ProviderCallError: upstream,
     }

@@ -28,6 +28,7 @@ from routing.api.config_api.schemas import (
     AliasesIn,
     GroupOut,
     GroupPath,
+    InvalidOut,
     RestoreIn,
     SwitchCodesIn,
 )
@@ -160,7 +161,7 @@ def switch_codes_restore(
 
 @router.put(
     "/groups/{name}/aliases",
-    response={200: GroupOut, **WRITE},
+    response={200: GroupOut, **WRITE, 409: InvalidOut},  # 409: another group's aliases clash
     summary="Set the model-name aliases (globs) that also reach the group",
     openapi_extra=body_doc(inline_schema(AliasesIn)),
 )
