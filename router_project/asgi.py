@@ -35,15 +35,17 @@ from routing.gateway.runtime import close_on_twisted_shutdown, lifespan  # noqa:
 
 close_on_twisted_shutdown()  # daphne: pooled upstream clients are closed at shutdown
 
-application = ProtocolTypeRouter(
-    {
-        # /v1 goes to a handler without the page's sync middleware (see routing.api.asgi).
-        "http": split_gateway_traffic(ASGIStaticFilesHandler(django_asgi_app)),
-        "lifespan": lifespan,  # uvicorn & co.: the same close at shutdown
-        "websocket": AllowedHostsOriginValidator(
-            # path() patterns, which types-channels does not accept (see dashboard.routing)
-            AuthMiddlewareStack(URLRouter(dashboard.routing.websocket_urlpatterns))  # type: ignore[arg-type]
-        ),
-    }
+# /v1 goes to a handler without the page's sync middleware (see routing.api.asgi).
+application = split_gateway_traffic(
+    ProtocolTypeRouter(
+        {
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "lifespan": lifespan,  # uvicorn & co.: the same close at shutdown
+            "websocket": AllowedHostsOriginValidator(
+                # path() patterns, which types-channels does not accept (see dashboard.routing)
+                AuthMiddlewareStack(URLRouter(dashboard.routing.websocket_urlpatterns))  # type: ignore[arg-type]
+            ),
+        }
+    )
 )
 tune_garbage_collection()  # after everything the process keeps for its life was made

@@ -19,7 +19,7 @@ What this takes of Django's private parts is in ``routing.api.django_seam``, and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import aclosing
 from typing import IO, Any
 
@@ -28,7 +28,13 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import set_script_prefix
 
-from routing.api.django_seam import asgi_scope, close_response, forget_body, middleware_setting
+from routing.api.django_seam import (
+    asgi_scope,
+    close_response,
+    forget_body,
+    middleware_setting,
+    release_request,
+)
 
 GATEWAY_MIDDLEWARE: list[str] = []
 STARTED = "switchyard.started"  # the scope key: the loop time the request reached us
@@ -83,39 +89,27 @@ class GatewayASGIHandler(ASGIHandler):
             close_response(error_response)
             return
 
-        async def process_request() -> HttpResponseBase:
+        # Watch for a disconnect while the view runs and its answer is sent: it cancels this
+        # task, and with it the call, its upstream request and any backoff sleep. One task
+        # beside the request's own, not two and an ``asyncio.wait`` as in Django: each open
+        # stream holds whatever its request is waiting in, for minutes.
+        watch = _DisconnectWatch(receive, self.listen_for_disconnect)
+        response: HttpResponseBase | None = None
+        try:
             response = await self.run_get_response(request)
             if isinstance(response, RelayResponse):
-                _release_body(request, body_file)
-            try:
-                await self.send_response(response, send)
-            except asyncio.CancelledError:
-                pass  # the client left while we were sending
-            return response
-
-        # Watch for a disconnect while the view runs: it cancels the call, and with it the
-        # upstream request and any backoff sleep.
-        listener = asyncio.create_task(self.listen_for_disconnect(receive))
-        served = asyncio.create_task(process_request())
-        await asyncio.wait((listener, served), return_when=asyncio.FIRST_COMPLETED)
-        for task in (listener, served):
-            if not task.done():
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-        # The listener ends with RequestAborted whenever the client goes, which is also how
-        # daphne and uvicorn say an answer is complete: so on most requests. It is looked at,
-        # not raised: raised here, its traceback would hold this frame, which holds the task
-        # that holds the exception, and that cycle would keep each finished request (its
-        # call, response and buffers) alive until a full garbage collection.
-        if not listener.cancelled():
-            failure = listener.exception()
-            if failure is not None and not isinstance(failure, RequestAborted):
-                raise failure
-        if not served.cancelled():
-            close_response(served.result())
+                _release_request(request, body_file, response)
+            del request  # nothing reads it again; a relayed stream may run for minutes
+            await self.send_response(response, send)
+        except asyncio.CancelledError:
+            if not watch.cancelled:
+                raise  # the server cancelled us, not the client leaving
+        finally:
+            failure = watch.end()
+        if failure is not None:
+            raise failure
+        if response is not None:
+            close_response(response)
         body_file.close()
 
     async def send_response(self, response: HttpResponseBase, send: Any) -> None:
@@ -134,26 +128,72 @@ class GatewayASGIHandler(ASGIHandler):
         await send({"type": "http.response.body"})
 
 
+class _DisconnectWatch:
+    """The client's disconnect, awaited by a task of its own, cancels the request's task
+    while the request is not yet answered."""
+
+    __slots__ = ("cancelled", "listener", "served")
+
+    def __init__(self, receive: Any, listen: Callable[[Any], Coroutine[Any, Any, None]]) -> None:
+        self.cancelled = False
+        self.served: asyncio.Task[Any] | None = asyncio.current_task()
+        self.listener: asyncio.Task[None] = asyncio.create_task(listen(receive))
+        self.listener.add_done_callback(self._left)
+
+    def _left(self, _listener: asyncio.Task[None]) -> None:
+        if self.served is not None:
+            self.served.cancel()
+            self.cancelled = True
+
+    def end(self) -> BaseException | None:
+        """Stop watching; an error of the listener other than the client leaving (which
+        is also how daphne and uvicorn say an answer is complete) is returned, to raise.
+
+        It is returned, not raised here: raised from the listener, its traceback would hold
+        this frame, which holds the task that holds the exception, and that cycle would keep
+        each finished request (its call, response and buffers) alive until a full garbage
+        collection."""
+        served, self.served = self.served, None
+        if self.cancelled and served is not None:
+            served.uncancel()
+        listener = self.listener
+        if not listener.done():
+            listener.cancel()  # not awaited: an await here could swallow the server's cancel
+            return None
+        if listener.cancelled():
+            return None
+        failure = listener.exception()
+        return None if isinstance(failure, RequestAborted) else failure
+
+
 def _response_start(response: HttpResponseBase) -> dict[str, Any]:
     headers = [(name.encode("ascii"), value.encode("latin1")) for name, value in response.items()]
     return {"type": "http.response.start", "status": response.status_code, "headers": headers}
 
 
-def _release_body(request: HttpRequest, body_file: IO[bytes]) -> None:
+def _release_request(
+    request: HttpRequest, body_file: IO[bytes], response: HttpResponseBase
+) -> None:
     """A relayed stream is past its commit point when its view returns, and may stream for
     minutes: the request's body (spooled by the handler, then read by ``request.body``) is
-    not read again, and an agent's history is often hundreds of KB."""
+    not read again, and an agent's history is often hundreds of KB; nor is the request
+    itself (its headers and ``META``, a few KB per open stream)."""
     body_file.close()
     forget_body(request)
+    release_request(request, response)
 
 
 def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:
-    """An ASGI app sending ``prefix`` paths to the lean handler, the rest to ``default_app``."""
+    """An ASGI app sending HTTP requests for ``prefix`` paths to the lean handler, and
+    everything else (the page, websockets, lifespan) to ``default_app``. It goes in front of
+    the protocol router and calls ``handle`` itself: every coroutine between the server and
+    the relay is held by each open stream and resumed on each of its chunks."""
     gateway_app = GatewayASGIHandler()
+    handle = gateway_app.handle
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["path"].startswith(prefix):
-            await gateway_app(scope, receive, send)
+        if scope["type"] == "http" and scope["path"].startswith(prefix):
+            await handle(scope, receive, send)
         else:
             await default_app(scope, receive, send)
 

@@ -2,11 +2,15 @@
 (``routing.api.asgi``): as ``routing/upstream/transport.py`` is for aiohttp and httpx.
 
 The handler skips what the gateway path does not need (per-request signals, thread hops,
-the page's middleware), and that takes four things Django does not promise:
+the page's middleware), and that takes five things Django does not promise:
 
 - ``HttpRequest.body`` keeps what it read in ``_body`` and a ``BytesIO`` over it in
   ``_stream``, and nowhere else: :func:`forget_body` drops both, so a stream relayed for
   minutes does not hold an agent's history of hundreds of KB.
+- ``BaseHandler.get_response_async`` puts the request's ``close`` among the response's
+  closers (``_resource_closers``), so a response holds its request until it is closed:
+  :func:`release_request` closes the request at once and takes it off, so a stream
+  relayed for minutes does not hold the request object, its headers and its ``META``.
 - ``HttpResponseBase.close`` runs the callables in ``_resource_closers``, clears them, sets
   ``closed`` and then sends ``request_finished``: :func:`close_response` does all but the
   signal (nothing to recycle: the call path never touches the database).
@@ -49,6 +53,17 @@ def forget_body(request: HttpRequest) -> None:
     from here on)."""
     request._body = b""
     request._stream = io.BytesIO()
+
+
+def release_request(request: HttpRequest, response: HttpResponseBase) -> None:
+    """Close ``request`` now, not when ``response`` closes (Django's handler put its
+    ``close`` among the response's closers)."""
+    closers: list[Callable[[], object]] = response._resource_closers  # type: ignore[attr-defined]
+    for index, closer in enumerate(closers):
+        if getattr(closer, "__self__", None) is request:
+            del closers[index]
+            closer()
+            return
 
 
 def close_response(response: HttpResponseBase) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import inspect
 import io
+import logging
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,6 +34,7 @@ from routing.api.django_seam import (
     close_response,
     forget_body,
     installed_versions,
+    release_request,
 )
 
 BODY = b'{"model": "auto", "messages": [{"role": "user", "content": "hi"}]}'
@@ -162,6 +165,28 @@ def test_a_failing_closer_does_not_stop_the_others(finished: list[object]) -> No
     response._resource_closers.extend([failing, lambda: calls.append("next")])  # type: ignore[attr-defined]
     close_response(response)
     assert (calls, response.closed, finished) == (["failing", "next"], True, [])
+
+
+async def test_a_response_holds_its_request_until_release_request_closes_it() -> None:
+    """Django's handler puts the request's ``close`` among the response's closers, so the
+    response keeps the request alive; release_request closes it and lets it go."""
+    request = asgi_request("/v1/models")  # a POST there is refused at once: no call runs
+    logging.disable(logging.CRITICAL)  # a log record of the answer would hold the request too
+    try:
+        response = await GatewayASGIHandler().get_response_async(request)
+    finally:
+        logging.disable(logging.NOTSET)
+    closers = response._resource_closers  # type: ignore[attr-defined]
+    assert request.close in closers
+    count = len(closers)
+    gone = weakref.ref(request)
+    release_request(request, response)
+    assert request.close not in closers and len(closers) == count - 1
+    release_request(request, response)  # a second time: nothing more to take
+    assert len(closers) == count - 1
+    del request
+    assert gone() is None  # freed as soon as the handler lets go, the response open
+    close_response(response)
 
 
 MADE: list[str] = []
