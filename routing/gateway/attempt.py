@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,7 +113,7 @@ class EventReader:
         self._watch = ReadDeadline(clock)
         self._parser = SSEParser()
         self._plain = PlainDeltas()
-        self._ready: deque[Item] = deque()
+        self._ready: list[Item] = []  # a few per read: a deque's block is 700 bytes a stream
         self._framing = False  # next_sse reads: payloads go to _frames, not _ready
         self._frames: list[bytes] = []  # the payloads of the latest read to pass on
         self._events: list[tuple[bytes, dict[str, Any]]] = []  # the same, decoded kinds
@@ -153,7 +152,7 @@ class EventReader:
             if self._finished:
                 return None
             await self._read()
-        return self._ready.popleft()
+        return self._ready.pop(0)
 
     async def next_batch(self) -> list[Item] | None:
         """Every chunk available now (at least one), or None at the end."""
@@ -213,10 +212,14 @@ class EventReader:
             deadline, phase = self._first_token_deadline, "first-token"
         if deadline == self._total_deadline:
             phase = "total"
+        watch = self._watch
+        watch.start(deadline)
         try:
-            data = await self._watch.run(self._body.read(), deadline)
-        except TimeoutError as exc:
-            raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
+            data = await self._body.read()
+        except asyncio.CancelledError:
+            if watch.timed_out():
+                raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from None
+            raise
         except UpstreamFailure as exc:
             if exc.failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
                 raise
@@ -225,6 +228,8 @@ class EventReader:
             self._accept(self._parser.close())
             self._end_of_body()
             return
+        finally:
+            watch.stop()
         if not data:  # the end of the body
             self._accept(self._parser.close())
             self._end_of_body()
@@ -404,6 +409,21 @@ class ReadDeadline:
         self._expired = False
 
     async def run(self, read: Awaitable[bytes], deadline: float) -> bytes:
+        """``read`` bounded by ``deadline``: its result, or ``TimeoutError`` past it."""
+        self.start(deadline)
+        try:
+            return await read
+        except asyncio.CancelledError:
+            if self.timed_out():
+                raise TimeoutError from None
+            raise
+        finally:
+            self.stop()
+
+    def start(self, deadline: float) -> None:
+        """Bound the read the current task awaits next by ``deadline`` (``run`` without a
+        coroutine of its own, for the relay: each level of a stream's await chain is
+        resumed on every chunk, and held while the stream is open)."""
         task = asyncio.current_task()
         assert task is not None
         self._deadline = deadline
@@ -413,14 +433,16 @@ class ReadDeadline:
                 timer.cancel()
             self._arm(deadline, self._clock())
         self._task, self._cancelling, self._expired = task, task.cancelling(), False
-        try:
-            return await read
-        except asyncio.CancelledError:
-            if self._expired and task.uncancel() <= self._cancelling:
-                raise TimeoutError from None
-            raise
-        finally:
-            self._task = None
+
+    def timed_out(self) -> bool:
+        """Whether the ``CancelledError`` the read raised came from the deadline (and is
+        then taken back), not from anyone else cancelling the task."""
+        task = self._task
+        return self._expired and task is not None and task.uncancel() <= self._cancelling
+
+    def stop(self) -> None:
+        """The read ended: a timer that fires from now on finds no read to cancel."""
+        self._task = None
 
     def _arm(self, deadline: float, now: float) -> None:
         self._armed = deadline
