@@ -12,6 +12,12 @@ line per garbage collection (``gc.callbacks``; ``freed``: the objects it found u
 which only the collector could free: reference cycles): with thousands of streams open, a
 full collection walks every object they hold, and the loop stands still meanwhile.
 
+With ``BENCH_MEMORY_DIR`` set, a ``SIGUSR1`` writes what the process holds into that
+directory, numbered per signal: ``pymalloc-N.txt`` (``sys._debugmallocstats``: the small
+objects' bytes by size class) and ``census-N.txt`` (``<type> <count> <bytes>`` per line,
+every object the collector tracks, coroutines by their function): the stream scenarios
+send one at each mark, so the difference of two says what an open stream holds.
+
 The stream scenarios serve the gateway through this (``bench/streamrun.py``); production
 code carries no sampler. Its own cost is 50 wake-ups a second.
 """
@@ -22,7 +28,11 @@ import asyncio
 import gc
 import importlib
 import os
+import signal
+import sys
 import time
+import types
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -82,8 +92,35 @@ inner = _load(os.environ.get("BENCH_LAGGED_APP", "router_project.asgi:applicatio
 lag_file = Path(os.environ.get("BENCH_LAG_FILE", f"lag-{os.getpid()}.txt"))
 
 
+def census(directory: Path) -> None:
+    """What the process holds now, into ``directory`` (see the module's docstring)."""
+    n = len(list(directory.glob("census-*.txt")))
+    saved = os.dup(2)
+    with (directory / f"pymalloc-{n}.txt").open("w") as out:
+        os.dup2(out.fileno(), 2)  # _debugmallocstats writes to the C stderr
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+    counts: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for o in gc.get_objects():
+        kind = type(o)
+        name = f"{kind.__module__}.{kind.__qualname__}"
+        if isinstance(o, types.CoroutineType | types.AsyncGeneratorType):
+            name += ":" + o.__qualname__
+        counts[name] += 1
+        sizes[name] += sys.getsizeof(o)
+    with (directory / f"census-{n}.txt").open("w") as out:
+        out.writelines(f"{name} {count} {sizes[name]}\n" for name, count in counts.items())
+
+
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
     if _Sampler.task is None:
         _Sampler.task = asyncio.get_running_loop().create_task(sample(lag_file))
         gc.callbacks.append(_collection)
+        if memory := os.environ.get("BENCH_MEMORY_DIR"):
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGUSR1, census, Path(memory))
     await inner(scope, receive, send)

@@ -26,6 +26,8 @@ the upstream's paced writes were), so a round where the harness was the limit sa
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -194,6 +196,9 @@ def run_round(runner: Runner, path: BenchPath, scenario: StreamScenario) -> dict
     marks: dict[str, dict[str, float]] = {}
 
     def mark(name: str) -> None:
+        if pid is not None and os.environ.get("BENCH_MEMORY_DIR"):  # bench.lagged.census
+            os.kill(pid, signal.SIGUSR1)
+            time.sleep(1)  # it writes while the streams run; the marks below come after
         busy, ticks = procs.core_jiffies(runner.gateway_cpus)
         marks[name] = {
             "t": time.monotonic(),
