@@ -102,12 +102,15 @@ class GatewayASGIHandler(ASGIHandler):
             del request  # nothing reads it again; a relayed stream may run for minutes
             await self.send_response(response, send)
         except asyncio.CancelledError:
-            if not watch.cancelled:
-                raise  # the server cancelled us, not the client leaving
+            if watch.server_cancelled():
+                raise
         finally:
             failure = watch.end()
         if failure is not None:
-            raise failure
+            try:
+                raise failure
+            finally:
+                del failure  # the frame would hold its own traceback: a cycle
         if response is not None:
             close_response(response)
         body_file.close()
@@ -137,13 +140,19 @@ class _DisconnectWatch:
     def __init__(self, receive: Any, listen: Callable[[Any], Coroutine[Any, Any, None]]) -> None:
         self.cancelled = False
         self.served: asyncio.Task[Any] | None = asyncio.current_task()
-        self.listener: asyncio.Task[None] = asyncio.create_task(listen(receive))
+        self.listener: asyncio.Task[None] | None = asyncio.create_task(listen(receive))
         self.listener.add_done_callback(self._left)
 
     def _left(self, _listener: asyncio.Task[None]) -> None:
         if self.served is not None:
             self.served.cancel()
             self.cancelled = True
+
+    def server_cancelled(self) -> bool:
+        """Whether a ``CancelledError`` in the request's task came (also) from someone
+        else, the server shutting down: it must go on up, even if the client left too."""
+        task = asyncio.current_task()
+        return not self.cancelled or (task is not None and task.cancelling() > 1)
 
     def end(self) -> BaseException | None:
         """Stop watching; an error of the listener other than the client leaving (which
@@ -156,7 +165,9 @@ class _DisconnectWatch:
         served, self.served = self.served, None
         if self.cancelled and served is not None:
             served.uncancel()
-        listener = self.listener
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return None
         if not listener.done():
             listener.cancel()  # not awaited: an await here could swallow the server's cancel
             return None

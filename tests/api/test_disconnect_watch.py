@@ -40,7 +40,7 @@ async def serve(client: Client, answer: asyncio.Future[str]) -> tuple[str, int]:
     try:
         outcome = await answer
     except asyncio.CancelledError:
-        if not watch.cancelled:
+        if watch.server_cancelled():
             raise
     finally:
         failure = watch.end()
@@ -83,6 +83,32 @@ async def test_a_cancellation_from_the_server_stays_a_cancellation() -> None:
         await served
     client.leave()
     await asyncio.sleep(0)
+
+
+async def test_a_server_cancel_stays_when_the_client_also_leaves_during_cleanup() -> None:
+    client = Client()
+    cleanup: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def request() -> None:
+        watch = _DisconnectWatch(client.receive, listen)
+        try:
+            try:
+                await asyncio.sleep(3600)
+            finally:
+                await cleanup  # the call's cleanup (an upstream's close) awaits
+        except asyncio.CancelledError:
+            if watch.server_cancelled():
+                raise
+        finally:
+            watch.end()
+
+    served = asyncio.create_task(request())
+    await asyncio.sleep(0)
+    served.cancel()  # shutdown
+    await asyncio.sleep(0)  # the request is in its cleanup now
+    client.leave()  # and its client goes too: a second cancel
+    await asyncio.wait([served], timeout=30)
+    assert served.cancelled()  # the server's cancel was not swallowed
 
 
 async def test_a_listener_that_fails_otherwise_hands_its_error_to_raise() -> None:
