@@ -220,6 +220,8 @@ class EventReader:
             if watch.timed_out():
                 raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from None
             raise
+        except TimeoutError as exc:  # a read's own timeout, should one come through
+            raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except UpstreamFailure as exc:
             if exc.failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
                 raise
