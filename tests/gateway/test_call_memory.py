@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -99,15 +99,22 @@ def test_finished_calls_leave_no_reference_cycles(harness: Harness) -> None:
         assert gateway_garbage(found) == Counter()
 
 
-def alive(kind: type, where: Callable[[Any], bool]) -> list[Any]:
-    return [o for o in gc.get_objects() if type(o) is kind and where(o)]
+def live(kinds: tuple[type, ...]) -> dict[type, list[Any]]:
+    """The live objects of each of ``kinds``, from one pass over the collector's objects."""
+    found: dict[type, list[Any]] = {kind: [] for kind in kinds}
+    for o in gc.get_objects():
+        if type(o) in found:
+            found[type(o)].append(o)
+    return found
 
 
 @pytest.mark.parametrize("door", ["chat", "messages"])
 def test_an_open_stream_holds_no_copy_of_its_request(harness: Harness, door: str) -> None:
     harness.configure(THREE_KINDS)
     model = {"chat": "c-model", "messages": "a-model"}[door]
-    harness.upstream.script(model, Reply(content="one two three four", chunks=4, chunk_delay_s=0.3))
+    # 1 s between chunks: the stream is still open after one look at every live object,
+    # even on a busy machine (at 0.3 s a loaded run once found its call already ended)
+    harness.upstream.script(model, Reply(content="one two three four", chunks=4, chunk_delay_s=1.0))
     tag = uuid.uuid4().hex
     history = agent_history(160)  # KB: as an agent's requests carry
     if door == "chat":
@@ -131,9 +138,10 @@ def test_an_open_stream_holds_no_copy_of_its_request(harness: Harness, door: str
     call_id = stream.response.headers["x-switchyard-request-id"]
     with stream:
         got = rest(next(first))  # the client has bytes: the call is past its commit point
-        requests = alive(ASGIRequest, lambda r: r.headers.get("x-test") == tag)
-        [call] = alive(Call, lambda c: c.call_id == call_id)
-        upstreams = alive(UpstreamResponse, lambda u: not u._response.is_closed)
+        found = live((ASGIRequest, Call, UpstreamResponse))  # one look, while it streams
+        requests = [r for r in found[ASGIRequest] if r.headers.get("x-test") == tag]
+        [call] = [c for c in found[Call] if c.call_id == call_id]
+        upstreams = [u for u in found[UpstreamResponse] if not u._response.is_closed]
         assert requests == []  # Django's request, with its copy of the body and its META
         assert call.body == {} and call.prepared.body == {} and call.prepared.bodies == {}
         assert call.continuity.body == {}
