@@ -74,7 +74,9 @@ class GatewayASGIHandler(ASGIHandler):
         await self.handle(scope, receive, send)
 
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Django's ``ASGIHandler.handle`` minus the request signals and thread hops."""
+        """Django's ``ASGIHandler.handle`` minus the request signals and thread hops, with
+        the view run in this task and one disconnect listener beside it (``_DisconnectWatch``)
+        instead of two tasks and an ``asyncio.wait``."""
         scope[STARTED] = asyncio.get_running_loop().time()  # for the overhead header
         try:
             body_file = await self.read_body(receive)
