@@ -198,22 +198,64 @@ def insert_many(model: type[models.Model], objs: Sequence[models.Model]) -> None
     Profiling showed the ORM compiling each batch's multi-row INSERT (per row, per field)
     as most of the audit writer's CPU — a fifth of the gateway's under load, on the same
     GIL as the calls. One prepared statement run by ``executemany`` keeps the same field
-    preparation (``pre_save`` + ``get_db_prep_save``) and skips the rest.
+    preparation and skips the rest; a value that Django's preparation would hand on as it
+    is (``_Column``) is read straight off the object.
     """
     if not objs:
         return
     connection = connections[router.db_for_write(model)]
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    # Every concrete field has a column; the stubs type ``Field.column`` optional.
-    columns = [f.column for f in fields if f.column is not None]
+    columns = _columns(model)
     quote = connection.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(model._meta.db_table),
-        ", ".join(quote(column) for column in columns),
-        ", ".join(["%s"] * len(fields)),
+        ", ".join(quote(column.field.column or "") for column in columns),
+        ", ".join(["%s"] * len(columns)),
     )
-    params = [
-        tuple(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields) for obj in objs
-    ]
+    params = [tuple(column.value(obj, connection) for column in columns) for obj in objs]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
+
+
+class _Column:
+    """One field's value for the INSERT: Django's ``pre_save`` + ``get_db_prep_save``,
+    except for a value of the type a plain field stores as it is (a ``str`` in a text
+    field, an ``int`` in an integer one, a ``float`` in a float one, a ``bool`` in a
+    boolean one, or None), which those calls would only pass along: per field and row
+    they were most of the writer's remaining CPU. ``tests/audit/test_insert_many.py``
+    holds both to the same parameters."""
+
+    __slots__ = ("field", "attname", "plain")
+
+    def __init__(self, field: models.Field[Any, Any]) -> None:
+        self.field, self.attname = field, field.attname
+        self.plain: tuple[type, ...] = next(
+            (types for kind, types in _PLAIN if isinstance(field, kind)), ()
+        )
+
+    def value(self, obj: models.Model, connection: Any) -> Any:
+        if self.plain:
+            value = getattr(obj, self.attname)
+            if value is None or type(value) in self.plain:
+                return value
+        field = self.field
+        return field.get_db_prep_save(field.pre_save(obj, True), connection)
+
+
+# Fields whose preparation returns a value of these exact types unchanged (Django 5.2:
+# ``to_python``/``int()``/``float()``/``bool`` of the value, and no backend adapter for them).
+_PLAIN: tuple[tuple[type[models.Field[Any, Any]], tuple[type, ...]], ...] = (
+    (models.CharField, (str,)),
+    (models.TextField, (str,)),
+    (models.BooleanField, (bool,)),
+    (models.IntegerField, (int,)),
+    (models.FloatField, (float,)),
+)
+_COLUMNS: dict[type[models.Model], list[_Column]] = {}
+
+
+def _columns(model: type[models.Model]) -> list[_Column]:
+    found = _COLUMNS.get(model)
+    if found is None:
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        found = _COLUMNS[model] = [_Column(f) for f in fields]
+    return found
