@@ -204,7 +204,7 @@ def insert_many(model: type[models.Model], objs: Sequence[models.Model]) -> None
     if not objs:
         return
     connection = connections[router.db_for_write(model)]
-    columns = _columns(model)
+    columns = _columns(model, connection)
     quote = connection.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(model._meta.db_table),
@@ -221,15 +221,22 @@ class _Column:
     except for a value of the type a plain field stores as it is (a ``str`` in a text
     field, an ``int`` in an integer one, a ``float`` in a float one, a ``bool`` in a
     boolean one, or None), which those calls would only pass along: per field and row
-    they were most of the writer's remaining CPU. ``tests/audit/test_insert_many.py``
-    holds both to the same parameters."""
+    they were most of the writer's remaining CPU. Whether they only pass it along is
+    asked of the connection's backend, not assumed: PostgreSQL's wraps every integer in
+    psycopg's ``Int2``/``Int4``/``Int8``, so there integers keep Django's path.
+    ``tests/audit/test_insert_many.py`` holds both paths to the same parameters."""
 
     __slots__ = ("field", "attname", "plain")
 
-    def __init__(self, field: models.Field[Any, Any]) -> None:
+    def __init__(self, field: models.Field[Any, Any], connection: Any) -> None:
         self.field, self.attname = field, field.attname
         self.plain: tuple[type, ...] = next(
-            (types for kind, types in _PLAIN if isinstance(field, kind)), ()
+            (
+                types
+                for kind, types in _PLAIN
+                if isinstance(field, kind) and _passed_as_is(field, types[0], connection)
+            ),
+            (),
         )
 
     def value(self, obj: models.Model, connection: Any) -> Any:
@@ -241,8 +248,9 @@ class _Column:
         return field.get_db_prep_save(field.pre_save(obj, True), connection)
 
 
-# Fields whose preparation returns a value of these exact types unchanged (Django 5.2:
-# ``to_python``/``int()``/``float()``/``bool`` of the value, and no backend adapter for them).
+# Fields whose preparation may return a value of these exact types unchanged (Django 5.2:
+# ``to_python``/``int()``/``float()``/``bool`` of the value); ``_passed_as_is`` asks the
+# backend whether it adds an adapter of its own.
 _PLAIN: tuple[tuple[type[models.Field[Any, Any]], tuple[type, ...]], ...] = (
     (models.CharField, (str,)),
     (models.TextField, (str,)),
@@ -250,12 +258,27 @@ _PLAIN: tuple[tuple[type[models.Field[Any, Any]], tuple[type, ...]], ...] = (
     (models.IntegerField, (int,)),
     (models.FloatField, (float,)),
 )
-_COLUMNS: dict[type[models.Model], list[_Column]] = {}
+_SAMPLES: dict[type, tuple[Any, ...]] = {
+    str: ("", "x"),
+    bool: (True, False),
+    int: (0, 7, -7),
+    float: (0.0, 2.5, -1e300),
+}
+_COLUMNS: dict[tuple[type[models.Model], str], list[_Column]] = {}
 
 
-def _columns(model: type[models.Model]) -> list[_Column]:
-    found = _COLUMNS.get(model)
+def _passed_as_is(field: models.Field[Any, Any], kind: type, connection: Any) -> bool:
+    for sample in _SAMPLES[kind]:
+        prepared = field.get_db_prep_save(sample, connection)
+        if type(prepared) is not kind or prepared != sample:
+            return False
+    return True
+
+
+def _columns(model: type[models.Model], connection: Any) -> list[_Column]:
+    key = (model, connection.alias)
+    found = _COLUMNS.get(key)
     if found is None:
         fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-        found = _COLUMNS[model] = [_Column(f) for f in fields]
+        found = _COLUMNS[key] = [_Column(f, connection) for f in fields]
     return found

@@ -48,7 +48,7 @@ def test_the_parameters_are_django_s_own() -> None:
         _call_rows(record, _Cleaner(["secret"]), rows)
     plain_taken = 0
     for model, objs in ((Call, rows.calls), (Attempt, rows.attempts)):
-        columns = _columns(model)
+        columns = _columns(model, connection)
         for obj in objs:
             ours = tuple(column.value(obj, connection) for column in columns)
             assert ours == _django_params(model, obj)
@@ -56,7 +56,7 @@ def test_the_parameters_are_django_s_own() -> None:
             plain_taken += sum(1 for c in columns if c.plain)
     assert plain_taken > 0  # the plain path is the one taken for most fields
     # A time, an enum and a foreign key always go through Django's preparation.
-    by_name = {c.field.name: c for c in _columns(Call) + _columns(Attempt)}
+    by_name = {c.field.name: c for c in _columns(Call, connection) + _columns(Attempt, connection)}
     assert not by_name["started_at"].plain and not by_name["call"].plain
 
 
