@@ -155,13 +155,15 @@ def drive(key: str, calls: int, secret: str, blocks: int | None = None) -> None:
             order = (True, False) if pair % 2 == 0 else (False, True)
             for traced in order:
                 runtime.tracing = tracing if traced else None
-                started = time.process_time()
+                started, loop_started = time.process_time(), time.thread_time()
                 for _ in range(calls):
                     await one()
+                loop = time.thread_time() - loop_started  # this thread: the event loop's
                 writer.flush(30)
                 tracing.force_flush()
                 spent = time.process_time() - started
-                print(f"{'traced' if traced else 'untraced'} {spent / calls * 1e6:.2f}")
+                label = "traced" if traced else "untraced"
+                print(f"{label} {spent / calls * 1e6:.2f} {loop / calls * 1e6:.2f}")
 
     if blocks:
         asyncio.run(toggled(blocks))
@@ -237,8 +239,10 @@ def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, 
     """CPU time per call, untraced and traced, measured in one process whose calls are
     traced in every other block of ``calls`` (``drive``): blocks seconds apart, so the
     machine's drift (up to 2x within minutes on a shared VM) hits both alike. Medians in
-    microseconds, and the median of the pairs' differences (``delta``). Not instructions:
-    what the CPU spent, cache misses and the kernel's share (the export's sends) included."""
+    microseconds, the median of the pairs' differences (``delta``), their mean with its
+    standard error, and that mean split into the event loop's thread (the calls and their
+    spans) and the others (the batch exporter's encoding and sends, the audit writer). Not
+    instructions: what the CPU spent, cache misses and the kernel's share included."""
     from bench.otlp_sink import OTLPSink
 
     work = Path(tempfile.mkdtemp(prefix="switchyard-cpu-"))
@@ -272,18 +276,25 @@ def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, 
                 check=False,
                 preexec_fn=(lambda: procs.pin(0, mine)) if mine else None,
             )
-            seen: dict[str, list[float]] = {"traced": [], "untraced": []}
-            for label, value in re.findall(r"^(traced|untraced) ([\d.]+)$", done.stdout, re.M):
-                seen[label].append(float(value))
+            seen: dict[str, list[tuple[float, float]]] = {"traced": [], "untraced": []}
+            for label, spent, loop in re.findall(
+                r"^(traced|untraced) ([\d.]+) ([\d.]+)$", done.stdout, re.M
+            ):
+                seen[label].append((float(spent), float(loop)))
             if done.returncode != 0 or len(seen["traced"]) != pairs:
                 raise SystemExit(f"scenario {key}: the timed run failed:\n{done.stderr[-2000:]}")
-            deltas = [t - u for t, u in zip(seen["traced"], seen["untraced"], strict=True)]
+            pairs_seen = list(zip(seen["traced"], seen["untraced"], strict=True))
+            deltas = [t[0] - u[0] for t, u in pairs_seen]
+            loop_deltas = [t[1] - u[1] for t, u in pairs_seen]
             out[key] = {
-                "untraced": statistics.median(seen["untraced"]),
-                "traced": statistics.median(seen["traced"]),
+                "untraced": statistics.median(s for s, _ in seen["untraced"]),
+                "traced": statistics.median(s for s, _ in seen["traced"]),
                 "delta": statistics.median(deltas),
                 "low": sorted(deltas)[len(deltas) // 4],
                 "high": sorted(deltas)[(3 * len(deltas)) // 4],
+                **_mean_se("mean", deltas),
+                **_mean_se("loop", loop_deltas),
+                **_mean_se("others", [d - lp for d, lp in zip(deltas, loop_deltas, strict=True)]),
                 "exports": sink.exports,  # so far: the traced blocks' spans reached the sink
             }
             print(
@@ -299,16 +310,27 @@ def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, 
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _mean_se(name: str, values: list[float]) -> dict[str, float]:
+    """The mean and its standard error: with a few hundred pairs, the figure to quote
+    (this VM's blocks spread by tens of µs; the median alone hides how sure it is)."""
+    spread = statistics.stdev(values) / len(values) ** 0.5 if len(values) > 1 else 0.0
+    return {name: statistics.fmean(values), f"{name}_se": spread}
+
+
 def report_cpu(found: dict[str, dict[str, float]], pairs: int, calls: int) -> str:
     lines = [
-        f"| scen | what | untraced µs CPU per call | traced | tracing's cost: median of "
-        f"{pairs} pairs of {calls}-call blocks (middle half) |",
-        "|---|---|---:|---:|---:|",
+        f"| scen | what | untraced µs CPU per call | traced | tracing's cost over {pairs} "
+        f"pairs of {calls}-call blocks: median (middle half) | mean ± standard error | "
+        "of which the event loop's thread | other threads (export, audit writer) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for key, row in found.items():
         lines.append(
             f"| {key} | {SCENARIOS[key].title} | {row['untraced']:.1f} | {row['traced']:.1f} "
-            f"| {row['delta']:+.1f} µs ({row['low']:+.1f} … {row['high']:+.1f}) |"
+            f"| {row['delta']:+.1f} µs ({row['low']:+.1f} … {row['high']:+.1f}) "
+            f"| {row['mean']:+.1f} ± {row['mean_se']:.1f} µs "
+            f"| {row['loop']:+.1f} ± {row['loop_se']:.1f} "
+            f"| {row['others']:+.1f} ± {row['others_se']:.1f} |"
         )
     return "\n".join(lines)
 
