@@ -40,6 +40,7 @@ from bench.run import ROOT, SCENARIOS
 COUNTABLE = ("a", "c", "i", "j", "k", "l", "m", "n", "o", "p", "q")  # one call at a time
 WARM = 60  # calls before the counted ones: caches, pools and lazy imports settle
 COLLECTED = re.compile(r"Collected : (\d+)")
+HOOKS_ONLY = "BENCH_TRACING_HOOKS_ONLY"  # --hooks-only, for the measured process
 
 
 def scope(path: str, body: bytes, key: str) -> dict[str, Any]:
@@ -149,6 +150,8 @@ def drive(key: str, calls: int, secret: str, blocks: int | None = None) -> None:
         tracing = runtime.tracing
         if tracing is None:
             raise SystemExit("--cpu needs tracing on (OTEL_EXPORTER_OTLP_ENDPOINT)")
+        if os.environ.get(HOOKS_ONLY):  # ended calls are dropped, not handed over
+            tracing.processor.on_end = lambda span: None  # type: ignore[method-assign]
         for _ in range(WARM):
             await one()
         for pair in range(pairs):
@@ -235,13 +238,17 @@ def measure(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, float]]:
+def measure_cpu(
+    keys: list[str], calls: int, pairs: int, hooks_only: bool = False
+) -> dict[str, dict[str, float]]:
     """CPU time per call, untraced and traced, measured in one process whose calls are
     traced in every other block of ``calls`` (``drive``): blocks seconds apart, so the
     machine's drift (up to 2x within minutes on a shared VM) hits both alike. Medians in
     microseconds, the median of the pairs' differences (``delta``), their mean with its
     standard error, and that mean split into the event loop's thread (the calls and their
-    spans) and the others (the batch exporter's encoding and sends, the audit writer). Not
+    spans) and the others (the batch exporter's encoding and sends, the audit writer).
+    ``hooks_only``: the traced blocks' ended calls are dropped instead of handed to the
+    batch processor (no spans made or sent): what the request path's hooks cost alone. Not
     instructions: what the CPU spent, cache misses and the kernel's share included."""
     from bench.otlp_sink import OTLPSink
 
@@ -259,6 +266,7 @@ def measure_cpu(keys: list[str], calls: int, pairs: int) -> dict[str, dict[str, 
             "DJANGO_SETTINGS_MODULE": "router_project.settings",
             "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "3600000",  # by size, and at each block's end
+            **({HOOKS_ONLY: "1"} if hooks_only else {}),
         }
         out: dict[str, dict[str, float]] = {}
         for key in keys:
@@ -376,6 +384,12 @@ def main(argv: list[str] | None = None) -> None:
         "in one process, PAIRS pairs of --calls-call blocks per scenario",
     )
     parser.add_argument(
+        "--hooks-only",
+        action="store_true",
+        help="with --cpu: traced calls are not handed to the exporter (the request path's "
+        "share of tracing alone)",
+    )
+    parser.add_argument(
         "--drive", nargs="+", metavar="KEY CALLS SECRET [TIMED_FROM]", help=argparse.SUPPRESS
     )
     args = parser.parse_args(argv)
@@ -388,7 +402,8 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}")
     if args.cpu:
-        print(report_cpu(measure_cpu(keys, args.calls, args.cpu), args.cpu, args.calls))
+        found = measure_cpu(keys, args.calls, args.cpu, hooks_only=args.hooks_only)
+        print(report_cpu(found, args.cpu, args.calls))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("bench.instructions needs valgrind (apt-get install valgrind)")

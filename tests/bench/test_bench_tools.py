@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 import pytest
 
@@ -102,11 +103,18 @@ def test_the_scale_out_report_gives_the_measured_and_the_cpu_accounted_scaling()
     assert output._scaling("b", [row("through", 200, 1.0)]) is None
 
 
-def test_the_cpu_report_gives_the_median_pair_and_the_middle_half() -> None:
+def test_the_cpu_report_gives_the_median_pair_the_mean_and_which_thread_paid() -> None:
     row = {"untraced": 1000.0, "traced": 1040.0, "delta": 38.5, "low": -12.0, "high": 90.25}
+    row |= instructions._mean_se("mean", [30.0, 50.0, 40.0, 40.0])
+    row |= instructions._mean_se("loop", [10.0, 30.0, 20.0, 20.0])
+    row |= instructions._mean_se("others", [20.0, 20.0, 20.0, 20.0])
+    assert row["mean"] == 40.0 and round(row["mean_se"], 3) == round(8.165 / 2, 3)
+    assert row["others_se"] == 0.0
     table = instructions.report_cpu({"a": row}, pairs=8, calls=500).splitlines()
-    assert "median of 8 pairs of 500-call blocks" in table[0]
-    assert table[2].endswith("| 1000.0 | 1040.0 | +38.5 µs (-12.0 … +90.2) |")
+    assert "over 8 pairs of 500-call blocks" in table[0]
+    assert table[2].endswith(
+        "| 1000.0 | 1040.0 | +38.5 µs (-12.0 … +90.2) | +40.0 ± 4.1 µs | +20.0 ± 4.1 | +20.0 ± 0.0 |"
+    )
 
 
 def test_the_cpu_comparison_runs_traced_and_untraced_blocks_in_one_gateway() -> None:
@@ -119,4 +127,50 @@ def test_the_cpu_comparison_runs_traced_and_untraced_blocks_in_one_gateway() -> 
     row = found["a"]
     assert row["untraced"] > 0 and row["traced"] > 0
     assert row["low"] <= row["delta"] <= row["high"]
+    # every pair's difference is the loop thread's plus the other threads'
+    assert row["mean"] == pytest.approx(row["loop"] + row["others"])
+    assert row["mean_se"] >= 0 and row["loop_se"] >= 0
     assert row["exports"] >= 2  # each traced block flushed its spans to the collector
+
+
+def test_the_audit_writer_bench_writes_real_rows_and_reports_cpu_per_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``bench.audit_writer`` in a process of its own (it sets up Django on a database of
+    its own): rows written through ``rows_write`` into the SQLite file it is given."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    database = tmp_path / "audit.sqlite3"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "bench.audit_writer", "--records", "600", "--rounds", "2",
+            "--database-url", f"sqlite:///{database}",
+        ],
+        capture_output=True, text=True, check=False, cwd=instructions.ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "router_project.settings"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert re.match(
+        r"audit writer: [\d.]+ µs CPU per call record \(median of 2 rounds", done.stdout
+    )
+    with sqlite3.connect(database) as db:
+        # warm-up batch + two rounds of one batch each (records per round // BATCH_SIZE)
+        (calls,) = db.execute("select count(*) from audit_call").fetchone()
+        (failovers,) = db.execute(
+            "select count(*) from audit_call where served_by_fallback"
+        ).fetchone()
+    assert calls == 3 * 500 and failovers == 3 * 50
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench.audit_writer", "--rounds", "0"],
+        capture_output=True, text=True, check=False, cwd=instructions.ROOT,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--rounds must be at least 1" in bad.stderr
+
+
+def test_the_hooks_only_comparison_hands_nothing_to_the_exporter() -> None:
+    """``--cpu --hooks-only``: the traced blocks draw ids and send traceparents, but no
+    call reaches the batch processor: the collector gets only the first call's spans (made
+    before the blocks: it starts the runtime), where a full run's traced blocks export one
+    batch each (``exports >= 2`` above)."""
+    found = instructions.measure_cpu(["a"], calls=3, pairs=2, hooks_only=True)
+    assert found["a"]["traced"] > 0 and found["a"]["exports"] == 1
