@@ -217,6 +217,9 @@ class CallTrace:
         "_parent",
         "_flags",
         "_state",
+        "_sampled",
+        "_header",
+        "_state_header",
         "_attempts",
         "_open",
         "_record",
@@ -240,11 +243,14 @@ class CallTrace:
         self._record: CallRecord | None = None  # set when the call ended (or was refused)
         self._ended_ns = 0
         self._span_id = tracing.ids.generate_span_id()
+        # What every attempt's traceparent and tracestate headers carry, made once
+        self._state_header: str | None = None
         context = _incoming(headers)
         if context is None and tracing.roots_sampled:
             self._parent: SpanContext | None = None
             self._trace_id = tracing.ids.generate_trace_id()
-            self._flags, self._state = SAMPLED, NO_STATE
+            self._flags, self._state, self._sampled = SAMPLED, NO_STATE, True
+            self._header = f"00-{self._trace_id:032x}-"
             return
         parent = trace.get_current_span(context).get_span_context() if context else None
         self._parent = parent
@@ -252,17 +258,21 @@ class CallTrace:
         decision = tracing.sampler.should_sample(
             context, self._trace_id, "", SpanKind.SERVER, None, None, None
         )
-        self._flags = SAMPLED if decision.decision is Decision.RECORD_AND_SAMPLE else NOT_SAMPLED
+        self._sampled = decision.decision is Decision.RECORD_AND_SAMPLE
+        self._flags = SAMPLED if self._sampled else NOT_SAMPLED
         self._state = decision.trace_state or NO_STATE
+        self._header = f"00-{self._trace_id:032x}-"
+        if self._state:
+            self._state_header = self._state.to_header()
 
     @property
     def sampled(self) -> bool:
-        return self._flags.sampled
+        return self._sampled
 
     @property
     def trace_id(self) -> str:
         """The trace's id (32 hex digits) when it is sampled, else "" (nothing to find)."""
-        return format(self._trace_id, "032x") if self._flags.sampled else ""
+        return self._header[3:35] if self._sampled else ""
 
     def attempt_started(
         self, target: TargetSpec, try_number: int, probe: bool, headers: Mapping[str, str] | None
@@ -274,10 +284,10 @@ class CallTrace:
         self._attempts.append(attempt)
         out = dict(headers) if headers else {}
         out["traceparent"] = (
-            f"00-{self._trace_id:032x}-{attempt.span_id:016x}-{int(self._flags):02x}"
+            f"{self._header}{attempt.span_id:016x}-{'01' if self._sampled else '00'}"
         )
-        if self._state:
-            out["tracestate"] = self._state.to_header()
+        if self._state_header:
+            out["tracestate"] = self._state_header
         return out
 
     def attempt_ended(self, target: TargetSpec, record: AttemptRecord) -> None:
@@ -299,14 +309,14 @@ class CallTrace:
     def finish(self, record: CallRecord) -> None:
         """The call ended with ``record``: hand it to the batch processor, whose export
         thread builds its spans (nothing when the trace is not sampled)."""
-        if not self._flags.sampled:
+        if not self._sampled:
             return
         self._record, self._ended_ns = record, time.time_ns()
         self._tracing.processor.on_end(self)  # type: ignore[arg-type]
 
     def refused(self, record: CallRecord) -> None:
         """A request refused before a call existed (``Tracing.refused``): one span."""
-        if not self._flags.sampled:
+        if not self._sampled:
             return
         self._record, self._ended_ns = record, max(time.time_ns(), self._started_ns)
         self._tracing.processor.on_end(self)  # type: ignore[arg-type]
