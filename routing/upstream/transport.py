@@ -5,7 +5,7 @@ The gateway speaks to upstreams through httpx's API (the user's choice) on the
 request and costs several ms of CPU per call under concurrency on a small machine.
 Everything above this module sees :class:`UpstreamResponse` and ``UpstreamFailure``.
 
-Two things here reach past public APIs, and this module owns them:
+Three things here reach past public APIs, and this module owns them:
 
 - :class:`BodyReader` reads the aiohttp stream under httpx's wrapper
   (``response.stream._stream._aiohttp_response.content``) and, when aiohttp raises a
@@ -13,11 +13,15 @@ Two things here reach past public APIs, and this module owns them:
   out bytes that arrived just ahead of a cut, so a stream dropped after two chunks would
   reach the client with one;
 - :func:`translate_exception` looks at the aiohttp cause of httpx-aiohttp's
-  ``ConnectTimeout``, which that transport raises for every dropped connection.
+  ``ConnectTimeout``, which that transport raises for every dropped connection;
+- :meth:`Pool._send` hands a request to the transport httpx's client would pick
+  (``AsyncClient._transport_for_url``) instead of ``AsyncClient.send``, whose cookie jar
+  a gateway must not keep.
 
 They were written for the versions in :data:`WRITTEN_FOR` (pinned in pyproject.toml);
-``tests/upstream/test_transport_contract.py`` fails loudly when an upgrade changes
-either, instead of letting a cut stream lose its tail in silence.
+``tests/upstream/test_transport_contract.py`` fails loudly when an upgrade changes any
+of them, instead of letting a cut stream lose its tail, or a cookie jar come back, in
+silence.
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ class Pool:
             for name, value in headers.items():
                 on_request[name] = value
         try:
-            response = await self._client.send(request, stream=True)
+            response = await self._send(request)
         except NETWORK_ERRORS as exc:
             raise UpstreamFailure(translate_exception(exc, phase="connect")) from exc
         return UpstreamResponse(response)
@@ -133,10 +137,26 @@ class Pool:
             timeout=httpx.Timeout(timeouts.total_s, connect=timeouts.connect_s),
         )
         try:
-            response = await self._client.send(request, stream=True)
+            response = await self._send(request)
         except NETWORK_ERRORS as exc:
             raise UpstreamFailure(translate_exception(exc, phase="request")) from exc
         return UpstreamResponse(response)
+
+    async def _send(self, request: httpx.Request) -> httpx.Response:
+        """``AsyncClient.send(request, stream=True)`` less what it does around the
+        transport that a gateway must not do or has no use for: above all, keeping each
+        response's cookies in the client's jar — one jar per provider, shared by every
+        caller, so one client's cookie (a CDN's, say) would go out with everyone's later
+        calls; and turning every response into urllib and ``email`` objects for that jar
+        was 7 % of a short call's CPU under a profiler. Also left out: the auth and
+        redirect flows (none configured; an upstream's redirect is its answer, as with
+        ``follow_redirects=False``), the response timer and the per-request log line. The
+        transport is the one httpx picks for the URL (a proxy from the environment
+        included), and the response is the transport's, its request set."""
+        client = self._client
+        if client.is_closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        return await client._transport_for_url(request.url).handle_async_request(request)
 
     @property
     def closed(self) -> bool:

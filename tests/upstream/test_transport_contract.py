@@ -164,3 +164,53 @@ async def test_a_long_model_list_is_read_whole() -> None:
         finally:
             await client.aclose()
     assert [item["id"] for item in listed["data"]] == names
+
+
+async def test_an_upstream_s_cookies_never_go_out_with_later_calls() -> None:
+    """One pooled client per provider serves every caller: a cookie an upstream sets on
+    one call's answer (a CDN's, say) must not be sent with the next call, whoever makes
+    it. httpx's own ``send`` would keep it in the client's jar; ``Pool._send`` hands the
+    request to the transport httpx would pick, and nothing keeps it."""
+    heads: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            heads.append(head.lower())
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            body = b'{"ok": true}'
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"set-cookie: __cf_bm=tenant-a; Path=/; HttpOnly\r\n"
+                b"content-length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = OpenAIClient(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    try:
+        pool = client._pool
+        http = pool._client
+        # the transport httpx picks for an upstream's URL is ours (no proxy configured)
+        assert http._transport_for_url(httpx.URL(f"http://127.0.0.1:{port}/v1")) is http._transport
+        for _ in range(2):
+            response = await client.send(b"{}")
+            assert response.status_code == 200
+            assert response.headers["set-cookie"].startswith("__cf_bm=")  # relayed as sent
+            assert await response.read() == b'{"ok": true}'
+            await response.aclose()
+        assert len(http.cookies) == 0
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    assert len(heads) == 2 and all(b"\r\ncookie:" not in head for head in heads)
+    assert b"authorization: bearer k" in heads[1]  # the second call did go out, as usual
+    with pytest.raises(RuntimeError, match="closed"):
+        await pool.post(f"http://127.0.0.1:{port}/v1/chat/completions", b"{}")
