@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -136,42 +137,70 @@ _group = _LabelGuard(LABEL_VALUES_MAX)
 _target = _LabelGuard(LABEL_VALUES_MAX)
 
 
+class _Children:
+    """A metric's labelled children by their label values. ``labels()`` checks and
+    converts its arguments and takes the metric's lock on every call, six times per call
+    here; a child, once made, stays the metric's (nothing here removes one), so it is
+    looked up by the same values next time. Two threads making the same child at once
+    both get it from ``labels()``, which is locked."""
+
+    __slots__ = ("_metric", "_made")
+
+    def __init__(self, metric: Counter | Histogram) -> None:
+        self._metric = metric
+        self._made: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        child = self._made.get(values)
+        if child is None:
+            child = self._made[values] = self._metric.labels(*values)
+        return child
+
+
+_calls, _attempts, _rescues = _Children(CALLS), _Children(ATTEMPTS), _Children(RESCUES)
+_refusals, _cost = _Children(REFUSALS), _Children(COST)
+_input, _output = _Children(INPUT_TOKENS), _Children(OUTPUT_TOKENS)
+_ttft, _overhead = _Children(TIME_TO_FIRST_TOKEN), _Children(GATEWAY_OVERHEAD)
+_retries, _switches = _Children(RETRIES), _Children(SWITCHES)
+_transitions = _Children(HEALTH_TRANSITIONS)
+
+
 def observe(event: Event) -> None:
     """Hub subscriber: count one event. Cheap increments only."""
     if isinstance(event, CallRecord):
         group = _group(event.group)
-        CALLS.labels(group, event.outcome).inc()
+        _calls(group, event.outcome).inc()
         for attempt in event.attempts:
-            ATTEMPTS.labels(
+            _attempts(
                 _target(attempt.target), "OK" if attempt.ok else attempt.code or "UNKNOWN"
             ).inc()
         if any(a.continuation for a in event.attempts):
-            RESCUES.labels(group, "ok" if event.outcome == CallOutcome.OK else "failed").inc()
+            _rescues(group, "ok" if event.outcome == CallOutcome.OK else "failed").inc()
         if event.outcome == CallOutcome.REFUSED:
-            REFUSALS.labels(group, event.error_code or "").inc()
+            _refusals(group, event.error_code or "").inc()
         elif event.served_by and event.usage:
             _usage(group, _target(event.served_by), event.usage, event.cost)
         if event.outcome == CallOutcome.OK and event.ttft_ms is not None:
-            TIME_TO_FIRST_TOKEN.labels(group).observe(event.ttft_ms / 1000)
+            _ttft(group).observe(event.ttft_ms / 1000)
         if event.overhead_ms is not None:
-            GATEWAY_OVERHEAD.labels(group).observe(event.overhead_ms / 1000)
+            _overhead(group).observe(event.overhead_ms / 1000)
     elif isinstance(event, RetryEvent):
-        RETRIES.labels(_group(event.group), _target(event.target), event.code).inc()
+        _retries(_group(event.group), _target(event.target), event.code).inc()
     elif isinstance(event, FallbackEvent):
-        SWITCHES.labels(_group(event.group), _target(event.from_target), event.code).inc()
+        _switches(_group(event.group), _target(event.from_target), event.code).inc()
     elif isinstance(event, HealthEvent):
         target = event.target or f"{event.provider}/*"
-        HEALTH_TRANSITIONS.labels(_target(target), event.code or "").inc()
+        _transitions(_target(target), event.code or "").inc()
 
 
 def _usage(group: str, target: str, usage: dict[str, object], cost: float | None) -> None:
     prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
     if isinstance(prompt, int) and prompt > 0:
-        INPUT_TOKENS.labels(group, target).inc(prompt)
+        _input(group, target).inc(prompt)
     if isinstance(completion, int) and completion > 0:
-        OUTPUT_TOKENS.labels(group, target).inc(completion)
+        _output(group, target).inc(completion)
     if cost:
-        COST.labels(group, target).inc(cost)
+        _cost(group, target).inc(cost)
 
 
 class _ScrapeCollector(Collector):

@@ -125,3 +125,17 @@ def test_a_mid_stream_rescue_is_counted_and_on_the_record(audit: Audit) -> None:
     assert rows == [("p1/a", True, False), ("p2/b", True, True)]
     [call] = audit.api.get("/api/v1/calls").json()
     assert [a["continuation"] for a in call["attempts"]] == [False, True]
+
+
+def test_a_labelled_child_is_made_once_and_is_the_metric_s_own() -> None:
+    """``observe`` looks a child up by its label values instead of calling ``labels()``
+    each time: it must be the very child ``labels()`` gives, so a scrape sees its counts."""
+    from routing.gateway.events import CallOutcome
+    from routing.observability import metrics
+
+    child = metrics._calls("children-test", CallOutcome.OK)
+    assert child is metrics.CALLS.labels("children-test", CallOutcome.OK)
+    assert metrics._calls("children-test", CallOutcome.OK) is child
+    before = child._value.get()
+    metrics._calls("children-test", CallOutcome.OK).inc()
+    assert metrics.CALLS.labels("children-test", "ok")._value.get() == before + 1
