@@ -214,3 +214,34 @@ async def test_an_upstream_s_cookies_never_go_out_with_later_calls() -> None:
     assert b"authorization: bearer k" in heads[1]  # the second call did go out, as usual
     with pytest.raises(RuntimeError, match="closed"):
         await pool.post(f"http://127.0.0.1:{port}/v1/chat/completions", b"{}")
+
+
+@pytest.mark.parametrize(
+    ("extra", "body", "base"),
+    [
+        ({}, b'{"model": "m", "messages": []}', "http://127.0.0.1:9/v1"),
+        ({"x-team": "a", "authorization": "Bearer other"}, b"{}", "https://api.example/v1"),
+        ({"Host": "upstream.internal"}, b"{}", "http://127.0.0.1:9/v1"),  # httpx's own path
+        ({}, b"", "http://127.0.0.1:9/v1"),
+    ],
+)
+async def test_a_request_is_the_one_httpx_s_build_request_makes(
+    extra: dict[str, str], body: bytes, base: str
+) -> None:
+    """``Pool._request`` builds the upstream request without ``build_request``'s merging:
+    the same method, URL, headers (in order), body and timeouts all the same."""
+    client = OpenAIClient(base_url=base, api_key="k", headers=extra)
+    try:
+        pool = client._pool
+        url = f"{base}/chat/completions"
+        ours = pool._request(url, body)
+        assert ours.stream is not None and b"".join(ours.stream) == body  # type: ignore[arg-type]
+        theirs = pool._client.build_request("POST", url, content=body)
+        assert (ours.method, ours.url, ours.content) == (theirs.method, theirs.url, body)
+        assert ours.headers.raw == theirs.headers.raw
+        assert b"authorization" in [name.lower() for name, _ in ours.headers.raw]
+        assert ours.extensions == theirs.extensions
+        ours.headers["traceparent"] = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+        assert "traceparent" not in pool._client.headers  # a request's own headers, a copy
+    finally:
+        await client.aclose()
