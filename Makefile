@@ -53,6 +53,8 @@ browser:
 
 # The real agents the suite drives (tests/agents): pinned, installed once per machine into a
 # cache outside the clone (~650 MB), so every fresh clone's `make test` reuses the install.
+# Each install goes to a directory of its own first: two clones' `make test` started at
+# once both install, and the first to finish is the one kept.
 CLAUDE_CODE_VERSION ?= 2.1.197
 CODEX_VERSION ?= 0.171.0
 AGENTS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/switchyard
@@ -63,10 +65,13 @@ agents:
 	@test -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/claude" -a -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/codex" || { \
 		command -v npm >/dev/null 2>&1 || { echo "the agent tests need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }; \
 		echo "installing Claude Code $(CLAUDE_CODE_VERSION) and Codex $(CODEX_VERSION) into $(SWITCHYARD_AGENTS_DIR)"; \
-		mkdir -p "$(SWITCHYARD_AGENTS_DIR).tmp" && \
-		npm install --silent --no-audit --no-fund --prefix "$(SWITCHYARD_AGENTS_DIR).tmp" \
-			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
-		rm -rf "$(SWITCHYARD_AGENTS_DIR)" && mv "$(SWITCHYARD_AGENTS_DIR).tmp" "$(SWITCHYARD_AGENTS_DIR)"; }
+		tmp="$(SWITCHYARD_AGENTS_DIR).tmp.$$$$"; \
+		mkdir -p "$$tmp" && \
+		npm install --silent --no-audit --no-fund --prefix "$$tmp" \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) || { rm -rf "$$tmp"; exit 1; }; \
+		if test -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/claude" -a -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/codex"; then \
+			rm -rf "$$tmp"; \
+		else rm -rf "$(SWITCHYARD_AGENTS_DIR)" && mv -T "$$tmp" "$(SWITCHYARD_AGENTS_DIR)"; fi; }
 
 # The production shape (PostgreSQL + Redis, both on this machine; .ci/run starts them) runs
 # the gateway's integration tests a second time.
