@@ -1,5 +1,5 @@
 """The audit writer's CPU per call record, in process: ``python -m bench.audit_writer``
-(about 20 s; ``--database-url`` for PostgreSQL).
+(about 5 s; ``--database-url`` for PostgreSQL).
 
 Under load the writer thread shares the gateway's GIL with every call, so its CPU per call
 is part of what a call costs (``bench.run`` counts it in the gateway's CPU, mixed with the
