@@ -105,10 +105,11 @@ class Pool:
         self._raw = list(self._headers.raw)
         self._timeout = self._client.timeout.as_dict()
         # httpx adds Host and Content-Length unless the headers have them (_request)
-        self._own_framing = any(
-            name.lower() in (b"host", b"content-length", b"transfer-encoding")
-            for name, _ in self._raw
-        )
+        framing = {b"host", b"content-length", b"transfer-encoding"}
+        names = {name.lower() for name, _ in self._raw}
+        self._own_framing = not names.isdisjoint(framing)
+        # A call's own header of one of these names replaces or frames: build_request's way
+        self._merged_names = frozenset(names | framing)
 
     def _url(self, url: str) -> httpx.URL:
         """Parsed once: httpx re-parses a str URL per request."""
@@ -124,44 +125,67 @@ class Pool:
         self, url: str, body: bytes, headers: Mapping[str, str] | None = None
     ) -> UpstreamResponse:
         """POST and return once the response headers arrived (the body unread)."""
-        request = self._request(url, body)
-        if headers:
-            # Set one by one on the request's copy of the client's headers, each
-            # replacing the client's of that name as a merge would: handed to
-            # build_request, httpx builds and merges another header set per request.
-            on_request = request.headers
-            for name, value in headers.items():
-                on_request[name] = value
+        request = self._request(url, body, headers)
         try:
             response = await self._send(request)
         except NETWORK_ERRORS as exc:
             raise UpstreamFailure(translate_exception(exc, phase="connect")) from exc
         return UpstreamResponse(response)
 
-    def _request(self, url: str, body: bytes) -> httpx.Request:
-        """``AsyncClient.build_request("POST", url, content=body)``: the same request
-        (``tests/upstream/test_transport_contract.py`` compares them), about a sixth of its
-        CPU. ``build_request`` merges the client's headers, cookies, query and timeouts into
-        new objects, then the request encodes the body and rebuilds its headers with the
-        ``Host`` and ``Content-Length`` it adds; here the headers are given whole, as
-        bytes, with those two where httpx puts them, and the body as its stream."""
+    def _request(
+        self, url: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> httpx.Request:
+        """``AsyncClient.build_request("POST", url, content=body, headers=headers)``: the
+        same request (``tests/upstream/test_transport_contract.py`` compares them), about a
+        sixth of its CPU. ``build_request`` merges the client's headers, cookies, query and
+        timeouts into new objects, then the request encodes the body and rebuilds its
+        headers with the ``Host`` and ``Content-Length`` it adds; here the headers are
+        given whole, as bytes, with the call's own ``headers`` (an attempt's
+        ``traceparent``, a door's protocol headers) after the client's and those two where
+        httpx puts them, and the body as its stream."""
         parsed = self._url(url)
+        own: list[tuple[bytes, bytes]] = []
+        if headers:
+            merged = self._merged_names
+            for name, value in headers.items():
+                raw = name.encode()
+                if raw.lower() in merged:  # replaces a client header, or frames the body
+                    return self._merged(parsed, body, headers)
+                own.append((raw, value.encode()))
         if not body or self._own_framing:  # httpx's own order of things differs there
-            return httpx.Request(
-                "POST",
-                parsed,
-                headers=self._headers,
-                content=body,
-                extensions={"timeout": self._timeout},
-            )
+            return self._merged(parsed, body, headers)
         request = httpx.Request(
             "POST",
             parsed,
-            headers=[(b"Host", parsed.netloc), *self._raw, (b"Content-Length", b"%d" % len(body))],
+            headers=[
+                (b"Host", parsed.netloc),
+                *self._raw,
+                *own,
+                (b"Content-Length", b"%d" % len(body)),
+            ],
             stream=httpx.ByteStream(body),
             extensions={"timeout": self._timeout},
         )
         request.read()  # the body as ``content``, which the transport sends
+        return request
+
+    def _merged(
+        self, url: httpx.URL, body: bytes, headers: Mapping[str, str] | None
+    ) -> httpx.Request:
+        """The request built by httpx from the client's headers, the call's own set one by
+        one on its copy of them, each replacing the client's of that name as a merge
+        would (UTF-8, as a header set on httpx's ``Headers`` is encoded)."""
+        request = httpx.Request(
+            "POST",
+            url,
+            headers=self._headers,
+            content=body,
+            extensions={"timeout": self._timeout},
+        )
+        if headers:
+            on_request = request.headers
+            for name, value in headers.items():
+                on_request[name] = value
         return request
 
     async def get(self, url: str) -> UpstreamResponse:

@@ -216,17 +216,24 @@ async def test_an_upstream_s_cookies_never_go_out_with_later_calls() -> None:
         await pool.post(f"http://127.0.0.1:{port}/v1/chat/completions", b"{}")
 
 
+TRACEPARENT = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+
+
 @pytest.mark.parametrize(
-    ("extra", "body", "base"),
+    ("extra", "body", "base", "own"),
     [
-        ({}, b'{"model": "m", "messages": []}', "http://127.0.0.1:9/v1"),
-        ({"x-team": "a", "authorization": "Bearer other"}, b"{}", "https://api.example/v1"),
-        ({"Host": "upstream.internal"}, b"{}", "http://127.0.0.1:9/v1"),  # httpx's own path
-        ({}, b"", "http://127.0.0.1:9/v1"),
+        ({}, b'{"model": "m", "messages": []}', "http://127.0.0.1:9/v1", None),
+        ({"x-team": "a", "authorization": "Bearer other"}, b"{}", "https://api.example/v1", None),
+        ({"Host": "upstream.internal"}, b"{}", "http://127.0.0.1:9/v1", None),  # httpx's path
+        ({}, b"", "http://127.0.0.1:9/v1", None),
+        # a call's own headers: an attempt's traceparent, a door's protocol headers
+        ({"x-team": "a"}, b"{}", "http://127.0.0.1:9/v1", TRACEPARENT),
+        ({}, b"{}", "http://127.0.0.1:9/v1", {"anthropic-beta": "b1", **TRACEPARENT}),
+        ({}, b"", "http://127.0.0.1:9/v1", TRACEPARENT),
     ],
 )
 async def test_a_request_is_the_one_httpx_s_build_request_makes(
-    extra: dict[str, str], body: bytes, base: str
+    extra: dict[str, str], body: bytes, base: str, own: dict[str, str] | None
 ) -> None:
     """``Pool._request`` builds the upstream request without ``build_request``'s merging:
     the same method, URL, headers (in order), body and timeouts all the same."""
@@ -234,14 +241,37 @@ async def test_a_request_is_the_one_httpx_s_build_request_makes(
     try:
         pool = client._pool
         url = f"{base}/chat/completions"
-        ours = pool._request(url, body)
+        ours = pool._request(url, body, own)
         assert ours.stream is not None and b"".join(ours.stream) == body  # type: ignore[arg-type]
-        theirs = pool._client.build_request("POST", url, content=body)
+        theirs = pool._client.build_request("POST", url, content=body, headers=own)
         assert (ours.method, ours.url, ours.content) == (theirs.method, theirs.url, body)
         assert ours.headers.raw == theirs.headers.raw
         assert b"authorization" in [name.lower() for name, _ in ours.headers.raw]
         assert ours.extensions == theirs.extensions
-        ours.headers["traceparent"] = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
-        assert "traceparent" not in pool._client.headers  # a request's own headers, a copy
+        ours.headers["x-later"] = "1"
+        assert "x-later" not in pool._client.headers  # a request's own headers, a copy
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "own",
+    [
+        {"Authorization": "Bearer per-call", **TRACEPARENT},  # replaces the client's
+        {"content-length": "2"},  # frames the body: httpx's own way
+    ],
+)
+async def test_a_call_s_own_header_replaces_the_client_s_of_that_name(own: dict[str, str]) -> None:
+    """A header of the call's own whose name the client's headers have (or one that frames
+    the body) is merged as ``build_request`` merges it: the call's value, once."""
+    client = OpenAIClient(base_url="http://127.0.0.1:9/v1", api_key="k", headers={})
+    try:
+        pool = client._pool
+        url = "http://127.0.0.1:9/v1/chat/completions"
+        ours = pool._request(url, b"{}", own)
+        theirs = pool._client.build_request("POST", url, content=b"{}", headers=own)
+        assert sorted(ours.headers.multi_items()) == sorted(theirs.headers.multi_items())
+        for name, value in own.items():
+            assert ours.headers.get_list(name) == [value]
     finally:
         await client.aclose()
