@@ -156,6 +156,8 @@ class SpanParts(NamedTuple):
 def _varint(n: int) -> bytes:
     if n < 0x80:
         return _SMALL[n] if n >= 0 else _varint(n + (1 << 64))  # int64: two's complement
+    if n < 0x4000:  # a span's or an attribute's length: two bytes
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -209,14 +211,48 @@ def _key_value(tag: bytes, key: str, value: Any) -> bytes:
     return tag + _varint(len(inner)) + inner
 
 
+_PREFIXES: dict[tuple[bytes, str, int], bytes] = {}  # a KeyValue's bytes before its value
+
+
+def _own_value(tag: bytes, key: str, value: Any) -> bytes:
+    """A ``KeyValue`` whose value differs from span to span (``VARYING``): the usual
+    types' value written here, after the bytes that come before it (the field's tag and
+    length, the key, the value's tag and length), which depend only on the key and the
+    value's size and are kept."""
+    kind = type(value)
+    encoded: bytes
+    if kind is str:
+        text = value.encode()
+        encoded = b"\x0a" + _varint(len(text)) + text
+    elif kind is int and value >= 0:
+        encoded = b"\x18" + _varint(value)
+    elif kind is float:
+        encoded = b"\x21" + _double(value)
+    else:
+        return _key_value(tag, key, value)
+    size = len(encoded)
+    prefix = _PREFIXES.get((tag, key, size))
+    if prefix is None:
+        name = _field(b"\x0a", key.encode())
+        value_size = _varint(size)
+        prefix = tag + _varint(len(name) + 1 + len(value_size) + size) + name + b"\x12"
+        prefix += value_size
+        if len(_PREFIXES) >= CACHE_MAX:
+            _PREFIXES.clear()
+        _PREFIXES[(tag, key, size)] = prefix
+    return prefix + encoded
+
+
 class SpanEncoder:
     """``ExportTraceServiceRequest`` bytes for a batch of ``ReadableSpan``s. Used from the
     batch processor's one export thread (not thread-safe)."""
 
     def __init__(self) -> None:
         self._attributes: dict[tuple[str, type, Any], bytes] = {}
-        self._heads: dict[tuple[str, SpanKind], bytes] = {}  # name and kind fields
-        self._tails: dict[tuple[Any, str | None, bool], bytes] = {}  # status and flags
+        # Keyed by the enums' values: an Enum member hashes in Python, not in C
+        self._heads: dict[tuple[str, int], bytes] = {}  # name and kind fields
+        self._tails: dict[tuple[int, str | None, bool], bytes] = {}  # status and flags
+        self._events: dict[str, tuple[bytes, bytes]] = {}  # an event's bytes around its time
 
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
         """The request for ``spans``, grouped as the SDK's encoder groups them: by
@@ -230,8 +266,12 @@ class SpanEncoder:
         self, resource: Resource, scope: InstrumentationScope | None, spans: Iterable[SpanParts]
     ) -> bytes:
         """The request for spans of one resource and scope, given as their parts."""
-        key = (resource, scope or None)
-        return self._request((key, parts) for parts in spans)
+        one = self._span
+        encoded = []
+        for parts in spans:
+            span = one(parts)
+            encoded.append(b"\x12" + _varint(len(span)) + span)
+        return self._grouped({(resource, scope or None): encoded}) if encoded else b""
 
     def _request(self, spans: Iterable[tuple[tuple[Any, Any], SpanParts]]) -> bytes:
         groups: dict[tuple[Any, Any], list[bytes]] = {}
@@ -242,6 +282,10 @@ class SpanEncoder:
             if group is None:
                 group = groups[key] = []
             group.append(b"\x12" + _varint(len(encoded)) + encoded)
+        return self._grouped(groups)
+
+    def _grouped(self, groups: dict[tuple[Any, Any], list[bytes]]) -> bytes:
+        """The request for spans grouped by resource and scope, each span framed."""
         by_resource: dict[Any, list[bytes]] = {}
         for (resource, scope), encoded_spans in groups.items():
             scope_spans = self._scope(scope) + b"".join(encoded_spans) + self._schema(scope)
@@ -282,7 +326,10 @@ class SpanEncoder:
         cache = self._attributes
         parts = []
         for key, value in attributes.items():
-            if key in VARYING or isinstance(value, list | tuple | dict):
+            if key in VARYING:
+                parts.append(_own_value(tag, key, value))
+                continue
+            if isinstance(value, list | tuple | dict):
                 parts.append(_key_value(tag, key, value))
                 continue
             found = cache.get((key, type(value), value))
@@ -303,12 +350,13 @@ class SpanEncoder:
             out.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items())))
         if parent is not None:
             out.append(_PARENT(0x22, 0x08, parent.span_id))
-        head = self._heads.get((span.name, span.kind))
+        kind = span.kind
+        head = self._heads.get((span.name, kind._value_))
         if head is None:
             if len(self._heads) >= CACHE_MAX:
                 self._heads.clear()
-            head = _text(b"\x2a", span.name) + b"\x30" + _SMALL[_KIND[span.kind]]
-            self._heads[(span.name, span.kind)] = head
+            head = _text(b"\x2a", span.name) + b"\x30" + _SMALL[_KIND[kind]]
+            self._heads[(span.name, kind._value_)] = head
         out.append(head)
         start, end = span.start_time, span.end_time
         if start and end:
@@ -320,11 +368,22 @@ class SpanEncoder:
                 out.append(b"\x41" + _fixed64(end))
         out.append(self._attrs(span.attributes))
         for event in span.events:
-            encoded = b"\x09" + _fixed64(event.timestamp) + _text(b"\x12", event.name)
-            out.append(_field(b"\x5a", encoded + self._pairs(b"\x1a", event.attributes)))
+            attributes = event.attributes
+            if attributes:
+                encoded = b"\x09" + _fixed64(event.timestamp) + _text(b"\x12", event.name)
+                out.append(_field(b"\x5a", encoded + self._pairs(b"\x1a", attributes)))
+                continue
+            around = self._events.get(event.name)  # an event of a name alone: its bytes
+            if around is None:  # around its time (a fixed64: the length is known)
+                name = _text(b"\x12", event.name)
+                around = (b"\x5a" + _varint(9 + len(name)) + b"\x09", name)
+                if len(self._events) >= CACHE_MAX:
+                    self._events.clear()
+                self._events[event.name] = around
+            out.append(around[0] + _fixed64(event.timestamp) + around[1])
         status = span.status  # always sent, as the SDK's encoder does (empty when unset)
         remote = parent is not None and parent.is_remote
-        key = (status.status_code, status.description, remote)
+        key = (status.status_code._value_, status.description, remote)
         tail = self._tails.get(key)
         if tail is None:
             code = status.status_code.value

@@ -578,16 +578,22 @@ def _usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
     if not usage:
         return {}
     out: dict[str, int] = {}
-    for name, keys in (
-        ("gen_ai.usage.input_tokens", ("prompt_tokens", "input_tokens")),
-        ("gen_ai.usage.output_tokens", ("completion_tokens", "output_tokens")),
-    ):
-        for key in keys:
-            value = usage.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-                out[name] = value
-                break
+    get = usage.get
+    for name, chat, other in _USAGE_KEYS:
+        value = get(chat)
+        if type(value) is not int or value < 0:  # a bool is not a count
+            value = get(other)
+            if type(value) is not int or value < 0:
+                continue
+        out[name] = value
     return out
+
+
+# Each GenAI count, chat's key for it, then the Messages and Responses one
+_USAGE_KEYS = (
+    ("gen_ai.usage.input_tokens", "prompt_tokens", "input_tokens"),
+    ("gen_ai.usage.output_tokens", "completion_tokens", "output_tokens"),
+)
 
 
 def _incoming(headers: Mapping[str, str] | None) -> Context | None:

@@ -312,3 +312,26 @@ def test_joined_attributes_are_built_once_per_key_and_stay_bounded() -> None:
         fixed.joined(("failed", n), lambda n=n: outcome(n))
     assert 0 < len(fixed._joined or {}) <= JOINED_MAX
     assert dict(fixed) == {"switchyard.group": "auto"}  # the fixed set itself unchanged
+
+
+@pytest.mark.parametrize(
+    ("usage", "counts"),
+    [
+        ({"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21}, (12, 9)),
+        ({"input_tokens": 7, "output_tokens": 0}, (7, 0)),  # Messages and Responses
+        ({"prompt_tokens": True, "input_tokens": 3, "completion_tokens": -1}, (3, None)),
+        ({"prompt_tokens": "12", "output_tokens": 4.0}, (None, None)),
+        ({}, (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_a_call_s_token_counts_are_read_from_any_door_s_usage(
+    usage: dict[str, Any] | None, counts: tuple[int | None, int | None]
+) -> None:
+    """A count is a non-negative int under chat's name or the Messages/Responses one;
+    anything else (a bool, a string, a float, a negative) is not sent."""
+    from routing.observability.spans import _usage
+
+    got = _usage(usage)
+    assert (got.get("gen_ai.usage.input_tokens"), got.get("gen_ai.usage.output_tokens")) == counts
+    assert all(type(value) is int for value in got.values())
