@@ -140,6 +140,9 @@ def drive(key: str, calls: int, secret: str, blocks: int | None = None) -> None:
     async def run() -> None:
         await one()  # starts the background work that quiet() then slows down
         quiet()
+        tracing = get_runtime().tracing
+        if tracing is not None and os.environ.get(HOOKS_ONLY):
+            tracing.processor.on_end = lambda span: None  # type: ignore[method-assign]
         for _ in range(calls - 1):
             await one()
 
@@ -183,7 +186,8 @@ def count(
 ) -> subprocess.Popen[str]:
     """Start one counted run (valgrind's summary goes to its stderr)."""
     command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={work}/callgrind.{key}.{calls}",
+        "valgrind", "--tool=callgrind", "--separate-threads=yes",
+        f"--callgrind-out-file={work}/callgrind.{key}.{calls}",
         sys.executable, "-m", "bench.instructions", "--drive", key, str(calls), secret,
     ]  # fmt: skip
     return subprocess.Popen(
@@ -191,9 +195,34 @@ def count(
     )
 
 
+def thread_totals(work: Path, key: str, calls: int) -> dict[int, int]:
+    """Instructions per thread of one counted run, by callgrind's thread number (its
+    ``--separate-threads`` files; 1 is the main thread, which runs the event loop and,
+    at the end, the last export of spans: ``BatchSpanProcessor.force_flush`` exports on
+    the thread that calls it)."""
+    totals: dict[int, int] = {}
+    for profile in work.glob(f"callgrind.{key}.{calls}-*"):
+        with profile.open() as lines:
+            for line in lines:
+                if line.startswith(("summary:", "totals:")):
+                    totals[int(profile.name.rsplit("-", 1)[1])] = int(line.split()[1])
+                    break
+    return totals
+
+
 def measure(
-    keys: list[str], calls: int, otlp: bool = False, keep: Path | None = None
+    keys: list[str],
+    calls: int,
+    otlp: bool = False,
+    keep: Path | None = None,
+    loop_share: dict[str, float] | None = None,
+    hooks_only: bool = False,
 ) -> dict[str, float]:
+    """Instructions per call of each scenario; ``loop_share``, when given, gets the main
+    thread's part of it (the calls themselves and, with ``otlp``, the spans' export at
+    the end; the other threads are the audit writer's and Django's executor's).
+    ``hooks_only`` (with ``otlp``): the ended calls are dropped, not exported, so the
+    main thread's part is the calls with tracing's hooks on the request path alone."""
     work = Path(tempfile.mkdtemp(prefix="switchyard-instructions-"))
     upstream = Upstream(work)
     sink = None
@@ -203,6 +232,7 @@ def measure(
             **prepared.env,
             "PYTHONHASHSEED": "0",
             "DJANGO_SETTINGS_MODULE": "router_project.settings",
+            **({HOOKS_ONLY: "1"} if hooks_only else {}),
         }
         if otlp:
             from bench.otlp_sink import OTLPSink
@@ -225,7 +255,14 @@ def measure(
                     raise SystemExit(f"scenario {key}: the counted run failed:\n{err[-2000:]}")
                 totals.append(int(found.group(1)))
             per_call[key] = (totals[1] - totals[0]) / calls
-            print(f"  {key}: {per_call[key] / 1e6:.3f} M instructions per call", file=sys.stderr)
+            mains = [thread_totals(work, key, n).get(1, 0) for n in (WARM, WARM + calls)]
+            if loop_share is not None:
+                loop_share[key] = (mains[1] - mains[0]) / calls
+            print(
+                f"  {key}: {per_call[key] / 1e6:.3f} M instructions per call, "
+                f"{(mains[1] - mains[0]) / calls / 1e6:.3f} M of them on the main thread",
+                file=sys.stderr,
+            )
         return per_call
     finally:
         if sink is not None:
@@ -343,15 +380,20 @@ def report_cpu(found: dict[str, dict[str, float]], pairs: int, calls: int) -> st
     return "\n".join(lines)
 
 
-def report(per_call: dict[str, float]) -> str:
-    lines = ["| scen | what | M instructions per call | vs chat |", "|---|---|---:|---:|"]
+def report(per_call: dict[str, float], loop_share: dict[str, float] | None = None) -> str:
+    loop_share = loop_share or {}
+    lines = [
+        "| scen | what | M instructions per call | vs chat | of which the main thread |",
+        "|---|---|---:|---:|---:|",
+    ]
     for key, value in per_call.items():
         scenario = SCENARIOS[key]
         base = "c" if scenario.stream else "a"
         versus = (
             "—" if key == base or base not in per_call else f"{value / per_call[base] - 1:+.1%}"
         )
-        lines.append(f"| {key} | {scenario.title} | {value / 1e6:.3f} | {versus} |")
+        main = f"{loop_share[key] / 1e6:.3f}" if key in loop_share else "—"
+        lines.append(f"| {key} | {scenario.title} | {value / 1e6:.3f} | {versus} | {main} |")
     return "\n".join(lines)
 
 
@@ -386,8 +428,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--hooks-only",
         action="store_true",
-        help="with --cpu: traced calls are not handed to the exporter (the request path's "
-        "share of tracing alone)",
+        help="with --cpu or --otlp: traced calls are not handed to the exporter (the "
+        "request path's share of tracing alone)",
     )
     parser.add_argument(
         "--drive", nargs="+", metavar="KEY CALLS SECRET [TIMED_FROM]", help=argparse.SUPPRESS
@@ -401,13 +443,24 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [k for k in keys if k not in COUNTABLE]
     if unknown:
         raise SystemExit(f"unknown scenarios {unknown}")
+    if args.hooks_only and not (args.cpu or args.otlp):
+        parser.error("--hooks-only needs --cpu or --otlp (tracing on)")
     if args.cpu:
         found = measure_cpu(keys, args.calls, args.cpu, hooks_only=args.hooks_only)
         print(report_cpu(found, args.cpu, args.calls))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("bench.instructions needs valgrind (apt-get install valgrind)")
-    print(report(measure(keys, args.calls, otlp=args.otlp, keep=args.keep)))
+    loop_share: dict[str, float] = {}
+    per_call = measure(
+        keys,
+        args.calls,
+        otlp=args.otlp,
+        keep=args.keep,
+        loop_share=loop_share,
+        hooks_only=args.hooks_only,
+    )
+    print(report(per_call, loop_share))
 
 
 if __name__ == "__main__":

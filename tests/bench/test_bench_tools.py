@@ -51,13 +51,32 @@ def test_counted_calls_send_what_the_load_generator_sends(key: str) -> None:
 
 
 def test_the_report_compares_json_calls_with_a_and_streams_with_c() -> None:
-    table = instructions.report({"a": 4e6, "m": 4.4e6, "c": 5e6, "n": 4.75e6, "i": 4.2e6})
+    table = instructions.report(
+        {"a": 4e6, "m": 4.4e6, "c": 5e6, "n": 4.75e6, "i": 4.2e6}, {"a": 3.1e6}
+    )
     rows = {line.split("|")[1].strip(): line for line in table.splitlines()[2:]}
-    assert rows["a"].endswith("| 4.000 | — |")
-    assert rows["m"].endswith("| 4.400 | +10.0% |")
-    assert rows["i"].endswith("| 4.200 | +5.0% |")
-    assert rows["n"].endswith("| 4.750 | -5.0% |")
-    assert rows["c"].endswith("| 5.000 | — |")
+    assert rows["a"].endswith("| 4.000 | — | 3.100 |")
+    assert rows["m"].endswith("| 4.400 | +10.0% | — |")
+    assert rows["i"].endswith("| 4.200 | +5.0% | — |")
+    assert rows["n"].endswith("| 4.750 | -5.0% | — |")
+    assert rows["c"].endswith("| 5.000 | — | — |")
+
+
+def test_a_counted_run_s_threads_are_read_from_callgrind_s_files(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--separate-threads`` writes one file per thread, named ``-01``, ``-02``…;
+    the main thread's share of a call is told apart from the writer's and exporter's."""
+    for thread, total in ((1, 6_491_091_916), (2, 205_016_462), (12, 82_824)):
+        (tmp_path / f"callgrind.a.60-{thread:02d}").write_text(
+            f"# callgrind format\nversion: 1\ncmd: python\npart: 1\nthread: {thread}\n"
+            f"events: Ir\nsummary: {total}\n\nfl=(1) x.c\nfn=(1) f\n0 {total}\n"
+            f"totals: {total}\n"
+        )
+    (tmp_path / "callgrind.a.260-01").write_text("summary: 7\n")  # another run's
+    assert instructions.thread_totals(tmp_path, "a", 60) == {
+        1: 6_491_091_916,
+        2: 205_016_462,
+        12: 82_824,
+    }
 
 
 def test_the_stream_report_counts_the_collections_inside_the_window(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -174,3 +193,46 @@ def test_the_hooks_only_comparison_hands_nothing_to_the_exporter() -> None:
     batch each (``exports >= 2`` above)."""
     found = instructions.measure_cpu(["a"], calls=3, pairs=2, hooks_only=True)
     assert found["a"]["traced"] > 0 and found["a"]["exports"] == 1
+
+
+def test_a_counted_run_with_hooks_only_exports_no_call_after_the_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--otlp --hooks-only`` (counted by valgrind; here the same driven run without it):
+    the first call starts the runtime and is exported at the end, the later ones draw ids
+    and send traceparents but never reach the exporter."""
+    import subprocess
+    import sys
+
+    from bench.children import Upstream
+    from bench.gateway import prepare
+    from bench.otlp_sink import OTLPSink
+
+    upstream = Upstream(tmp_path)
+    sent: dict[bool, int] = {}
+    try:
+        prepared = prepare(
+            repo=instructions.ROOT, work=tmp_path, upstream_port=upstream.port, stub=False
+        )
+        for hooks_only in (False, True):
+            sink = OTLPSink()
+            env = {
+                **prepared.env,
+                "DJANGO_SETTINGS_MODULE": "router_project.settings",
+                "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+                **({instructions.HOOKS_ONLY: "1"} if hooks_only else {}),
+            }
+            done = subprocess.run(
+                [sys.executable, "-m", "bench.instructions", "--drive", "a", "5", prepared.secret],
+                capture_output=True, text=True, check=False, cwd=instructions.ROOT, env=env,
+            )  # fmt: skip
+            sink.stop()
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert sink.exports == 1  # all at the end (fewer than a batch)
+            sent[hooks_only] = sink.bytes
+    finally:
+        upstream.stop()
+    assert sent[False] > 4 * sent[True] > 0  # five calls' spans against the first's alone
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--hooks-only"],
+        capture_output=True, text=True, check=False, cwd=instructions.ROOT,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--hooks-only needs --cpu or --otlp" in bad.stderr
