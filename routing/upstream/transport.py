@@ -16,7 +16,10 @@ Three things here reach past public APIs, and this module owns them:
   ``ConnectTimeout``, which that transport raises for every dropped connection;
 - :meth:`Pool._send` hands a request to the transport httpx's client would pick
   (``AsyncClient._transport_for_url``) instead of ``AsyncClient.send``, whose cookie jar
-  a gateway must not keep.
+  a gateway must not keep; and :class:`CookielessTransport` makes the transport's aiohttp
+  session itself, the same one ``AiohttpTransport.get_client`` makes but with aiohttp's
+  ``DummyCookieJar``: aiohttp's default jar keeps every named host's cookies (only an IP
+  address's are refused) and sends them with every later request to that host.
 
 They were written for the versions in :data:`WRITTEN_FOR` (pinned in pyproject.toml);
 ``tests/upstream/test_transport_contract.py`` fails loudly when an upgrade changes any
@@ -37,6 +40,22 @@ from routing.engine.failures import Failure, FailureCode
 from routing.upstream.base import Timeouts, UpstreamFailure
 
 WRITTEN_FOR = {"httpx": "0.28.1", "httpx-aiohttp": "0.2.0", "aiohttp": "3.14.5"}
+
+
+class CookielessTransport(AiohttpTransport):
+    """httpx-aiohttp's transport on an aiohttp session that keeps no cookies. One session
+    per provider serves every caller, so a cookie one upstream answer set (a CDN's bot
+    cookie, a sticky-session cookie) would otherwise go out with everyone's later calls to
+    that provider. The connector is ``AiohttpTransport.get_client``'s own."""
+
+    def get_client(self) -> aiohttp.ClientSession:
+        most = self.limits.max_connections
+        connector = aiohttp.TCPConnector(
+            keepalive_timeout=self.limits.keepalive_expiry,
+            ssl=self.ssl_context,
+            limit=100 if most is None else most,  # 100: aiohttp's default
+        )
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
 
 def installed_versions() -> dict[str, str]:
@@ -88,7 +107,7 @@ class Pool:
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
         self._client = httpx.AsyncClient(
-            transport=AiohttpTransport(limits=limits),
+            transport=CookielessTransport(limits=limits),
             timeout=httpx.Timeout(
                 connect=timeouts.connect_s,
                 read=None,
