@@ -4,7 +4,7 @@ page's chart and table, and each group's use against its limits on the groups pa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import openai
 import pytest
@@ -157,14 +157,16 @@ def test_a_target_is_added_with_a_price_on_the_page(console: tuple[Harness, Clie
     assert group.targets.get(model="c").options == {"price": {"input": 0.5, "output": 2.0}}
 
 
-def test_a_keys_page_shows_its_limits_use_and_spend(console: tuple[Harness, Client]) -> None:
+def test_a_keys_page_shows_its_limits_use_and_spend(
+    console: tuple[Harness, Client], minute_begun: Callable[[], float]
+) -> None:
     from routing.audit import writer
     from routing.services.api_keys import generate_key
 
     h, client = console
     key, secret = generate_key(name="agent", limits={"rpm": 10, "cost_per_day": 2})
     agent = openai.OpenAI(base_url=h.gateway.base_url, api_key=secret, max_retries=0)
-    for _ in range(2):
+    for _ in range(2):  # in one calendar minute (``minute_begun``), as the page shows
         agent.chat.completions.create(model="capped", messages=MESSAGES)
     writer.flush(10)
     html = client.get(f"/keys/{key.pk}/").content.decode()

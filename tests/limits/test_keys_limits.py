@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -102,7 +103,29 @@ groups:
 """
 
 
-def test_a_key_limit_refuses_its_calls_and_spend_is_reported(live: Harness) -> None:
+@pytest.mark.parametrize(
+    ("now", "reads"),
+    [
+        (1_764_936_030.5, 1_764_936_001.0),  # 12:00:30.5: back to the minute's second 1
+        (1_764_936_000.0, 1_764_936_001.0),  # a minute's first instant: forward 1 s
+        (1_764_936_059.9, 1_764_936_001.0),
+        (1_764_892_820.0, 1_764_892_861.0),  # 00:00:20, a UTC day's first minute: the next
+        (1_764_892_800.5, 1_764_892_861.0),
+    ],
+)
+def test_the_minute_begun_clock_moves_within_the_day(now: float, reads: float) -> None:
+    from tests.limits.conftest import minute_begun_clock
+
+    clock = minute_begun_clock(now)  # as if called at ``now``: it reads ``reads`` then
+    assert clock() - time.time() == pytest.approx(reads - now, abs=0.01)
+    assert abs(reads - now) < 61 and reads // 86400 == now // 86400  # the same UTC day
+
+
+def test_a_key_limit_refuses_its_calls_and_spend_is_reported(
+    live: Harness, minute_begun: Callable[[], float]
+) -> None:
+    """Two calls a minute: the third is refused (on a clock just past a minute's start,
+    so a slow machine cannot let the minute end between them)."""
     from django.test import Client
 
     from routing.services.api_keys import generate_key
