@@ -116,9 +116,11 @@ groups:
 def test_the_minute_begun_clock_moves_within_the_day(now: float, reads: float) -> None:
     from tests.limits.conftest import minute_begun_clock
 
-    clock = minute_begun_clock(now)  # as if called at ``now``: it reads ``reads`` then
-    assert clock() - time.time() == pytest.approx(reads - now, abs=0.01)
-    assert abs(reads - now) < 61 and reads // 86400 == now // 86400  # the same UTC day
+    clock = minute_begun_clock(now)
+    moved = now + (clock() - time.time())  # what it read when called at ``now``
+    assert moved == pytest.approx(reads, abs=0.01)
+    assert moved % 60 == pytest.approx(1.0, abs=0.01)  # a second past a minute's start
+    assert abs(moved - now) < 61 and moved // 86400 == now // 86400  # the same UTC day
 
 
 def test_a_key_limit_refuses_its_calls_and_spend_is_reported(
