@@ -96,7 +96,7 @@ async def run_call(admitted: Admitted, route: Route) -> Reply:
         skipped=route.skipped,
         protocol_headers=door.protocol_headers(request) if door.protocol_headers else None,
         key=admitted.key,
-        trace_headers=request.headers,
+        trace_headers=trace_context(request) if admitted.runtime.tracing is not None else None,
     )
     return await call.run()
 
@@ -281,6 +281,17 @@ def session_key(request: HttpRequest, body: dict[str, Any]) -> str | None:
     return str(session)[:200] if session else None
 
 
+def trace_context(request: HttpRequest) -> dict[str, str] | None:
+    """The request's W3C trace context (``traceparent`` and ``tracestate``) as tracing
+    reads it, straight from ``META``; None without a ``traceparent`` (a new trace)."""
+    meta = request.META
+    parent = meta.get("HTTP_TRACEPARENT")
+    if not parent:
+        return None
+    state = meta.get("HTTP_TRACESTATE")
+    return {"traceparent": parent, "tracestate": state} if state else {"traceparent": parent}
+
+
 # --- the way out -----------------------------------------------------------------------
 
 
@@ -321,7 +332,7 @@ def refuse(
     )
     if runtime.tracing is not None:  # one span, status error (SPEC §18)
         started_ns = time.time_ns() - int(elapsed_ms * 1e6)
-        record.trace_id = runtime.tracing.refused(request.headers, started_ns, record)
+        record.trace_id = runtime.tracing.refused(trace_context(request), started_ns, record)
     runtime.hub.publish(record)
     return render(reply)
 

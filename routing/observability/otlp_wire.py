@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, TraceState
+from opentelemetry.trace import SpanKind, Status, TraceState
 
 log = logging.getLogger("switchyard.tracing")
 
@@ -112,45 +112,6 @@ class SpanAttributes(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.fixed) + sum(1 for key in self.own if key not in self.fixed)
-
-
-class SpanParts(NamedTuple):
-    """One span's fields as the encoder writes them: what a ``ReadableSpan`` carries, or
-    what the gateway's spans are built from on the export thread
-    (``routing.observability.spans.CallTrace.parts``) without a ``ReadableSpan``."""
-
-    trace_id: int
-    span_id: int
-    trace_state: TraceState | None
-    parent: SpanContext | None
-    name: str
-    kind: SpanKind
-    start_time: int | None
-    end_time: int | None
-    attributes: Mapping[str, Any] | None
-    events: Sequence[Event]
-    status: Status
-
-    @classmethod
-    def of(cls, span: ReadableSpan) -> SpanParts:
-        # The span's own fields, read as given (``attributes``, ``events`` and the other
-        # properties copy or wrap them on every read); the byte-for-byte test holds this
-        # to the pinned SDK.
-        context = span._context
-        assert context is not None  # every span the gateway exports has its context
-        return cls(
-            context.trace_id,
-            context.span_id,
-            context.trace_state,
-            span._parent,
-            span._name,
-            span._kind,
-            span._start_time,
-            span._end_time,
-            span._attributes,
-            span._events,
-            span._status,
-        )
 
 
 def _varint(n: int) -> bytes:
@@ -244,8 +205,11 @@ def _own_value(tag: bytes, key: str, value: Any) -> bytes:
 
 
 class SpanEncoder:
-    """``ExportTraceServiceRequest`` bytes for a batch of ``ReadableSpan``s. Used from the
-    batch processor's one export thread (not thread-safe)."""
+    """``ExportTraceServiceRequest`` bytes, a span at a time: :meth:`span` writes one
+    from its fields, already as the bytes that repeat (attributes, events, trace state)
+    where the caller has them (the gateway's calls, ``routing.observability.spans``), and
+    :meth:`encode` a batch of the SDK's ``ReadableSpan``s. Used from the batch processor's
+    one export thread (not thread-safe)."""
 
     def __init__(self) -> None:
         self._attributes: dict[tuple[str, type, Any], bytes] = {}
@@ -257,32 +221,42 @@ class SpanEncoder:
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
         """The request for ``spans``, grouped as the SDK's encoder groups them: by
         resource, then by scope, each in the order first seen."""
-        return self._request(
-            ((span._resource, span._instrumentation_scope or None), SpanParts.of(span))
-            for span in spans
-        )
-
-    def encode_parts(
-        self, resource: Resource, scope: InstrumentationScope | None, spans: Iterable[SpanParts]
-    ) -> bytes:
-        """The request for spans of one resource and scope, given as their parts."""
-        one = self._span
-        encoded = []
-        for parts in spans:
-            span = one(parts)
-            encoded.append(b"\x12" + _varint(len(span)) + span)
-        return self._grouped({(resource, scope or None): encoded}) if encoded else b""
-
-    def _request(self, spans: Iterable[tuple[tuple[Any, Any], SpanParts]]) -> bytes:
         groups: dict[tuple[Any, Any], list[bytes]] = {}
-        one = self._span
-        for key, parts in spans:
-            encoded = one(parts)
+        for span in spans:
+            key = (span._resource, span._instrumentation_scope or None)
             group = groups.get(key)
             if group is None:
                 group = groups[key] = []
-            group.append(b"\x12" + _varint(len(encoded)) + encoded)
+            group.append(self.readable(span))
         return self._grouped(groups)
+
+    def request(
+        self, resource: Resource, scope: InstrumentationScope | None, spans: list[bytes]
+    ) -> bytes:
+        """The request for spans of one resource and scope, each written by :meth:`span`."""
+        return self._grouped({(resource, scope or None): spans}) if spans else b""
+
+    def readable(self, span: ReadableSpan) -> bytes:
+        """One ``ReadableSpan``, as :meth:`span` writes it. Its own fields are read as
+        given (``attributes``, ``events`` and the other properties copy or wrap them on
+        every read); the byte-for-byte test holds this to the pinned SDK."""
+        context = span._context
+        assert context is not None  # every span the gateway exports has its context
+        parent = span._parent
+        return self.span(
+            context.trace_id.to_bytes(16, "big"),
+            context.span_id,
+            self.trace_state(context.trace_state),
+            None if parent is None else parent.span_id,
+            parent is not None and parent.is_remote,
+            span._name,
+            span._kind,
+            span._start_time,
+            span._end_time,
+            self._attrs(span._attributes),
+            self._event_objects(span._events),
+            span._status,
+        )
 
     def _grouped(self, groups: dict[tuple[Any, Any], list[bytes]]) -> bytes:
         """The request for spans grouped by resource and scope, each span framed."""
@@ -307,15 +281,27 @@ class SpanEncoder:
     def _schema(scope: Any) -> bytes:
         return _text(b"\x1a", scope.schema_url) if scope is not None else b""
 
+    @staticmethod
+    def trace_state(state: TraceState | None) -> bytes:
+        """A span's ``trace_state`` field (nothing for an empty state)."""
+        return _text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items())) if state else b""
+
+    def attributes(self, fixed: FixedAttributes | None, own: Mapping[str, Any]) -> bytes:
+        """A span's attributes field: ``fixed``'s bytes, written once and kept on it, then
+        ``own``'s (no name in both)."""
+        if fixed is None:
+            return self._pairs(b"\x4a", own) if own else b""
+        encoded = fixed.encoded
+        if encoded is None:
+            encoded = fixed.encoded = self._pairs(b"\x4a", fixed)
+        return encoded + self._pairs(b"\x4a", own) if own else encoded
+
     def _attrs(self, attributes: Mapping[str, Any] | None) -> bytes:
-        """A span's attributes (field 9)."""
+        """A ``ReadableSpan``'s attributes field."""
         if type(attributes) is SpanAttributes:
             fixed, own = attributes.fixed, attributes.own
             if own.keys().isdisjoint(fixed):  # always, as the gateway builds them
-                encoded = fixed.encoded
-                if encoded is None:
-                    encoded = fixed.encoded = self._pairs(b"\x4a", fixed)
-                return encoded + self._pairs(b"\x4a", own) if own else encoded
+                return self.attributes(fixed, own)
             attributes = dict(attributes)
         return self._pairs(b"\x4a", attributes) if attributes else b""
 
@@ -340,49 +326,96 @@ class SpanEncoder:
             parts.append(found)
         return b"".join(parts)
 
-    def _span(self, span: SpanParts) -> bytes:
-        """One span's fields, in field order, joined once (a span is about 500 bytes: each
-        ``+=`` on the growing bytes copied them again)."""
-        parent = span.parent
-        state = span.trace_state
-        out = [_IDS(b"\x0a\x10", span.trace_id.to_bytes(16, "big"), b"\x12\x08", span.span_id)]
-        if state:
-            out.append(_text(b"\x1a", ",".join(f"{k}={v}" for k, v in state.items())))
-        if parent is not None:
-            out.append(_PARENT(0x22, 0x08, parent.span_id))
-        kind = span.kind
-        head = self._heads.get((span.name, kind._value_))
-        if head is None:
-            if len(self._heads) >= CACHE_MAX:
-                self._heads.clear()
-            head = _text(b"\x2a", span.name) + b"\x30" + _SMALL[_KIND[kind]]
-            self._heads[(span.name, kind._value_)] = head
-        out.append(head)
-        start, end = span.start_time, span.end_time
-        if start and end:
-            out.append(_TIMES(0x39, start, 0x41, end))
-        else:
-            if start:
-                out.append(b"\x39" + _fixed64(start))
-            if end:
-                out.append(b"\x41" + _fixed64(end))
-        out.append(self._attrs(span.attributes))
-        for event in span.events:
+    def event(self, name: str, time_ns: int) -> bytes:
+        """An event field of ``name`` alone (no attributes) at ``time_ns``: the bytes
+        around its time (a fixed64, so the length is known) are kept per name."""
+        around = self._events.get(name)
+        if around is None:
+            text = _text(b"\x12", name)
+            around = (b"\x5a" + _varint(9 + len(text)) + b"\x09", text)
+            if len(self._events) >= CACHE_MAX:
+                self._events.clear()
+            self._events[name] = around
+        return around[0] + _fixed64(time_ns) + around[1]
+
+    def _event_objects(self, events: Sequence[Event]) -> bytes:
+        out = []
+        for event in events:
             attributes = event.attributes
             if attributes:
                 encoded = b"\x09" + _fixed64(event.timestamp) + _text(b"\x12", event.name)
                 out.append(_field(b"\x5a", encoded + self._pairs(b"\x1a", attributes)))
-                continue
-            around = self._events.get(event.name)  # an event of a name alone: its bytes
-            if around is None:  # around its time (a fixed64: the length is known)
-                name = _text(b"\x12", event.name)
-                around = (b"\x5a" + _varint(9 + len(name)) + b"\x09", name)
-                if len(self._events) >= CACHE_MAX:
-                    self._events.clear()
-                self._events[event.name] = around
-            out.append(around[0] + _fixed64(event.timestamp) + around[1])
-        status = span.status  # always sent, as the SDK's encoder does (empty when unset)
-        remote = parent is not None and parent.is_remote
+            else:
+                out.append(self.event(event.name, event.timestamp))
+        return b"".join(out)
+
+    def call_span(
+        self,
+        trace: bytes,
+        state: bytes,
+        span_id: int,
+        parent_id: int | None,
+        remote: bool,
+        name: str,
+        kind: SpanKind,
+        start: int,
+        end: int,
+        fixed: FixedAttributes | None,
+        own: Mapping[str, Any],
+        marks: Sequence[tuple[str, int]],
+        status: Status,
+    ) -> bytes:
+        """A gateway call's span (``routing.observability.spans.SpanMaker``): its
+        attributes as ``fixed``'s kept bytes and ``own``'s, its ``marks`` as attribute-less
+        events (a name and a time)."""
+        event = self.event
+        return self.span(
+            trace,
+            span_id,
+            state,
+            parent_id,
+            remote,
+            name,
+            kind,
+            start,
+            end,
+            self.attributes(fixed, own),
+            b"".join([event(mark, at) for mark, at in marks]) if marks else b"",
+            status,
+        )
+
+    def span(
+        self,
+        trace: bytes,
+        span_id: int,
+        state: bytes,
+        parent_id: int | None,
+        remote: bool,
+        name: str,
+        kind: SpanKind,
+        start: int | None,
+        end: int | None,
+        attributes: bytes,
+        events: bytes,
+        status: Status,
+    ) -> bytes:
+        """One span, framed as a ``ScopeSpans.spans`` field: its fields in field order,
+        joined once. ``trace`` is the trace id's 16 bytes; ``state``, ``attributes`` and
+        ``events`` the fields' bytes (:meth:`trace_state`, :meth:`attributes`,
+        :meth:`event`); ``remote`` says the parent came from another process."""
+        head = self._heads.get((name, kind._value_))
+        if head is None:
+            if len(self._heads) >= CACHE_MAX:
+                self._heads.clear()
+            head = _text(b"\x2a", name) + b"\x30" + _SMALL[_KIND[kind]]
+            self._heads[(name, kind._value_)] = head
+        if start and end:
+            times = _TIMES(0x39, start, 0x41, end)
+        else:
+            times = (b"\x39" + _fixed64(start) if start else b"") + (
+                b"\x41" + _fixed64(end) if end else b""
+            )
+        remote = remote and parent_id is not None
         key = (status.status_code._value_, status.description, remote)
         tail = self._tails.get(key)
         if tail is None:
@@ -391,13 +424,24 @@ class SpanEncoder:
                 encoded = _text(b"\x12", status.description or "")
                 tail = _field(b"\x7a", encoded + (b"\x18" + _SMALL[code] if code else b""))
             else:
-                tail = b"\x7a\x00"
+                tail = b"\x7a\x00"  # always sent, as the SDK's encoder does (empty when unset)
             tail += _FLAGS_REMOTE if remote else _FLAGS_LOCAL
             if len(self._tails) >= CACHE_MAX:
                 self._tails.clear()
             self._tails[key] = tail
-        out.append(tail)
-        return b"".join(out)
+        span = b"".join(
+            (
+                _IDS(b"\x0a\x10", trace, b"\x12\x08", span_id),
+                state,
+                b"" if parent_id is None else _PARENT(0x22, 0x08, parent_id),
+                head,
+                times,
+                attributes,
+                events,
+                tail,
+            )
+        )
+        return b"\x12" + _varint(len(span)) + span
 
 
 class WireSpanExporter(OTLPSpanExporter):
@@ -420,14 +464,18 @@ class WireSpanExporter(OTLPSpanExporter):
             return SpanExportResult.FAILURE
         return self._send(data)
 
-    def export_parts(
-        self, resource: Resource, scope: InstrumentationScope | None, spans: Iterable[SpanParts]
+    def export_written(
+        self,
+        resource: Resource,
+        scope: InstrumentationScope | None,
+        write: Callable[[SpanEncoder], list[bytes]],
     ) -> SpanExportResult:
-        """Export spans given as their parts (``SpanEncoder.encode_parts``)."""
+        """Export the spans ``write`` writes with this exporter's encoder
+        (:meth:`SpanEncoder.span`), all of ``resource`` and ``scope``."""
         if self._shutdown:
             return SpanExportResult.FAILURE
         try:
-            data = self._encoder.encode_parts(resource, scope, spans)
+            data = self._encoder.request(resource, scope, write(self._encoder))
         except Exception as exc:  # noqa: BLE001 - a batch that cannot be encoded is dropped
             log.error("could not encode spans for export: %r", exc)
             return SpanExportResult.FAILURE

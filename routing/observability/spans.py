@@ -14,16 +14,17 @@ A call is one trace::
 reads the clock and formats each attempt's ``traceparent`` (the attempt's span id, sent
 upstream before the span exists); when it finishes, the finished ``CallTrace`` itself is
 handed to the ``BatchSpanProcessor`` — one item per call, whatever its attempts. Its spans
-are made on the processor's export thread, with those ids and real start and end times:
-as :class:`SpanParts` written straight into the OTLP request
-(``routing.observability.otlp_wire``), or as the SDK's ``ReadableSpan`` for any other
-exporter (gRPC). Building ``ReadableSpan``s at the call's end cost the request path about
-as much as the rest of tracing together; through ``Tracer.start_span``, twice that again
-(the SDK's generic attribute checks). Ending the spans at the call's end is needed anyway:
+are made on the processor's export thread, with those ids and real start and end times,
+by one walk over the call (``CallTrace._each``) that hands each span's fields to a
+:class:`SpanMaker`: written straight into the OTLP request's bytes
+(``routing.observability.otlp_wire.SpanEncoder.call_span``, no object per span), or made
+the SDK's ``ReadableSpan`` for any other exporter (gRPC). Building ``ReadableSpan``s at
+the call's end cost the request path about as much as the rest of tracing together;
+through ``Tracer.start_span``, twice that again (the SDK's generic attribute checks). Ending the spans at the call's end is needed anyway:
 a failed attempt learns only later whether the call retried or switched after it, and a
 streamed answer's attempt lasts until the stream ends. ``tests/observability/
 test_tracing.py`` decodes what the exporter sent with ``opentelemetry-proto``, and
-``test_otlp_wire.py`` holds the parts' bytes to the SDK's encoding of the same spans.
+``test_otlp_wire.py`` holds the written bytes to the SDK's encoding of the same spans.
 
 What becomes an attribute is chosen here and nowhere else: names, models, codes, counts
 and times, all of types OTLP carries as they are. Never a credential, a prompt, a
@@ -36,8 +37,10 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from random import getrandbits
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -45,7 +48,6 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_OFF,
     ALWAYS_ON,
@@ -63,7 +65,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from routing.observability.otlp_wire import (
     FixedAttributes,
     SpanAttributes,
-    SpanParts,
+    SpanEncoder,
     WireSpanExporter,
 )
 
@@ -84,6 +86,31 @@ SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
 NO_STATE = TraceState()
+FIRST_TOKEN = "gen_ai.first_token"  # the answering attempt's event at its first content
+T = TypeVar("T", covariant=True)
+
+
+class SpanMaker(Protocol[T]):
+    """What a call's spans are made into, one call per span (``CallTrace._each``):
+    ``SpanEncoder.call_span``'s bytes, or a ``ReadableSpan``. ``parent_id`` is None for
+    a root span; ``remote``, that a parent is the client's (from its ``traceparent``);
+    ``fixed`` the attributes shared with other spans (or None) and ``own`` the span's
+    own; ``marks`` its events, each a name and a time, without attributes."""
+
+    def __call__(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        remote: bool,
+        name: str,
+        kind: SpanKind,
+        start: int,
+        end: int,
+        fixed: FixedAttributes | None,
+        own: dict[str, Any],
+        marks: Sequence[tuple[str, int]],
+        status: Status,
+    ) -> T: ...
 
 
 class _Queued:
@@ -106,10 +133,10 @@ class Tracing:
 
     def __init__(self, processor: BatchSpanProcessor, sampler: Sampler, resource: Resource) -> None:
         self.processor = processor
+        self.hand_over = _hand_over(processor)
         self.sampler = sampler
         self.resource = resource
         self.scope = SCOPE
-        self.ids = RandomIdGenerator()
         # A new trace is always sampled: no sampler call for a call without a traceparent
         self.roots_sampled = sampler is ALWAYS_ON or sampler is DEFAULT_ON
         self._fixed: dict[tuple[Any, ...], FixedAttributes] = {}
@@ -174,6 +201,16 @@ class Tracing:
         self.processor.shutdown()  # type: ignore[no-untyped-call]
 
 
+def _hand_over(processor: BatchSpanProcessor) -> Callable[[CallTrace], None]:
+    """How an ended, sampled call reaches ``processor``'s queue: its batch processor's
+    ``emit`` (what ``on_end`` calls after checking that the span is sampled, which a call
+    handed over always is: three Python calls fewer per call), or ``on_end`` itself if
+    the SDK has no such part."""
+    inner = getattr(processor, "_batch_processor", None)
+    emit = getattr(inner, "emit", None)
+    return emit if callable(emit) else processor.on_end  # type: ignore[return-value]
+
+
 class HashedResource(Resource):
     """A ``Resource`` that hashes once: the OTLP encoder groups spans by resource, hashing
     each span's (a JSON dump of every attribute) — a fifth of the encoding of a call's
@@ -213,12 +250,15 @@ class CallTrace:
         "_fixed",
         "_request_id",
         "_trace_id",
+        "_trace",
         "_span_id",
         "_parent",
         "_flags",
         "_state",
         "_sampled",
         "_header",
+        "_flag",
+        "trace_id",
         "_state_header",
         "_attempts",
         "_open",
@@ -242,50 +282,48 @@ class CallTrace:
         self._open: _Attempt | None = None
         self._record: CallRecord | None = None  # set when the call ended (or was refused)
         self._ended_ns = 0
-        self._span_id = tracing.ids.generate_span_id()
+        self._span_id = getrandbits(64) or _new_id(64)
         # What every attempt's traceparent and tracestate headers carry, made once
         self._state_header: str | None = None
-        context = _incoming(headers)
+        context = _incoming(headers) if headers else None
         if context is None and tracing.roots_sampled:
             self._parent: SpanContext | None = None
-            self._trace_id = tracing.ids.generate_trace_id()
+            self._trace_id = getrandbits(128) or _new_id(128)
             self._flags, self._state, self._sampled = SAMPLED, NO_STATE, True
-            self._header = f"00-{self._trace_id:032x}-"
-            return
-        parent = trace.get_current_span(context).get_span_context() if context else None
-        self._parent = parent
-        self._trace_id = parent.trace_id if parent else tracing.ids.generate_trace_id()
-        decision = tracing.sampler.should_sample(
-            context, self._trace_id, "", SpanKind.SERVER, None, None, None
-        )
-        self._sampled = decision.decision is Decision.RECORD_AND_SAMPLE
-        self._flags = SAMPLED if self._sampled else NOT_SAMPLED
-        self._state = decision.trace_state or NO_STATE
-        self._header = f"00-{self._trace_id:032x}-"
-        if self._state:
-            self._state_header = self._state.to_header()
+        else:
+            parent = trace.get_current_span(context).get_span_context() if context else None
+            self._parent = parent
+            self._trace_id = parent.trace_id if parent else getrandbits(128) or _new_id(128)
+            decision = tracing.sampler.should_sample(
+                context, self._trace_id, "", SpanKind.SERVER, None, None, None
+            )
+            self._sampled = decision.decision is Decision.RECORD_AND_SAMPLE
+            self._flags = SAMPLED if self._sampled else NOT_SAMPLED
+            self._state = decision.trace_state or NO_STATE
+            if self._state:
+                self._state_header = self._state.to_header()
+        self._trace = self._trace_id.to_bytes(16, "big")
+        hex_id = self._trace.hex()
+        self._header = f"00-{hex_id}-"
+        self._flag = "-01" if self._sampled else "-00"
+        # The trace's id (32 hex digits) when it is sampled, else "" (nothing to find)
+        self.trace_id = hex_id if self._sampled else ""
 
     @property
     def sampled(self) -> bool:
         return self._sampled
-
-    @property
-    def trace_id(self) -> str:
-        """The trace's id (32 hex digits) when it is sampled, else "" (nothing to find)."""
-        return self._header[3:35] if self._sampled else ""
 
     def attempt_started(
         self, target: TargetSpec, try_number: int, probe: bool, headers: Mapping[str, str] | None
     ) -> dict[str, str]:
         """Note the attempt's start; ``headers`` plus its ``traceparent`` (and the
         trace's ``tracestate``), for the upstream request."""
-        attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+        span_id = getrandbits(64) or _new_id(64)
+        attempt = _Attempt(span_id, time.time_ns(), target)
         self._open = attempt
         self._attempts.append(attempt)
         out = dict(headers) if headers else {}
-        out["traceparent"] = (
-            f"{self._header}{attempt.span_id:016x}-{'01' if self._sampled else '00'}"
-        )
+        out["traceparent"] = self._header + span_id.to_bytes(8, "big").hex() + self._flag
         if self._state_header:
             out["tracestate"] = self._state_header
         return out
@@ -295,7 +333,7 @@ class CallTrace:
         configuration error) gets a span of no length."""
         attempt = self._open
         if attempt is None:
-            attempt = _Attempt(self._tracing.ids.generate_span_id(), time.time_ns(), target)
+            attempt = _Attempt(getrandbits(64) or _new_id(64), time.time_ns(), target)
             self._attempts.append(attempt)
         attempt.record, attempt.ended_ns = record, time.time_ns()
         self._open = None
@@ -312,14 +350,14 @@ class CallTrace:
         if not self._sampled:
             return
         self._record, self._ended_ns = record, time.time_ns()
-        self._tracing.processor.on_end(self)  # type: ignore[arg-type]
+        self._tracing.hand_over(self)
 
     def refused(self, record: CallRecord) -> None:
         """A request refused before a call existed (``Tracing.refused``): one span."""
         if not self._sampled:
             return
         self._record, self._ended_ns = record, max(time.time_ns(), self._started_ns)
-        self._tracing.processor.on_end(self)  # type: ignore[arg-type]
+        self._tracing.hand_over(self)
 
     @property
     def context(self) -> _Queued:
@@ -327,63 +365,89 @@ class CallTrace:
         return QUEUED
 
     # ------------------------------------------------------------- on the export thread
-    def parts(self) -> list[SpanParts]:
-        """The ended call's spans: each attempt's, then the call's (or the one span of a
-        refused request)."""
+    def written(self, encoder: SpanEncoder) -> list[bytes]:
+        """The ended call's spans as the OTLP request's bytes (each attempt's, then the
+        call's, or the one span of a refused request), written by ``encoder``."""
+        state = b"" if self._state is NO_STATE else encoder.trace_state(self._state)
+        return self._each(partial(encoder.call_span, self._trace, state))
+
+    def spans(self) -> list[ReadableSpan]:
+        """The same spans as the SDK's ``ReadableSpan`` (for an exporter of its own)."""
+        return self._each(self._readable)
+
+    def _readable(
+        self,
+        span_id: int,
+        parent_id: int | None,
+        remote: bool,
+        name: str,
+        kind: SpanKind,
+        start: int,
+        end: int,
+        fixed: FixedAttributes | None,
+        own: dict[str, Any],
+        marks: Sequence[tuple[str, int]],
+        status: Status,
+    ) -> ReadableSpan:
+        context = SpanContext(self._trace_id, span_id, False, self._flags, self._state)
+        if parent_id is None:
+            parent = None
+        elif remote:
+            parent = self._parent
+        else:
+            parent = SpanContext(self._trace_id, parent_id, False, self._flags, self._state)
+        return ReadableSpan(
+            name=name,
+            context=context,
+            parent=parent,
+            resource=self._tracing.resource,
+            attributes=own if fixed is None else SpanAttributes(fixed, own),
+            events=[Event(mark, None, at) for mark, at in marks],
+            kind=kind,
+            status=status,
+            start_time=start,
+            end_time=end,
+            instrumentation_scope=self._tracing.scope,
+        )
+
+    def _each(self, span: SpanMaker[T]) -> list[T]:
+        """``span(...)`` of each of the ended call's spans (``SpanMaker``): each
+        attempt's, then the call's (or the one span of a refused request)."""
         record = self._record
         assert record is not None  # handed over only once ended
-        call = SpanContext(self._trace_id, self._span_id, False, self._flags, self._state)
         fixed = self._fixed
+        parent = self._parent
+        parent_id = None if parent is None else parent.span_id
         if fixed is None:
-            return [self._refused_parts(call, record)]
-        out: list[SpanParts] = []
+            return [self._refused(span, record, parent_id)]
+        out: list[T] = []
         served: _Attempt | None = None
+        call_id, ended = self._span_id, self._ended_ns
         for attempt in self._attempts:
             if attempt.record is not None and attempt.record.ok:
                 served = attempt
             stream_end = attempt is served and record.stream
-            out.append(_attempt_parts(call, attempt, record, stream_end, self._ended_ns))
-        error = record.outcome.value in ERROR_OUTCOMES
+            out.append(_attempt_span(span, call_id, attempt, record, stream_end, ended))
+        outcome, own = _call_attributes(fixed, self._request_id, record, served)
+        error = record.outcome in ERROR_OUTCOMES  # a StrEnum: no .value needed to compare
         out.append(
-            SpanParts(
-                self._trace_id,
-                self._span_id,
-                self._state,
-                self._parent,
+            span(
+                call_id,
+                parent_id,
+                True,
                 f"{fixed['gen_ai.operation.name']} {fixed['gen_ai.request.model']}",
                 SpanKind.SERVER,
                 self._started_ns,
-                self._ended_ns,
-                _call_attributes(fixed, self._request_id, record, served),
+                ended,
+                outcome,
+                own,
                 (),
-                _error(record.error_code or record.outcome.value) if error else UNSET_STATUS,
+                _error(record.error_code or str(record.outcome)) if error else UNSET_STATUS,
             )
         )
         return out
 
-    def spans(self) -> list[ReadableSpan]:
-        """The same spans as the SDK's ``ReadableSpan`` (for an exporter of its own)."""
-        tracing = self._tracing
-        return [
-            ReadableSpan(
-                name=parts.name,
-                context=SpanContext(
-                    parts.trace_id, parts.span_id, False, self._flags, parts.trace_state
-                ),
-                parent=parts.parent,
-                resource=tracing.resource,
-                attributes=parts.attributes,
-                events=parts.events,
-                kind=parts.kind,
-                status=parts.status,
-                start_time=parts.start_time,
-                end_time=parts.end_time,
-                instrumentation_scope=tracing.scope,
-            )
-            for parts in self.parts()
-        ]
-
-    def _refused_parts(self, call: SpanContext, record: CallRecord) -> SpanParts:
+    def _refused(self, span: SpanMaker[T], record: CallRecord, parent_id: int | None) -> T:
         code = record.error_code or record.outcome.value
         operation = "embeddings" if record.endpoint == "embeddings" else "chat"
         attributes: dict[str, Any] = {
@@ -398,19 +462,29 @@ class CallTrace:
             attributes["switchyard.key.name"] = record.key_name
         if record.group:
             attributes["switchyard.group"] = record.group
-        return SpanParts(
-            call.trace_id,
-            call.span_id,
-            call.trace_state,
-            self._parent,
+        return span(
+            self._span_id,
+            parent_id,
+            True,
             operation,
             SpanKind.SERVER,
             self._started_ns,
             self._ended_ns,
+            None,
             attributes,
             (),
             _error(code),
         )
+
+
+def _new_id(bits: int) -> int:
+    """A random id of ``bits`` bits that is not 0 (the invalid id), drawn again: what the
+    SDK's ``RandomIdGenerator`` does, which a call's ids skip for a plain
+    ``getrandbits``; this runs only when that drew 0."""
+    while True:
+        value = getrandbits(bits)
+        if value:
+            return value
 
 
 _errors: dict[str, Status] = {}
@@ -426,18 +500,19 @@ def _error(code: str) -> Status:
     return status
 
 
-def _attempt_parts(
-    call: SpanContext,
+def _attempt_span(
+    span: SpanMaker[T],
+    call_id: int,
     attempt: _Attempt,
     record: CallRecord,
     stream_end: bool,
     now: int,
-) -> SpanParts:
+) -> T:
     target, result = attempt.target, attempt.record
     operation = "embeddings" if record.endpoint == "embeddings" else "chat"
     fixed = _target_attributes(operation, target)
     own: dict[str, Any] = {}
-    events: list[Event] = []
+    marks: tuple[tuple[str, int], ...] = ()
     status = UNSET_STATUS
     if result is None:  # cancelled with the call before its record
         result_end = now
@@ -455,21 +530,20 @@ def _attempt_parts(
         if result.ok:
             if attempt.ttft_s is not None:
                 own["switchyard.ttft_ms"] = round(attempt.ttft_s * 1000, 3)
-                first_token = attempt.started_ns + int(attempt.ttft_s * 1e9)
-                events.append(Event("gen_ai.first_token", None, first_token))
+                marks = ((FIRST_TOKEN, attempt.started_ns + int(attempt.ttft_s * 1e9)),)
         else:
             status = _error(result.code or "UNKNOWN")
-    return SpanParts(
-        call.trace_id,
+    return span(
         attempt.span_id,
-        call.trace_state,
-        call,
+        call_id,
+        False,
         f"{operation} {target.model}",
         SpanKind.CLIENT,
         attempt.started_ns,
         max(result_end, attempt.started_ns),
-        SpanAttributes(fixed, own),
-        events,
+        fixed,
+        own,
+        marks,
         status,
     )
 
@@ -531,7 +605,7 @@ def _target_attributes(operation: str, target: TargetSpec) -> FixedAttributes:
 
 def _call_attributes(
     fixed: FixedAttributes, request_id: str, record: CallRecord, served: _Attempt | None
-) -> SpanAttributes:
+) -> tuple[FixedAttributes, dict[str, Any]]:
     """The call's span's attributes: ``fixed`` (door, group, key…) joined with how the
     call went (which repeats from call to call), then what is the call's own."""
     answered = served.target if served is not None else None
@@ -550,7 +624,7 @@ def _call_attributes(
     cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
     if isinstance(cost, int | float) and not isinstance(cost, bool):
         own["switchyard.cost"] = float(cost)
-    return SpanAttributes(outcome, own)
+    return outcome, own
 
 
 def _call_outcome(record: CallRecord, answered: TargetSpec | None) -> dict[str, Any]:
@@ -636,8 +710,9 @@ class CallExporter(SpanExporter):
         inner = self.inner
         try:
             if isinstance(inner, WireSpanExporter):
-                parts = [part for call in calls for part in call.parts()]
-                result = inner.export_parts(self.resource, SCOPE, parts)
+                result = inner.export_written(
+                    self.resource, SCOPE, lambda encoder: _written(calls, encoder)
+                )
             else:
                 result = inner.export([span for call in calls for span in call.spans()])
         except Exception as exc:  # noqa: BLE001 - an exporter must not kill the worker
@@ -664,6 +739,13 @@ class CallExporter(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def _written(calls: Sequence[CallTrace], encoder: SpanEncoder) -> list[bytes]:
+    out: list[bytes] = []
+    for call in calls:
+        out += call.written(encoder)
+    return out
 
 
 def _official_module(exporter: SpanExporter) -> str:

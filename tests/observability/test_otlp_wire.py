@@ -251,18 +251,19 @@ def _traced_calls(tracing: Tracing) -> list[CallTrace]:
     return [failover, streamed, refused]
 
 
-def test_a_call_s_parts_are_the_bytes_of_its_readable_spans() -> None:
-    """The gateway writes its calls' spans from their parts on the export thread; any
-    other exporter gets them as ``ReadableSpan``s. Both are the same spans."""
+def test_a_call_s_written_spans_are_the_bytes_of_its_readable_spans() -> None:
+    """The gateway writes its calls' spans straight into the request on the export
+    thread; any other exporter gets them as ``ReadableSpan``s. Both are the same spans."""
     with OTLPReceiver() as receiver:
         tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
         assert tracing is not None
         try:
             calls = _traced_calls(tracing)
-            parts = [part for call in calls for part in call.parts()]
+            encoder = SpanEncoder()
+            written = [span for call in calls for span in call.written(encoder)]
             spans = [span for call in calls for span in call.spans()]
-            assert len(parts) == len(spans) == 4 + 2 + 1
-            encoded = SpanEncoder().encode_parts(tracing.resource, tracing.scope, parts)
+            assert len(written) == len(spans) == 4 + 2 + 1
+            encoded = encoder.request(tracing.resource, tracing.scope, written)
             assert encoded == encode_spans(spans).SerializeToString()
             tracing.force_flush()  # what the exporter sent: those bytes, one request
             assert receiver.bodies == [encoded]
@@ -289,8 +290,10 @@ def test_another_exporter_gets_the_calls_as_readable_spans() -> None:
                 "chat auto",
                 "chat",
             ]
-            assert encode_spans(got).SerializeToString() == SpanEncoder().encode_parts(
-                tracing.resource, tracing.scope, [p for call in calls for p in call.parts()]
+            encoder = SpanEncoder()
+            written = [span for call in calls for span in call.written(encoder)]
+            assert encode_spans(got).SerializeToString() == encoder.request(
+                tracing.resource, tracing.scope, written
             )
         finally:
             tracing.shutdown()
@@ -335,3 +338,61 @@ def test_a_call_s_token_counts_are_read_from_any_door_s_usage(
     got = _usage(usage)
     assert (got.get("gen_ai.usage.input_tokens"), got.get("gen_ai.usage.output_tokens")) == counts
     assert all(type(value) is int for value in got.values())
+
+
+def test_an_id_drawn_as_zero_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """0 is the invalid trace and span id (W3C, OTLP): a call's ids are plain
+    ``getrandbits`` draws, and a draw of 0 is replaced, as the SDK's generator does."""
+    from routing.observability import spans
+
+    draws = iter([0, 0, 0x1234, 0, 0xABCD, 0, 0x77])
+    monkeypatch.setattr(spans, "getrandbits", lambda bits: next(draws))
+    with OTLPReceiver() as receiver:
+        tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert tracing is not None
+        try:
+            call = tracing.start_call(
+                headers=None,
+                started_ns=1_764_000_000_000_000_000,
+                door="chat",
+                endpoint=None,
+                requested_model="auto",
+                group="auto",
+                key_name="ci",
+                request_id="r",
+                stream=False,
+                commit="first-content",
+            )  # span id: 0, then 0x1234; trace id: 0, then 0xABCD
+            assert call.trace_id == f"{0xABCD:032x}"
+            target = TargetSpec(Candidate("p1/a", "p1", "a", 0), PROVIDER, "a", None)
+            sent = call.attempt_started(target, 1, False, {"x-a": "1"})
+            answered = AttemptRecord("p1/a", 1, True, 1.0)
+            call.attempt_ended(target, answered)
+            call.finish(
+                CallRecord(
+                    call_id="r", group="auto", session=None, started_at=1.0, stream=False,
+                    served_by="p1/a", attempts=[answered],
+                )
+            )  # fmt: skip
+            tracing.force_flush()
+        finally:
+            tracing.shutdown()
+    assert sent == {"x-a": "1", "traceparent": f"00-{0xABCD:032x}-{0x77:016x}-01"}
+    exported = ExportTraceServiceRequest.FromString(receiver.bodies[0])
+    got = [span for rs in exported.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    assert [(span.span_id.hex(), span.parent_span_id.hex()) for span in got] == [
+        (f"{0x77:016x}", f"{0x1234:016x}"),
+        (f"{0x1234:016x}", ""),
+    ]
+    assert {span.trace_id.hex() for span in got} == {f"{0xABCD:032x}"}
+
+
+PROVIDER = ProviderSpec(
+    name="p1",
+    kind="openai",
+    base_url="http://10.0.0.1:8000/v1",
+    api_key="k",
+    headers={},
+    timeouts=Timeouts(),
+    version=1,
+)
