@@ -139,7 +139,8 @@ class Tracing:
         self.scope = SCOPE
         # A new trace is always sampled: no sampler call for a call without a traceparent
         self.roots_sampled = sampler is ALWAYS_ON or sampler is DEFAULT_ON
-        self._fixed: dict[tuple[Any, ...], FixedAttributes] = {}
+        # A call's attributes that repeat from call to call, and its span's name
+        self._fixed: dict[tuple[Any, ...], tuple[FixedAttributes, str]] = {}
         self._closed = False
         atexit.register(self.shutdown)  # export what is queued when the process ends
 
@@ -159,8 +160,8 @@ class Tracing:
     ) -> CallTrace:
         operation = "embeddings" if endpoint == "embeddings" else "chat"
         shared = (operation, requested_model, door, group, key_name, commit, stream)
-        fixed = self._fixed.get(shared)
-        if fixed is None:
+        found = self._fixed.get(shared)
+        if found is None:
             fixed = FixedAttributes(
                 {
                     "gen_ai.operation.name": operation,
@@ -174,8 +175,9 @@ class Tracing:
             )
             if len(self._fixed) >= 4096:  # clients choose the model string: stay bounded
                 self._fixed.clear()
-            self._fixed[shared] = fixed
-        return CallTrace(self, headers, started_ns, fixed, request_id)
+            name = f"{operation} {fixed['gen_ai.request.model']}"
+            found = self._fixed[shared] = (fixed, name)
+        return CallTrace(self, headers, started_ns, found, request_id)
 
     def refused(
         self, headers: Mapping[str, str] | None, started_ns: int, record: CallRecord
@@ -271,9 +273,11 @@ class CallTrace:
         tracing: Tracing,
         headers: Mapping[str, str] | None,
         started_ns: int,
-        fixed: FixedAttributes | None,
+        fixed: tuple[FixedAttributes, str] | None,
         request_id: str,
     ) -> None:
+        """``fixed``: the call's attributes that repeat from call to call, and its span's
+        name (None: a request refused before it was a call)."""
         self._tracing = tracing
         self._started_ns = started_ns
         self._fixed = fixed
@@ -415,11 +419,11 @@ class CallTrace:
         attempt's, then the call's (or the one span of a refused request)."""
         record = self._record
         assert record is not None  # handed over only once ended
-        fixed = self._fixed
         parent = self._parent
         parent_id = None if parent is None else parent.span_id
-        if fixed is None:
+        if self._fixed is None:
             return [self._refused(span, record, parent_id)]
+        fixed, name = self._fixed
         out: list[T] = []
         served: _Attempt | None = None
         call_id, ended = self._span_id, self._ended_ns
@@ -435,7 +439,7 @@ class CallTrace:
                 call_id,
                 parent_id,
                 True,
-                f"{fixed['gen_ai.operation.name']} {fixed['gen_ai.request.model']}",
+                name,
                 SpanKind.SERVER,
                 self._started_ns,
                 ended,
@@ -510,7 +514,7 @@ def _attempt_span(
 ) -> T:
     target, result = attempt.target, attempt.record
     operation = "embeddings" if record.endpoint == "embeddings" else "chat"
-    fixed = _target_attributes(operation, target)
+    fixed, name = _target_attributes(operation, target)
     own: dict[str, Any] = {}
     marks: tuple[tuple[str, int], ...] = ()
     status = UNSET_STATUS
@@ -537,7 +541,7 @@ def _attempt_span(
         attempt.span_id,
         call_id,
         False,
-        f"{operation} {target.model}",
+        name,
         SpanKind.CLIENT,
         attempt.started_ns,
         max(result_end, attempt.started_ns),
@@ -574,11 +578,12 @@ def _attempt_outcome(target: TargetSpec, result: AttemptRecord) -> dict[str, Any
     return attributes
 
 
-_static: dict[tuple[str, str, str, str], FixedAttributes] = {}
+_static: dict[tuple[str, str, str, str], tuple[FixedAttributes, str]] = {}
 
 
-def _target_attributes(operation: str, target: TargetSpec) -> FixedAttributes:
-    """The attributes an attempt on ``target`` always has (computed once per target)."""
+def _target_attributes(operation: str, target: TargetSpec) -> tuple[FixedAttributes, str]:
+    """The attributes an attempt on ``target`` always has, and its span's name (computed
+    once per target)."""
     provider = target.provider
     key = (operation, target.key, provider.kind, provider.base_url)
     found = _static.get(key)
@@ -599,8 +604,8 @@ def _target_attributes(operation: str, target: TargetSpec) -> FixedAttributes:
             attributes["server.port"] = port
     if len(_static) >= 4096:  # clients may address provider/<any model>: stay bounded
         _static.clear()
-    fixed = _static[key] = FixedAttributes(attributes)
-    return fixed
+    found = _static[key] = (FixedAttributes(attributes), f"{operation} {target.model}")
+    return found
 
 
 def _call_attributes(
@@ -620,10 +625,10 @@ def _call_attributes(
     own: dict[str, Any] = {"switchyard.request_id": request_id}
     if record.ttft_ms is not None:
         own["switchyard.ttft_ms"] = round(record.ttft_ms, 3)
-    own.update(_usage(record.usage))
-    cost = getattr(record, "cost", None)  # issue 25's cost, when it has landed
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        own["switchyard.cost"] = float(cost)
+    if record.usage:
+        own.update(_usage(record.usage))
+    if record.cost is not None:
+        own["switchyard.cost"] = float(record.cost)
     return outcome, own
 
 

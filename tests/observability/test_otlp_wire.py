@@ -82,7 +82,15 @@ EVERY_TYPE = {
     "nested": {"a": 1, "b": "two"},
     "bytes": b"\x00\xff",
     "long": "x" * 300,  # a length that takes two bytes
+    # never-cached keys with values of every size class (their prefixes are kept by size)
+    "gen_ai.usage.input_tokens": 300,
+    "gen_ai.usage.output_tokens": 2**40,
+    "switchyard.cost": 0.0125,
 }
+VARYING_VALUES = [
+    {"gen_ai.usage.input_tokens": n, "switchyard.request_id": "r" * size, "switchyard.cost": c}
+    for n, size, c in [(0, 0, 0.0), (127, 1, 1.5), (128, 127, -2.0), (16384, 128, 1e300)]
+] + [{"gen_ai.usage.input_tokens": -1}, {"gen_ai.usage.output_tokens": True}]
 REMOTE_PARENT = SpanContext(TRACE, 0xB7AD6B7169203331, True, SAMPLED)
 LOCAL_PARENT = SpanContext(TRACE, 0x00F067AA0BA902B7, False, SAMPLED)
 
@@ -122,6 +130,9 @@ CASES = {
     ],
     "own attributes that override fixed ones": [
         span(15, attributes=SpanAttributes(FIXED, {"server.port": 8443, "extra": True})),
+    ],
+    "varying attributes of every size, once kept and once new": [
+        span(20 + n, attributes=attributes) for n, attributes in enumerate(VARYING_VALUES * 2)
     ],
     "two resources and two scopes, grouped as the SDK groups them": [
         span(8, attributes={"a": 1}),
@@ -396,3 +407,40 @@ PROVIDER = ProviderSpec(
     timeouts=Timeouts(),
     version=1,
 )
+
+
+@pytest.mark.parametrize("cost", [0.0042, 0.0, None])
+def test_a_call_s_span_carries_its_cost_when_it_has_one(cost: float | None) -> None:
+    """A call with a cost (its targets priced, SPEC §17) says so on its span, 0 included;
+    without a price it has none, and the span has no cost attribute rather than 0."""
+    with OTLPReceiver() as receiver:
+        tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
+        assert tracing is not None
+        try:
+            call = tracing.start_call(
+                headers=None, started_ns=1_764_000_000_000_000_000, door="chat",
+                endpoint=None, requested_model="auto", group="auto", key_name="ci",
+                request_id="r", stream=False, commit="first-content",
+            )  # fmt: skip
+            target = TargetSpec(Candidate("p1/a", "p1", "a", 0), PROVIDER, "a", None)
+            call.attempt_started(target, 1, False, None)
+            answered = AttemptRecord("p1/a", 1, True, 1.0)
+            call.attempt_ended(target, answered)
+            call.finish(
+                CallRecord(
+                    call_id="r", group="auto", session=None, started_at=1.0, stream=False,
+                    served_by="p1/a", attempts=[answered], cost=cost,
+                )
+            )  # fmt: skip
+            tracing.force_flush()
+        finally:
+            tracing.shutdown()
+    exported = ExportTraceServiceRequest.FromString(receiver.bodies[0])
+    (served_span, call_span) = exported.resource_spans[0].scope_spans[0].spans
+    values = {kv.key: kv.value for kv in call_span.attributes}
+    if cost is None:
+        assert "switchyard.cost" not in values
+    else:
+        assert values["switchyard.cost"].double_value == cost
+        assert values["switchyard.cost"].WhichOneof("value") == "double_value"
+    assert "switchyard.cost" not in {kv.key for kv in served_span.attributes}
