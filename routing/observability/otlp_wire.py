@@ -487,7 +487,7 @@ class WireSpanExporter(OTLPSpanExporter):
         write: Callable[[SpanEncoder], list[bytes]],
     ) -> SpanExportResult:
         """Export the spans ``write`` writes with this exporter's encoder
-        (:meth:`SpanEncoder.span`), all of ``resource`` and ``scope``."""
+        (:meth:`SpanEncoder.call_span`), all of ``resource`` and ``scope``."""
         if self._shutdown:
             return SpanExportResult.FAILURE
         try:

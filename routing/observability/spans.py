@@ -20,9 +20,10 @@ by one walk over the call (``CallTrace._each``) that hands each span's fields to
 (``routing.observability.otlp_wire.SpanEncoder.call_span``, no object per span), or made
 the SDK's ``ReadableSpan`` for any other exporter (gRPC). Building ``ReadableSpan``s at
 the call's end cost the request path about as much as the rest of tracing together;
-through ``Tracer.start_span``, twice that again (the SDK's generic attribute checks). Ending the spans at the call's end is needed anyway:
-a failed attempt learns only later whether the call retried or switched after it, and a
-streamed answer's attempt lasts until the stream ends. ``tests/observability/
+through ``Tracer.start_span``, twice that again (the SDK's generic attribute checks).
+Ending the spans at the call's end is needed anyway: a failed attempt learns only later
+whether the call retried or switched after it, and a streamed answer's attempt lasts
+until the stream ends. ``tests/observability/
 test_tracing.py`` decodes what the exporter sent with ``opentelemetry-proto``, and
 ``test_otlp_wire.py`` holds the written bytes to the SDK's encoding of the same spans.
 
@@ -87,10 +88,11 @@ NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 OK_STATUS, UNSET_STATUS = Status(StatusCode.OK), Status(StatusCode.UNSET)
 NO_STATE = TraceState()
 FIRST_TOKEN = "gen_ai.first_token"  # the answering attempt's event at its first content
-T = TypeVar("T", covariant=True)
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
-class SpanMaker(Protocol[T]):
+class SpanMaker(Protocol[T_co]):
     """What a call's spans are made into, one call per span (``CallTrace._each``):
     ``SpanEncoder.call_span``'s bytes, or a ``ReadableSpan``. ``parent_id`` is None for
     a root span; ``remote``, that a parent is the client's (from its ``traceparent``);
@@ -110,7 +112,7 @@ class SpanMaker(Protocol[T]):
         own: dict[str, Any],
         marks: Sequence[tuple[str, int]],
         status: Status,
-    ) -> T: ...
+    ) -> T_co: ...
 
 
 class _Queued:
@@ -660,14 +662,15 @@ def _usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
     get = usage.get
     for name, chat, other in _USAGE_KEYS:
         value = get(chat)
-        if type(value) is not int or value < 0:  # a bool is not a count
+        if type(value) is not int or not 0 <= value < INT64:  # a bool is not a count
             value = get(other)
-            if type(value) is not int or value < 0:
+            if type(value) is not int or not 0 <= value < INT64:
                 continue
         out[name] = value
     return out
 
 
+INT64 = 1 << 63  # an OTLP int attribute is an int64: a count beyond it is not sent
 # Each GenAI count, chat's key for it, then the Messages and Responses one
 _USAGE_KEYS = (
     ("gen_ai.usage.input_tokens", "prompt_tokens", "input_tokens"),

@@ -30,6 +30,8 @@ class ReceivedSpan:
     events: list[tuple[str, int]]
     status_message: str = ""
     resource: dict[str, Any] = field(default_factory=dict)
+    flags: int = 0  # Span.flags: 0x100 "has is_remote", 0x200 "the parent is remote"
+    keys: tuple[str, ...] = ()  # the attributes' keys as sent, a repeat included
 
 
 def _value(value: AnyValue) -> Any:
@@ -93,6 +95,8 @@ class OTLPReceiver:
                             status_message=span.status.message,
                             events=[(e.name, e.time_unix_nano) for e in span.events],
                             resource=resource,
+                            flags=span.flags,
+                            keys=tuple(a.key for a in span.attributes),
                         )
                     )
         with self._lock:

@@ -335,6 +335,10 @@ def test_joined_attributes_are_built_once_per_key_and_stay_bounded() -> None:
         ({"input_tokens": 7, "output_tokens": 0}, (7, 0)),  # Messages and Responses
         ({"prompt_tokens": True, "input_tokens": 3, "completion_tokens": -1}, (3, None)),
         ({"prompt_tokens": "12", "output_tokens": 4.0}, (None, None)),
+        (
+            {"prompt_tokens": 2**63, "input_tokens": 2**63 - 1, "output_tokens": 2**70},
+            (2**63 - 1, None),
+        ),
         ({}, (None, None)),
         (None, (None, None)),
     ],
@@ -343,7 +347,8 @@ def test_a_call_s_token_counts_are_read_from_any_door_s_usage(
     usage: dict[str, Any] | None, counts: tuple[int | None, int | None]
 ) -> None:
     """A count is a non-negative int under chat's name or the Messages/Responses one;
-    anything else (a bool, a string, a float, a negative) is not sent."""
+    anything else (a bool, a string, a float, a negative, one beyond OTLP's int64, which
+    would corrupt the whole batch's bytes) is not sent."""
     from routing.observability.spans import _usage
 
     got = _usage(usage)

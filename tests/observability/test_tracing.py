@@ -76,7 +76,10 @@ def flushed(h: Harness, receiver: OTLPReceiver, calls: int = 1) -> list[Received
     """Every span of the calls made so far, once their records are published."""
     assert len(h.events(CallRecord, at_least=calls)) >= calls
     assert h.runtime.tracing.force_flush(10_000)  # type: ignore[attr-defined]
-    return list(receiver.spans)
+    spans = list(receiver.spans)
+    for span in spans:  # a span's attribute sets are written as one: never a key twice
+        assert len(set(span.keys)) == len(span.keys), span
+    return spans
 
 
 def one_trace(spans: list[ReceivedSpan]) -> tuple[ReceivedSpan, list[ReceivedSpan]]:
@@ -100,6 +103,7 @@ def test_a_failover_is_one_trace_a_server_span_and_a_client_span_per_attempt(
 
     assert server.name == "chat auto"
     assert server.parent_span_id == ""  # no traceparent from the client: a new trace
+    assert server.flags == 0x100 and {c.flags for c in clients} == {0x100}  # none remote
     assert server.resource["service.name"] == "sy-test"
     assert server.status_code != ERROR
     a = server.attributes
@@ -200,6 +204,7 @@ def test_a_client_traceparent_is_continued_and_its_tracestate_passed_on(
     server, clients = one_trace(flushed(h, receiver))
     assert server.trace_id == trace_id and server.parent_span_id == parent
     assert [c.trace_id for c in clients] == [trace_id]
+    assert server.flags == 0x300 and [c.flags for c in clients] == [0x100]  # remote parent
     record = h.upstream.requests[0]
     assert record.headers["traceparent"].startswith(f"00-{trace_id}-{clients[0].span_id}-")
     assert record.headers["tracestate"] == "vendor=v1"
@@ -495,6 +500,7 @@ def test_every_refused_request_is_one_error_span_continuing_the_client_trace(
     servers = {int(s.parent_span_id, 16): s for s in spans if s.kind == SERVER}
     assert sorted(servers) == [1, 2, 3, 4, 5]  # one SERVER span per request
     assert {s.trace_id for s in spans} == {trace_id}  # every one continued the client's
+    assert {s.flags for s in servers.values()} == {0x300}  # its parent: the client's
     refused = {n: servers[n] for n in (1, 2, 3, 5)}
     for n, span in refused.items():
         assert span.status_code == ERROR, n
