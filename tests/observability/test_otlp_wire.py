@@ -187,18 +187,22 @@ def test_span_attributes_read_as_one_mapping_own_values_winning() -> None:
     assert len(attributes) == 4 and attributes["server.address"] == "10.0.0.1"
 
 
-def _traced_calls(tracing: Tracing) -> list[CallTrace]:
-    """A failover call (a switch, a retry, a probe, a rewrite, a first token), a streamed
-    one continuing a client's trace, and a refused request, ended as the gateway ends them."""
-    provider = ProviderSpec(
+def _provider(base_url: str) -> ProviderSpec:
+    return ProviderSpec(
         name="p1",
         kind="openai",
-        base_url="https://user:pw@api.example:8443/v1?key=q",
+        base_url=base_url,
         api_key="k",
         headers={},
         timeouts=Timeouts(),
         version=1,
     )
+
+
+def _traced_calls(tracing: Tracing) -> list[CallTrace]:
+    """A failover call (a switch, a retry, a probe, a rewrite, a first token), a streamed
+    one continuing a client's trace, and a refused request, ended as the gateway ends them."""
+    provider = _provider("https://user:pw@api.example:8443/v1?key=q")
     first = TargetSpec(Candidate("p1/a", "p1", "a", 0), provider, "a", None)
     second = TargetSpec(Candidate("p1/b", "p1", "b", 1), provider, "b", None)
 
@@ -361,41 +365,12 @@ def test_an_id_drawn_as_zero_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> 
     ``getrandbits`` draws, and a draw of 0 is replaced, as the SDK's generator does."""
     from routing.observability import spans
 
+    # the call's span id: 0, then 0x1234; its trace id: 0, then 0xABCD; the attempt's
     draws = iter([0, 0, 0x1234, 0, 0xABCD, 0, 0x77])
     monkeypatch.setattr(spans, "getrandbits", lambda bits: next(draws))
-    with OTLPReceiver() as receiver:
-        tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
-        assert tracing is not None
-        try:
-            call = tracing.start_call(
-                headers=None,
-                started_ns=1_764_000_000_000_000_000,
-                door="chat",
-                endpoint=None,
-                requested_model="auto",
-                group="auto",
-                key_name="ci",
-                request_id="r",
-                stream=False,
-                commit="first-content",
-            )  # span id: 0, then 0x1234; trace id: 0, then 0xABCD
-            assert call.trace_id == f"{0xABCD:032x}"
-            target = TargetSpec(Candidate("p1/a", "p1", "a", 0), PROVIDER, "a", None)
-            sent = call.attempt_started(target, 1, False, {"x-a": "1"})
-            answered = AttemptRecord("p1/a", 1, True, 1.0)
-            call.attempt_ended(target, answered)
-            call.finish(
-                CallRecord(
-                    call_id="r", group="auto", session=None, started_at=1.0, stream=False,
-                    served_by="p1/a", attempts=[answered],
-                )
-            )  # fmt: skip
-            tracing.force_flush()
-        finally:
-            tracing.shutdown()
+    call, sent, got = _one_call(cost=None)
+    assert call.trace_id == f"{0xABCD:032x}"
     assert sent == {"x-a": "1", "traceparent": f"00-{0xABCD:032x}-{0x77:016x}-01"}
-    exported = ExportTraceServiceRequest.FromString(receiver.bodies[0])
-    got = [span for rs in exported.resource_spans for ss in rs.scope_spans for span in ss.spans]
     assert [(span.span_id.hex(), span.parent_span_id.hex()) for span in got] == [
         (f"{0x77:016x}", f"{0x1234:016x}"),
         (f"{0x1234:016x}", ""),
@@ -403,21 +378,24 @@ def test_an_id_drawn_as_zero_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> 
     assert {span.trace_id.hex() for span in got} == {f"{0xABCD:032x}"}
 
 
-PROVIDER = ProviderSpec(
-    name="p1",
-    kind="openai",
-    base_url="http://10.0.0.1:8000/v1",
-    api_key="k",
-    headers={},
-    timeouts=Timeouts(),
-    version=1,
-)
-
-
 @pytest.mark.parametrize("cost", [0.0042, 0.0, None])
 def test_a_call_s_span_carries_its_cost_when_it_has_one(cost: float | None) -> None:
     """A call with a cost (its targets priced, SPEC §17) says so on its span, 0 included;
     without a price it has none, and the span has no cost attribute rather than 0."""
+    _, _, (served_span, call_span) = _one_call(cost=cost)
+    values = {kv.key: kv.value for kv in call_span.attributes}
+    if cost is None:
+        assert "switchyard.cost" not in values
+    else:
+        assert values["switchyard.cost"].double_value == cost
+        assert values["switchyard.cost"].WhichOneof("value") == "double_value"
+    assert "switchyard.cost" not in {kv.key for kv in served_span.attributes}
+
+
+def _one_call(cost: float | None) -> tuple[CallTrace, dict[str, str], list[Any]]:
+    """A call answered by its one attempt, exported to a receiver: the call, the headers
+    its attempt sent upstream, and the spans the receiver got (decoded protobuf)."""
+    target = TargetSpec(Candidate("p1/a", "p1", "a", 0), _provider("http://10.0.0.1/v1"), "a", None)
     with OTLPReceiver() as receiver:
         tracing = build_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint})
         assert tracing is not None
@@ -427,8 +405,7 @@ def test_a_call_s_span_carries_its_cost_when_it_has_one(cost: float | None) -> N
                 endpoint=None, requested_model="auto", group="auto", key_name="ci",
                 request_id="r", stream=False, commit="first-content",
             )  # fmt: skip
-            target = TargetSpec(Candidate("p1/a", "p1", "a", 0), PROVIDER, "a", None)
-            call.attempt_started(target, 1, False, None)
+            sent = call.attempt_started(target, 1, False, {"x-a": "1"})
             answered = AttemptRecord("p1/a", 1, True, 1.0)
             call.attempt_ended(target, answered)
             call.finish(
@@ -440,12 +417,7 @@ def test_a_call_s_span_carries_its_cost_when_it_has_one(cost: float | None) -> N
             tracing.force_flush()
         finally:
             tracing.shutdown()
-    exported = ExportTraceServiceRequest.FromString(receiver.bodies[0])
-    (served_span, call_span) = exported.resource_spans[0].scope_spans[0].spans
-    values = {kv.key: kv.value for kv in call_span.attributes}
-    if cost is None:
-        assert "switchyard.cost" not in values
-    else:
-        assert values["switchyard.cost"].double_value == cost
-        assert values["switchyard.cost"].WhichOneof("value") == "double_value"
-    assert "switchyard.cost" not in {kv.key for kv in served_span.attributes}
+    (body,) = receiver.bodies
+    exported = ExportTraceServiceRequest.FromString(body)
+    spans = [span for rs in exported.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    return call, sent, spans
