@@ -421,3 +421,31 @@ def _one_call(cost: float | None) -> tuple[CallTrace, dict[str, str], list[Any]]
     exported = ExportTraceServiceRequest.FromString(body)
     spans = [span for rs in exported.resource_spans for ss in rs.scope_spans for span in ss.spans]
     return call, sent, spans
+
+
+def test_a_call_reaches_the_batch_processor_s_queue_directly_or_through_on_end() -> None:
+    """An ended call goes straight to the pinned SDK's batch queue (``emit``: ``on_end``
+    less its sampled check, which a handed-over call always passes); a processor without
+    that part gets ``on_end``, the public way."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from routing.observability.spans import _hand_over
+
+    processor = BatchSpanProcessor(InMemorySpanExporter())
+    try:
+        hand_over = _hand_over(processor)
+        assert hand_over == processor._batch_processor.emit  # the SDK still has it
+
+        class Public:
+            def __init__(self) -> None:
+                self.ended: list[object] = []
+
+            def on_end(self, span: object) -> None:
+                self.ended.append(span)
+
+        public = Public()
+        _hand_over(public)("a call")  # type: ignore[arg-type]
+        assert public.ended == ["a call"]
+    finally:
+        processor.shutdown()
