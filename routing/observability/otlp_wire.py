@@ -378,12 +378,6 @@ class SpanEncoder:
         """A gateway call's span (``routing.observability.spans.SpanMaker``): its
         attributes as ``fixed``'s kept bytes and ``own``'s, its ``marks`` as attribute-less
         events (a name and a time)."""
-        if fixed is None:
-            attributes = self._pairs(b"\x4a", own) if own else b""
-        else:  # self.attributes(fixed, own), one call fewer per span
-            attributes = fixed.encoded or self.attributes(fixed, {})
-            if own:
-                attributes += self._pairs(b"\x4a", own)
         event = self.event
         return self.span(
             trace,
@@ -395,7 +389,7 @@ class SpanEncoder:
             kind,
             start,
             end,
-            attributes,
+            self.attributes(fixed, own),
             b"".join([event(mark, at) for mark, at in marks]) if marks else b"",
             status,
         )
