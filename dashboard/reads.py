@@ -191,7 +191,8 @@ async def _limit_rows(name: str, detail: Mapping[str, Any]) -> list[LimitRow]:
     from routing.limits.usage import group_use
 
     policy = {field: item.get("value") for field, item in detail.get("fields", {}).items()}
-    use = await group_use(name, GroupLimits.of_policy(policy))
+    limits = GroupLimits.of_policy(policy)
+    use = await group_use(get_runtime().limit_gate, name=name, limits=limits)
     return [LimitRow(n, u.limit, u.used, u.window) for n, u in use.items()]
 
 

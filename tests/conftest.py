@@ -303,7 +303,7 @@ def harness(
     # No background health checker: its pings would show up in other tests' upstream
     # counts. The checker's own tests drive it pass by pass (routing.gateway.checker).
     runtime.background_checks = False
-    runtime.store = fresh_store()
+    runtime.use_store(fresh_store())
     runtime.hub = EventHub()
     sleeps = SleepRecorder()
     runtime.sleep = sleeps

@@ -136,9 +136,10 @@ def _key_context(key_id: int) -> dict[str, Any]:
 
     from dashboard.spend_chart import spend_chart
     from routing.audit.spend import spend_by_day
+    from routing.gateway.runtime import get_runtime
     from routing.limits.usage import key_detail
 
-    detail = key_detail(key_id)
+    detail = key_detail(key_id, gate=get_runtime().limit_gate)
     today = dt.datetime.now(dt.UTC).date()
     first = today - dt.timedelta(days=29)
     since = dt.datetime(first.year, first.month, first.day, tzinfo=dt.UTC)

@@ -46,13 +46,13 @@ from routing.gateway.attempt import Answer
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord, FallbackEvent
 from routing.gateway.exhaustion import Exhaustion
+from routing.gateway.refusal import refusal_reply
 from routing.gateway.relay import stream_reply
 from routing.gateway.replies import ErrorReply, JsonReply, Reply
 from routing.gateway.retry import Outbound, RetryInPlace, TargetOutcome
 from routing.gateway.runtime import Runtime
 from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
-from routing.limits.gate import Admission, LimitGate, gate_for
-from routing.limits.refusal import refusal_reply
+from routing.limits.gate import Admission, LimitGate
 from routing.limits.rules import Refusal
 from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
@@ -210,7 +210,7 @@ class Call:
         """Limits are checked before any upstream (``routing.limits``): a refusal is on
         the record (outcome refused) and never touches a target's health."""
         key = self.key
-        self.gate = gate = gate_for(self.runtime)
+        self.gate = gate = self.runtime.limit_gate
         verdict = await gate.admit(
             key_id=key.id if key is not None else None,
             key_name=key.name if key is not None else "",

@@ -36,13 +36,13 @@ from routing.gateway.table import (
     group_summary,
     keep_algorithms,
 )
+from routing.limits.gate import LimitGate
 from routing.observability.tracing import build_tracing
 from routing.state import HealthStore, build_store
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
 
 if TYPE_CHECKING:
-    from routing.limits.gate import LimitGate
     from routing.observability.spans import Tracing
 
 log = logging.getLogger("switchyard.gateway")
@@ -77,6 +77,9 @@ class Runtime:
         tracing: Tracing | None = None,
     ) -> None:
         self.store = store
+        # Limits are counted beside the health store (routing.limits): replace both
+        # together with use_store().
+        self.limit_gate = LimitGate.beside(store, lambda: self.clock())
         self.tracing = tracing  # None: tracing off, and every hook on the call path skipped
         self._compile = compile
         self._subscribers = _load_subscribers()
@@ -100,7 +103,12 @@ class Runtime:
         self.background_checks = True  # tests turn the loop off and drive check passes
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
         self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
-        self.limit_gate: LimitGate | None = None  # built on first use (routing.limits.gate)
+
+    def use_store(self, store: HealthStore) -> None:
+        """Replace the health store (tests; a store rebuilt): the limit counters move with
+        it, so a Redis store gets Redis counters beside it and an in-process one local."""
+        self.store = store
+        self.limit_gate = LimitGate.beside(store, lambda: self.clock())
 
     @property
     def hub(self) -> EventHub:

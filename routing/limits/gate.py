@@ -1,6 +1,7 @@
 """What a call does about limits: ``admit`` before any upstream, ``settle`` at its end.
 
-The gate is the process's (one per runtime, built on first use): its counters are in
+The gate is the process's: the gateway's ``Runtime`` builds one beside its health store
+(``LimitGate.beside``), and a new one when its store is replaced. Its counters are in
 process, or in Redis when the health store is (``routing.limits.redis_counters``).
 """
 
@@ -10,16 +11,14 @@ import asyncio
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from routing.limits.counters import Counters, LocalCounters
+from routing.limits.redis_counters import counters_for
 from routing.limits.rules import Plan, Refusal, plan_for
 from routing.limits.spec import GroupLimits, LimitSet
-
-if TYPE_CHECKING:
-    from routing.gateway.runtime import Runtime
 
 PLAN_CACHE_MAX = 20_000
 
@@ -33,12 +32,12 @@ class Admission:
 
 
 class LimitGate:
-    def __init__(
-        self, counters: Counters, clock: Callable[[], float], store: object = None
-    ) -> None:
+    def __init__(self, counters: Counters, clock: Callable[[], float]) -> None:
         self.counters = counters
-        self.store = store  # the health store the counters were built beside
         self.clock = clock
+        # A limit was checked or read in this process: the status shows where the
+        # counters live only then (a gateway without limits reports no counters).
+        self.used = False
         self._pending: set[asyncio.Task[None]] = set()
         # Plans by (key, group, session, minute): the rules only change with the window,
         # and building them is most of a check's cost. Values hold the limits objects,
@@ -57,6 +56,7 @@ class LimitGate:
         body: Mapping[str, Any],
     ) -> Admission | Refusal | None:
         """None: nothing limits this call. A Refusal: over a limit, nothing taken."""
+        self.used = True
         guard = group_limits is not None and group_limits.loop_guard is not None and session
         now = self.clock()
         cache_key = (key_id, id(key_limits), group, id(group_limits), session, int(now // 60))
@@ -102,6 +102,12 @@ class LimitGate:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
+    @classmethod
+    def beside(cls, store: object, clock: Callable[[], float]) -> LimitGate:
+        """The gate of a health store: Redis counters beside a Redis store (same server,
+        same prefix), in-process counters otherwise."""
+        return cls(counters_for(store), clock)
+
     async def drain(self) -> None:
         """Wait for settlements in flight (tests; shutdown)."""
         while self._pending:
@@ -128,6 +134,7 @@ async def limits_use(
     group_limits: GroupLimits | None = None,
 ) -> dict[str, LimitUse]:
     """Each configured limit (by name) of a key or a group, and its use now."""
+    gate.used = True
     now = gate.clock()
     plan = plan_for(
         key_id=key_id,
@@ -151,15 +158,3 @@ async def limits_use(
 def body_digest(body: Mapping[str, Any]) -> str:
     """The loop guard's fingerprint of a request body (key order kept as sent)."""
     return hashlib.blake2b(orjson.dumps(body), digest_size=16).hexdigest()
-
-
-def gate_for(runtime: Runtime) -> LimitGate:
-    """The runtime's gate, built on first use and again when the health store is replaced
-    (tests install a fresh one): Redis counters beside a Redis store."""
-    gate = runtime.limit_gate
-    if gate is None or gate.store is not runtime.store:
-        from routing.limits.redis_counters import counters_for
-
-        gate = LimitGate(counters_for(runtime.store), lambda: runtime.clock(), runtime.store)
-        runtime.limit_gate = gate
-    return gate

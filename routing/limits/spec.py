@@ -2,6 +2,11 @@
 
 A key or group without limits compiles to ``None``, so the call path pays one ``is None``
 test and behaves exactly as before limits existed.
+
+Also here: how a canonical usage splits into uncached input, output, cache reads and
+cache writes (``usage_parts``). Pricing needs it, and this module imports nothing but the
+standard library (the limits' pure rules sit beside the engine), so the protocols that
+report usage in Anthropic's shape read it from here.
 """
 
 from __future__ import annotations
@@ -9,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
-
-from routing.protocols.canonical import usage_parts
 
 PER_MILLION = 1_000_000.0
 
@@ -31,6 +34,22 @@ class Price:
         return cls(
             float(raw["input"]), float(raw["output"]), None if cached is None else float(cached)
         )
+
+
+def usage_parts(usage: dict[str, Any] | None) -> tuple[int, int, int, int]:
+    """(uncached input, output, cache read, cache write) of a canonical usage."""
+    if not usage:
+        return 0, 0, 0, 0
+    details = usage.get("prompt_tokens_details") or {}
+    cache_read = int(details.get("cached_tokens") or 0)
+    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+    prompt = int(usage.get("prompt_tokens") or 0)
+    return (
+        max(prompt - cache_read - cache_write, 0),
+        int(usage.get("completion_tokens") or 0),
+        cache_read,
+        cache_write,
+    )
 
 
 def cost_of(usage: Mapping[str, Any] | None, price: Price | None) -> float | None:

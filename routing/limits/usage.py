@@ -1,7 +1,12 @@
 """What the API and the console show about limits: a key's detail (its limits, their use
 in the current windows, its spend today and this month) and a group's use against its
 limits. Reads, off the request path: the counters (this process's, or Redis) and the
-ledger."""
+ledger.
+
+A selector: the caller passes the gate to read (the gateway's runtime's,
+``get_runtime().limit_gate``), and "now" is the gate's clock — the one the counters'
+windows were taken by, so a test that moves the runtime's clock moves these reads too.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from routing.limits.gate import LimitUse, gate_for, limits_use
+from routing.limits.gate import LimitGate, LimitUse, limits_use
 from routing.limits.spec import GroupLimits, LimitSet
 
 
@@ -30,25 +35,23 @@ def use_out(use: dict[str, LimitUse]) -> dict[str, dict[str, Any]]:
     }
 
 
-async def key_use(key_id: int, name: str, limits: LimitSet | None) -> dict[str, LimitUse]:
-    from routing.gateway.runtime import get_runtime
-
+async def key_use(
+    gate: LimitGate, *, key_id: int, name: str, limits: LimitSet | None
+) -> dict[str, LimitUse]:
     if limits is None:
         return {}
-    gate = gate_for(get_runtime())
     return await limits_use(gate, key_id=key_id, key_name=name, key_limits=limits)
 
 
-async def group_use(name: str, limits: GroupLimits | None) -> dict[str, LimitUse]:
-    from routing.gateway.runtime import get_runtime
-
+async def group_use(
+    gate: LimitGate, *, name: str, limits: GroupLimits | None
+) -> dict[str, LimitUse]:
     if limits is None or limits.limits is None:
         return {}
-    gate = gate_for(get_runtime())
     return await limits_use(gate, group=name, group_limits=GroupLimits(limits.limits))
 
 
-def key_detail(key_id: int) -> dict[str, Any]:
+def key_detail(key_id: int, *, gate: LimitGate) -> dict[str, Any]:
     """``GET /api/v1/keys/{id}`` (sync: called from the management API's thread)."""
     from routing import selectors
     from routing.audit.spend import day_start, month_start, spend_totals
@@ -58,8 +61,9 @@ def key_detail(key_id: int) -> dict[str, Any]:
     key = ApiKey.objects.filter(pk=key_id).first()
     if key is None:
         raise NotFound("API key", key_id)
-    use = async_to_sync(key_use)(key.pk, key.name, LimitSet.of(key.limits or {}))
-    now = dt.datetime.now(dt.UTC)
+    limits = LimitSet.of(key.limits or {})
+    use = async_to_sync(key_use)(gate, key_id=key.pk, name=key.name, limits=limits)
+    now = dt.datetime.fromtimestamp(gate.clock(), tz=dt.UTC)
     return {
         **selectors.key_out(key),
         "use": use_out(use),

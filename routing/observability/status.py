@@ -102,7 +102,7 @@ async def status_read(runtime: Runtime) -> Status:
         )
     store = await runtime.store.describe()
     gate = runtime.limit_gate
-    if gate is not None:  # limits in use: where their counters are, degraded or not
+    if gate.used:  # limits in use: where their counters are, degraded or not
         limits = gate.counters.describe()
         store["limits"] = limits
         store["degraded"] = bool(store.get("degraded")) or bool(limits.get("degraded"))

@@ -68,22 +68,6 @@ def chat_usage(
     return usage
 
 
-def usage_parts(usage: dict[str, Any] | None) -> tuple[int, int, int, int]:
-    """(uncached input, output, cache read, cache write) of a canonical usage."""
-    if not usage:
-        return 0, 0, 0, 0
-    details = usage.get("prompt_tokens_details") or {}
-    cache_read = int(details.get("cached_tokens") or 0)
-    cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-    prompt = int(usage.get("prompt_tokens") or 0)
-    return (
-        max(prompt - cache_read - cache_write, 0),
-        int(usage.get("completion_tokens") or 0),
-        cache_read,
-        cache_write,
-    )
-
-
 def message_text(content: Any) -> str:
     """The text of a chat message's ``content`` (a string or a list of parts)."""
     if isinstance(content, str):

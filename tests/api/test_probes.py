@@ -34,7 +34,7 @@ def test_healthz_and_readyz_answer_without_credentials(harness: Harness) -> None
 
 def test_readyz_is_503_while_the_state_store_is_degraded(harness: Harness) -> None:
     harness.configure(TWO_ROUTES)
-    harness.runtime.store = DegradedStore()  # type: ignore[attr-defined]
+    harness.runtime.use_store(DegradedStore())  # type: ignore[attr-defined]
     response = httpx.get(harness.gateway.url + "/readyz")
     assert response.status_code == 503
     assert response.json()["checks"] == {

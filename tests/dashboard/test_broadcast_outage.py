@@ -94,13 +94,13 @@ async def test_pushes_are_skipped_while_the_store_is_degraded(
 ) -> None:
     runtime = get_runtime()
     healthy = runtime.store
-    runtime.store = DegradedStore()
+    runtime.use_store(DegradedStore())
     try:
         await pushes.send({"type": "call.recorded"})
         assert layer.sent == []
         assert pushes.paused()
     finally:
-        runtime.store = healthy
+        runtime.use_store(healthy)
     await pushes.send({"type": "call.recorded"})
     assert len(layer.sent) == 1
     assert lines(caplog, "unreachable") == 0  # skipped quietly: the store already said so

@@ -342,7 +342,7 @@ def test_a_bug_in_the_gateway_is_a_500_in_the_doors_shape_and_on_the_record(
             raise RuntimeError("a bug in the store")
 
     harness.configure(TWO_ROUTES)
-    harness.runtime.store = BrokenStore()  # type: ignore[attr-defined]
+    harness.runtime.use_store(BrokenStore())  # type: ignore[attr-defined]
     auth = {"authorization": f"Bearer {harness.key}"}
     chat = httpx.post(
         harness.gateway.base_url + "/chat/completions",

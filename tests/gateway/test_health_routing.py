@@ -300,7 +300,7 @@ async def test_a_stream_cut_after_the_commit_point_still_counts_against_the_targ
     from routing.simulator.script import DropAfter
 
     harness.configure(TWO_ROUTES)
-    harness.runtime.store = SlowCharges(harness.runtime.store)  # type: ignore[attr-defined]
+    harness.runtime.use_store(SlowCharges(harness.runtime.store))  # type: ignore[attr-defined]
     harness.upstream.script("a", DropAfter(2))
     with pytest.raises(openai.APIError):  # the SDK stops reading at the error event
         list(harness.client().chat.completions.create(model="auto", messages=MESSAGES, stream=True))
@@ -320,7 +320,7 @@ async def test_a_pass_through_cut_after_the_commit_point_is_charged_before_its_e
 
     kind = "anthropic" if door == "messages" else "openai-responses"
     harness.configure(TWO_ROUTES.replace("kind: openai\n", f"kind: {kind}\n", 1))
-    harness.runtime.store = SlowCharges(harness.runtime.store)  # type: ignore[attr-defined]
+    harness.runtime.use_store(SlowCharges(harness.runtime.store))  # type: ignore[attr-defined]
     harness.upstream.script("a", DropAfter(2))
     path, body, fails = (
         ("/v1/messages", {"messages": MESSAGES, "max_tokens": 64}, "event: error")

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from routing.gateway.events import CallRecord
-from routing.limits.gate import gate_for, limits_use
+from routing.limits.gate import limits_use
 from routing.limits.spec import GroupLimits, LimitSet, Price, cost_of, usage_tokens
 from routing.simulator.script import DropAfter, Reply, UsageThenError
 from tests.conftest import Harness, settle_calls
@@ -53,7 +53,7 @@ def stream(h: Harness) -> str:
 def tokens_today(h: Harness) -> float:
     """The group's tokens today, once every finished call's charge has landed (with Redis
     a call's settle runs as a task of the gateway's loop after the call ends)."""
-    gate = gate_for(h.runtime)  # type: ignore[attr-defined]
+    gate = h.runtime.limit_gate  # type: ignore[attr-defined]
     settle_calls(h.runtime)
     deadline = time.monotonic() + 10
     while gate._pending and time.monotonic() < deadline:

@@ -26,7 +26,7 @@ def status(h: Harness, admin: str) -> dict:  # type: ignore[type-arg]
 def test_calls_survive_redis_going_away_and_coming_back(harness: Harness) -> None:
     server = RedisServer(port=free_port())
     server.start()
-    harness.runtime.store = RedisStore(server.url, prefix=unique_prefix(), retry_s=0.2)
+    harness.runtime.use_store(RedisStore(server.url, prefix=unique_prefix(), retry_s=0.2))
     _, admin = generate_key(name="ops", kind="admin")
     harness.configure(TWO_ROUTES)
     client = harness.client()

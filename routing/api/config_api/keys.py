@@ -23,6 +23,7 @@ from routing.api.config_api.schemas import (
     KeyPatchIn,
     KeysQuery,
 )
+from routing.gateway.runtime import get_runtime
 from routing.limits.usage import key_detail
 
 router = Router(tags=["keys"])
@@ -70,7 +71,7 @@ def keys_revoke(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
     summary="A key: its limits, their use in the current windows, and its spend",
 )
 def keys_detail(request: HttpRequest, key_id: KeyId) -> dict[str, Any]:
-    return key_detail(key_id)
+    return key_detail(key_id, gate=get_runtime().limit_gate)
 
 
 @router.patch(

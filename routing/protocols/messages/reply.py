@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
+from routing.limits.spec import usage_parts
 from routing.protocols import ANTHROPIC_TO_FINISH, FINISH_TO_ANTHROPIC
 from routing.protocols.canonical import (
     AnswerParts,
     chat_usage,
     read_completion,
     tool_call,
-    usage_parts,
 )
 
 
