@@ -21,6 +21,7 @@ from dashboard.views.common import PAGE_PATH, actor, staff_required
 from routing import selectors, services
 from routing.audit.selectors import key_usage
 from routing.config.errors import ConfigError
+from routing.config.schema import LIMIT_NAMES
 from routing.services.api_keys import parse_limit_options
 
 PANEL = "dashboard/keys.html#keys_panel"
@@ -34,7 +35,14 @@ def _panel_context(**extra: Any) -> dict[str, Any]:
         limits = _limits_text(key["limits"])
         keys.append({**key, "calls": calls, "last_used": last, "limits_text": limits})
     groups = [g["name"] for g in selectors.group_list()]
-    return {"keys": keys, "groups": groups, "form": {}, "errors": {}, **extra}
+    return {
+        "keys": keys,
+        "groups": groups,
+        "limit_names": LIMIT_NAMES,  # the names LimitsIn declares, as every path takes them
+        "form": {},
+        "errors": {},
+        **extra,
+    }
 
 
 async def _panel(request: HttpRequest, status: int = 200, **extra: Any) -> HttpResponse:

@@ -13,7 +13,7 @@ from ninja import Path, Schema
 from pydantic import BaseModel, ConfigDict, Field
 
 from routing.config.policy import POLICY_FIELDS
-from routing.config.schema import Aliases, LimitsIn
+from routing.config.schema import LIMIT_NAMES, Aliases, LimitsIn
 from routing.engine.failures import FailureCode
 
 MAX_ID = 2**63 - 1  # a 64-bit primary key; larger ids are a 422, not a database error
@@ -103,8 +103,7 @@ class KeyIn(_Body):
     )
     limits: dict[str, Any] | None = Field(
         None,
-        description="rpm, tpm, concurrency, tokens_per_day, cost_per_day, tokens_per_month, "
-        "cost_per_month (SPEC §17); absent = none",
+        description=f"{', '.join(LIMIT_NAMES)} (SPEC §17); absent = none",
         json_schema_extra=LIMITS_DOCUMENTED,
     )
 

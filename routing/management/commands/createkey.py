@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.config.errors import ConfigError
+from routing.config.schema import LIMIT_NAMES
 from routing.services import key_create
 from routing.services.api_keys import parse_limit_options
 from routing.services.base import default_actor
@@ -38,8 +39,8 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="NAME=VALUE",
-            help="a limit, e.g. rpm=60 or cost_per_day=5 (repeat for several): rpm, tpm, "
-            "concurrency, tokens_per_day, cost_per_day, tokens_per_month, cost_per_month",
+            help="a limit, e.g. rpm=60 or cost_per_day=5 (repeat for several): "
+            + ", ".join(LIMIT_NAMES),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
