@@ -15,10 +15,10 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
+from routing.config.errors import NotFound
+from routing.config.export import TIMEOUT_FIELDS
 from routing.config.policy import BUILTIN_DEFAULTS, ResolvedField, policy_warnings, resolve
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
-from routing.services.base import NotFound
-from routing.services.providers import TIMEOUT_COLUMNS
 
 
 def _fields(resolved: dict[str, ResolvedField]) -> dict[str, dict[str, Any]]:
@@ -49,7 +49,7 @@ def _provider_out(provider: Provider, used_by: list[str]) -> dict[str, Any]:
         "betas": dict(provider.betas or {}),
         "models": list(provider.models or []),
         "models_loaded_at": provider.models_loaded_at,
-        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
         "health_check_s": provider.health_check_s,
         "used_by": used_by,
         "version": provider.version,

@@ -4,6 +4,10 @@ A rejected write raises one :class:`ConfigError` carrying *every* problem found,
 as a :class:`FieldError` keyed by a dotted path (``groups.0.retry.max_retries``, or
 ``retry.max_retries`` for a policy form). The path is what API responses and form
 fields key their messages by; ``""`` means the document as a whole.
+
+Also here, because reads raise it as much as writes: :class:`NotFound` (a named provider,
+group, target or key that does not exist) and its base :class:`ServiceError`. The
+selectors (reads) raise it without importing the services (writes), which re-export it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,18 @@ class FieldError:
         if not prefix:
             return self
         return FieldError(f"{prefix}.{self.path}" if self.path else prefix, self.message)
+
+
+class ServiceError(Exception):
+    """Base of the errors a service refuses a request with (``routing.services``)."""
+
+
+class NotFound(ServiceError):
+    """The named object does not exist."""
+
+    def __init__(self, kind: str, name: object) -> None:
+        self.kind, self.name = kind, name
+        super().__init__(f"no {kind} {name!r}" if isinstance(name, str) else f"no {kind} {name}")
 
 
 class ConfigError(Exception):

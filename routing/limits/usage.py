@@ -55,8 +55,8 @@ def key_detail(key_id: int, *, gate: LimitGate) -> dict[str, Any]:
     """``GET /api/v1/keys/{id}`` (sync: called from the management API's thread)."""
     from routing import selectors
     from routing.audit.spend import day_start, month_start, spend_totals
+    from routing.config.errors import NotFound
     from routing.models import ApiKey
-    from routing.services import NotFound
 
     key = ApiKey.objects.filter(pk=key_id).first()
     if key is None:

@@ -15,7 +15,9 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── config_file.py    config_apply: the config file's apply and prune (``loadconfig``)
     └── api_keys.py       key_create / key_revoke / key_update
 
-Exception tree (the API turns each into one response, ``routing.api.config_api``)::
+Exception tree (the API turns each into one response, ``routing.api.config_api``;
+``ServiceError`` and ``NotFound`` are declared in ``routing.config.errors``, since the
+selectors raise ``NotFound`` too and import nothing from here)::
 
     ServiceError
     ├── NotFound           the named provider / group / target / key does not exist  (404)
@@ -66,13 +68,12 @@ Decisions:
   never from inside an event loop.
 """
 
+from routing.config.errors import NotFound, ServiceError
 from routing.services.api_keys import key_create, key_revoke, key_update
 from routing.services.base import (
     Clash,
     NameTaken,
-    NotFound,
     ProviderCallError,
-    ServiceError,
     VersionConflict,
 )
 from routing.services.global_policy import (

@@ -27,11 +27,11 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import ValidationError
 
-from routing.config.errors import ConfigError, FieldError
+from routing.config.errors import ConfigError, FieldError, NotFound
 from routing.config.schema import GROUP_NAME_RE, LIMIT_NAMES, LimitsIn, field_errors
 from routing.config.signals import keys_changed
 from routing.models import ApiKey, Group
-from routing.services.base import NotFound, record
+from routing.services.base import record
 
 SECRET_PREFIX = "sk-sy-"
 DISPLAY_PREFIX_LENGTH = 12

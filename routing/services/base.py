@@ -11,7 +11,7 @@ from django.db.models import F
 from pydantic import ValidationError
 
 from routing.audit.services import config_change_record
-from routing.config.errors import ConfigError, FieldError
+from routing.config.errors import ConfigError, FieldError, NotFound, ServiceError
 from routing.config.policy import POLICY_FIELDS, flatten, policy_flat, unflatten
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
 from routing.config.signals import config_changed
@@ -19,18 +19,6 @@ from routing.models import GlobalSettings
 from routing.signals import config_written
 
 M = TypeVar("M", bound=models.Model)
-
-
-class ServiceError(Exception):
-    """Base of the errors a service refuses a request with."""
-
-
-class NotFound(ServiceError):
-    """The named object does not exist."""
-
-    def __init__(self, kind: str, name: object) -> None:
-        self.kind, self.name = kind, name
-        super().__init__(f"no {kind} {name!r}" if isinstance(name, str) else f"no {kind} {name}")
 
 
 class VersionConflict(ServiceError):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 
+from routing.config.errors import NotFound
 from routing.engine.targets import target_key
 from routing.models import Provider, Target
-from routing.services.base import NotFound
 
 
 async def _enable(provider: str, by: str) -> None:

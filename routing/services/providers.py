@@ -9,22 +9,19 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from routing import crypto
-from routing.config.errors import ConfigError
+from routing.config.errors import ConfigError, NotFound
 from routing.config.export import TIMEOUT_FIELDS
 from routing.config.schema import ProviderIn, parse_provider
 from routing.crypto import CredentialDecryptError
 from routing.models import Provider
 from routing.services.base import (
     NameTaken,
-    NotFound,
     Unchanged,
     as_mapping,
     record,
     versioned_write,
 )
 from routing.services.health import enable_in_store
-
-TIMEOUT_COLUMNS = TIMEOUT_FIELDS
 
 
 def new_credential(provider: Provider, *, given: bool, value: str | None) -> str | None:
@@ -81,7 +78,7 @@ def provider_snapshot(provider: Provider) -> dict[str, Any]:
         "headers": dict(provider.headers or {}),
         **({"betas": dict(provider.betas)} if provider.betas else {}),
         "models": list(provider.models or []),
-        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
         "health_check_s": provider.health_check_s,
     }
 
@@ -102,7 +99,7 @@ def _stored(provider: Provider) -> dict[str, Any]:
         "headers": dict(provider.headers or {}),
         "betas": dict(provider.betas) if provider.betas else None,
         "models": list(provider.models or []),
-        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_COLUMNS.items()},
+        "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
         "health_check_s": provider.health_check_s,
     }
 

@@ -8,12 +8,11 @@ from typing import Any
 
 from django.db.models import Max
 
-from routing.config.errors import ConfigError, FieldError
+from routing.config.errors import ConfigError, FieldError, NotFound
 from routing.config.schema import TARGET_OPTIONS, parse_target, target_options
 from routing.models import Group, Provider, Target
 from routing.services.base import (
     NameTaken,
-    NotFound,
     Unchanged,
     as_mapping,
     record,

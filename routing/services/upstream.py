@@ -24,11 +24,12 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
+from routing.config.errors import NotFound
 from routing.crypto import CredentialDecryptError
 from routing.engine.failures import Redactor
 from routing.gateway.table import unsendable
 from routing.models import Provider
-from routing.services.base import NotFound, ProviderCallError, record
+from routing.services.base import ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
 from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
