@@ -4,9 +4,11 @@ The admin is one more write path, so it validates through the same schema as the
 file and the API (``routing.config``) and refuses stale writes (a hidden
 ``based_on_version`` field, compared with the row's ``version``). A provider or the global
 settings is saved by the same service as the API's and the page's (``routing.services``:
-``versioned_write`` claims the row's version, ``record()`` records the change, bumps the
-configuration version and announces it once); a group and its inline targets are rows the
-admin's formsets write, recorded and announced once by ``record_writes``.
+``versioned_write`` claims the row's version, ``record()`` records the change); a group
+and its inline targets are rows the admin's formsets write, recorded by ``record_writes``.
+Every delete is the service's (``provider_delete``, ``group_delete``, ``key_delete``), a
+bulk delete all of them in one transaction. Whatever rows are saved or deleted bump the
+configuration version and announce the change once (``routing.signals``).
 
 Credentials are write-only: the form has an empty password field that sets a new key
 when filled; the encrypted column is never a form field and is never displayed — the
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
@@ -33,16 +36,11 @@ from routing.config.policy import (
 )
 from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, target_options
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
-from routing.services import key_revoke
+from routing.services import group_delete, key_delete, key_revoke, provider_delete
 from routing.services.base import record_writes
 from routing.services.global_policy import checked_global_policy, global_set_policy
-from routing.services.groups import (
-    check_listed,
-    group_snapshot,
-    group_targets_edited,
-    policy_snapshot,
-)
-from routing.services.providers import provider_create, provider_snapshot, provider_update
+from routing.services.groups import check_listed, group_snapshot, group_targets_edited
+from routing.services.providers import provider_create, provider_update
 
 if TYPE_CHECKING:
     # Django's admin and form classes are generic only in django-stubs: at run time they
@@ -93,41 +91,23 @@ def _policy_layers() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 class ConfigAdmin(AnyModelAdmin):
-    """Records every admin delete as a config change (path ``admin``) and announces it after
-    it commits, like the services do for the API and the page."""
-
-    object_type = ""
-
-    def snapshot(self, obj: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def object_name(self, obj: Any) -> str:
-        return str(obj.name)
+    """Deletes through the services (path ``admin``), as the API and the page delete: a
+    bulk delete is one transaction, so one version bump and one announcement."""
 
     def _actor(self, request: HttpRequest) -> str:
         return f"admin:{request.user.get_username()}"
 
-    def _record(
-        self,
-        request: HttpRequest,
-        changes: list[tuple[Any, dict[str, Any] | None, dict[str, Any] | None]],
-    ) -> None:
-        record_writes(
-            actor=self._actor(request),
-            path="admin",
-            object_type=self.object_type,
-            changes=[(self.object_name(obj), before, after) for obj, before, after in changes],
-        )
+    def delete_through_service(self, obj: Any, *, actor: str) -> None:
+        raise NotImplementedError
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        before = self.snapshot(obj)
-        super().delete_model(request, obj)
-        self._record(request, [(obj, before, None)])
+        self.delete_through_service(obj, actor=self._actor(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        doomed = [(obj, self.snapshot(obj)) for obj in queryset]
-        super().delete_queryset(request, queryset)
-        self._record(request, [(obj, before, None) for obj, before in doomed])
+        actor = self._actor(request)
+        with transaction.atomic():
+            for obj in queryset:
+                self.delete_through_service(obj, actor=actor)
 
 
 class SavesThroughService(ConfigAdmin):
@@ -154,7 +134,12 @@ class SavesThroughService(ConfigAdmin):
 
 class RecordsItsRows(ConfigAdmin):
     """An admin whose save writes rows itself (a group and its inline targets): one
-    config-change record, one version bump and one announcement after the rows."""
+    config-change record after the rows (which bump the version and announce it once)."""
+
+    object_type = ""
+
+    def snapshot(self, obj: Any) -> dict[str, Any]:
+        raise NotImplementedError
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         stored = type(obj).objects.filter(pk=obj.pk).first() if change and obj.pk else None
@@ -164,7 +149,12 @@ class RecordsItsRows(ConfigAdmin):
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         before = getattr(request, "switchyard_before", None)
-        self._record(request, [(form.instance, before, self.snapshot(form.instance))])
+        record_writes(
+            actor=self._actor(request),
+            path="admin",
+            object_type=self.object_type,
+            changes=[(str(form.instance.name), before, self.snapshot(form.instance))],
+        )
 
 
 # --- providers -----------------------------------------------------------------------
@@ -265,10 +255,6 @@ class ProviderAdminForm(VersionedForm):
 @admin.register(Provider)
 class ProviderAdmin(SavesThroughService):
     form = ProviderAdminForm
-    object_type = "provider"
-
-    def snapshot(self, obj: Any) -> dict[str, Any]:
-        return provider_snapshot(obj)
 
     list_display = ("name", "kind", "base_url", "credential", "version")
     search_fields = ("name", "base_url")
@@ -307,6 +293,9 @@ class ProviderAdmin(SavesThroughService):
             return provider_create(data=data, actor=actor, path="admin")
         name = form.instance.name
         return provider_update(name=name, data=data, based_on=based_on, actor=actor, path="admin")
+
+    def delete_through_service(self, obj: Any, *, actor: str) -> None:
+        provider_delete(name=obj.name, based_on=obj.version, actor=actor, path="admin")
 
 
 # --- groups and targets --------------------------------------------------------------
@@ -452,6 +441,9 @@ class GroupAdmin(RecordsItsRows):
             changed=change and (form.has_changed() or any(fs.has_changed() for fs in formsets)),
         )
 
+    def delete_through_service(self, obj: Any, *, actor: str) -> None:
+        group_delete(name=obj.name, based_on=obj.version, actor=actor, path="admin")
+
 
 # --- global settings -----------------------------------------------------------------
 
@@ -471,13 +463,6 @@ class GlobalSettingsAdminForm(VersionedForm):
 @admin.register(GlobalSettings)
 class GlobalSettingsAdmin(SavesThroughService):
     form = GlobalSettingsAdminForm
-    object_type = "global"
-
-    def snapshot(self, obj: Any) -> dict[str, Any]:
-        return policy_snapshot(obj.policy)
-
-    def object_name(self, obj: Any) -> str:
-        return "global settings"  # as the services name it
 
     fields = ("policy", "based_on_version", "file_policy", "config_source", "version")
     readonly_fields = ("file_policy", "config_source", "version")
@@ -501,7 +486,7 @@ class GlobalSettingsAdmin(SavesThroughService):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(AnyModelAdmin):
+class ApiKeyAdmin(ConfigAdmin):
     """Keys are created with ``manage.py createkey`` (the secret is shown once there)."""
 
     list_display = ("name", "kind", "prefix", "groups", "created_at", "revoked_at")
@@ -522,3 +507,6 @@ class ApiKeyAdmin(AnyModelAdmin):
             key_revoke(key_id=key.pk, actor=actor, path="admin")
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+    def delete_through_service(self, obj: Any, *, actor: str) -> None:
+        key_delete(key_id=obj.pk, actor=actor, path="admin")

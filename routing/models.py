@@ -1,7 +1,10 @@
 """Persistent configuration: providers, groups and their targets, global settings, keys.
 
 The gateway never reads these tables on the hot path: ``routing`` compiles them into an
-in-memory routing table and rebuilds it on ``routing.config.signals.config_changed``.
+in-memory routing table. Saving or deleting a row of these models is a configuration
+write: its hooks (``routing.signals``) bump ``ConfigVersion`` once per transaction and,
+after commit, mark the table stale in every process, which compiles it again on its next
+call.
 
 Policy is stored as *flat dotted keys* (``{"retry.max_retries": 3}``), one JSON object
 per layer: ``GlobalSettings.file_policy`` (the config file's ``defaults:``),

@@ -6,10 +6,18 @@ table stale and broadcasts one notice (with ``REDIS_URL``, over pub/sub). Every 
 gateway process notices the bump on its next version check (``routing.gateway.sync``, at
 most ``CONFIG_CHECK_S`` later) whatever process wrote it, or the notice at once.
 
-:func:`config_written` is that one step. Model saves and deletes call it (``post_save``,
-``post_delete``), and so does every write path that records itself (``record()`` in the
-services, the file loader, the admin), which covers rows written with ``update()`` or
-``bulk_create()``, which send no model signal. Only its first call in a transaction acts.
+:func:`config_written` is that one step, and the model hooks are its one trigger: every
+save or delete of a configuration row (``post_save``, ``post_delete`` on ``CONFIG_MODELS``)
+calls it, and only its first call in a transaction acts.
+
+Decision: the hooks, not the services' ``record()``. A hook cannot be bypassed by an edge:
+the admin's inline formsets on the group page save target rows themselves, the key
+primitives (``generate_key``) save keys, and a shell or migration saves rows too — each
+triggers it without remembering to. What the hooks do not see (``update()``,
+``bulk_create()``) is used only where it must not trigger (``models_loaded_at``, a
+re-encrypted credential, the loader adopting an unchanged row) or beside a saved row of
+the same write (a claimed version, reordered positions, the loader's targets after their
+group's save). ``record()`` only leaves the change record.
 """
 
 from __future__ import annotations

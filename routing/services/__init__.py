@@ -13,7 +13,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder
     ├── global_policy.py  global_update_policy / global_set_policy / global_restore_default
     ├── config_file.py    config_apply: the config file's apply and prune (``loadconfig``)
-    └── api_keys.py       key_create / key_revoke / key_update
+    └── api_keys.py       key_create / key_revoke / key_update / key_delete
 
 Exception tree (the API turns each into one response, ``routing.api.config_api``;
 ``ServiceError`` and ``NotFound`` are declared in ``routing.config.errors``, since the
@@ -59,17 +59,20 @@ Decisions:
   string replaces it, ``null`` clears it. A replaced credential re-enables the provider in
   the health store (SPEC §4: a disabled provider leaves that state by an operator action or
   a changed credential). Credentials never enter a record, an error or a return value.
-- **Every change** is recorded with ``routing.audit.services.config_change_record`` and
-  announced with ``config_changed`` after commit; the write bumps the configuration version
-  once and invalidates the routing table in every process once
-  (``routing.signals.config_written``), so the next call follows the change.
+- **Every change** is recorded with ``routing.audit.services.config_change_record``
+  (``base.record``). The rows a write saves or deletes bump the configuration version once
+  and invalidate the routing table in every process once, after commit
+  (``routing.signals``: the model hooks, the one trigger), so the next call follows the
+  change. A service that touches a row without changing the configuration
+  (``models_loaded_at``, a re-encrypted credential) does it with ``update()``, which
+  triggers nothing.
 - All functions are sync (Django ORM). Health actions drive the async health store through
   ``async_to_sync``; call them from a worker thread (a sync view, ``sync_to_async``),
   never from inside an event loop.
 """
 
 from routing.config.errors import NotFound, ServiceError
-from routing.services.api_keys import key_create, key_revoke, key_update
+from routing.services.api_keys import key_create, key_delete, key_revoke, key_update
 from routing.services.base import (
     Clash,
     NameTaken,
@@ -121,6 +124,7 @@ __all__ = [
     "group_set_aliases",
     "group_update_policy",
     "key_create",
+    "key_delete",
     "key_revoke",
     "key_update",
     "provider_create",

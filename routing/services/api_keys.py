@@ -6,13 +6,14 @@ password KDF would only add latency. ``prefix`` (the first 12 characters) identi
 in lists and logs without revealing it.
 
 Client keys may be limited to some groups (empty = all groups); admin keys authenticate
-the management API and carry no group list. The gateway authenticates requests from an
-in-memory map built by :func:`active_key_index`, rebuilt on ``keys_changed``.
+the management API and carry no group list. The gateway authenticates requests from its
+compiled routing table (``routing.gateway.table``: every unrevoked key), which a key's
+save rebuilds like any configuration write (``routing.signals``).
 
 This is the one home of keys: the primitives below (:func:`generate_key`, :func:`revoke_key`,
-the hash and the gateway's index) and the services that the API, the page, the admin
-and the commands call (:func:`key_create`, :func:`key_revoke`: validated, and each a
-config-change record).
+the hash) and the services that the API, the page, the admin and the commands call
+(:func:`key_create`, :func:`key_revoke`, :func:`key_update`, :func:`key_delete`:
+validated, and each a config-change record).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from pydantic import ValidationError
 
 from routing.config.errors import ConfigError, FieldError, NotFound
 from routing.config.schema import GROUP_NAME_RE, LIMIT_NAMES, LimitsIn, field_errors
-from routing.config.signals import keys_changed
 from routing.models import ApiKey, Group
 from routing.services.base import record
 
@@ -49,10 +49,6 @@ def hash_secret(secret: str) -> str:
 
 def _new_secret() -> str:
     return SECRET_PREFIX + secrets.token_urlsafe(30)  # 30 bytes -> exactly 40 characters
-
-
-def _notify(source: str) -> None:
-    transaction.on_commit(lambda: keys_changed.send(sender="keys", source=source))
 
 
 def _checked_groups(kind: str, groups: Iterable[str]) -> list[str]:
@@ -140,7 +136,6 @@ def generate_key(
             groups=group_names,
             limits=dict(limits or {}),
         )
-        _notify(f"created {key.prefix}")
     return key, secret
 
 
@@ -154,14 +149,7 @@ def revoke_key(*, key_id: int) -> ApiKey:
         if key.revoked_at is None:
             key.revoked_at = timezone.now()
             key.save(update_fields=["revoked_at"])
-            _notify(f"revoked {key.prefix}")
     return key
-
-
-def active_key_index() -> dict[str, tuple[str, frozenset[str]]]:
-    """``hashed -> (kind, groups)`` for every unrevoked key (empty groups = all groups)."""
-    rows = ApiKey.objects.filter(revoked_at__isnull=True).values_list("hashed", "kind", "groups")
-    return {hashed: (kind, frozenset(groups or ())) for hashed, kind, groups in rows}
 
 
 def _snapshot(key: ApiKey) -> dict[str, Any]:
@@ -257,5 +245,18 @@ def key_update(*, key_id: int, limits: Any, actor: str, path: str = "api") -> Ap
                 before=before,
                 after=_snapshot(key),
             )
-            _notify(f"limited {key.prefix}")
     return key
+
+
+def key_delete(*, key_id: int, actor: str, path: str = "admin") -> None:
+    """Delete a key's row (the admin's delete; the API, the page and the commands revoke,
+    which keeps the key listed). Refused from the next request on, in every process."""
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(pk=key_id).first()
+        if key is None:
+            raise NotFound("API key", key_id)
+        before, label = _snapshot(key), _label(key)
+        key.delete()
+        record(
+            actor=actor, path=path, object_type="key", object_name=label, before=before, after=None
+        )

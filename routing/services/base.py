@@ -14,9 +14,7 @@ from routing.audit.services import config_change_record
 from routing.config.errors import ConfigError, FieldError, NotFound, ServiceError
 from routing.config.policy import POLICY_FIELDS, flatten, policy_flat, unflatten
 from routing.config.schema import RENAMED_KEYS, PolicyIn, field_errors, renamed_message
-from routing.config.signals import config_changed
 from routing.models import GlobalSettings
-from routing.signals import config_written
 
 M = TypeVar("M", bound=models.Model)
 
@@ -105,9 +103,9 @@ def record(
     before: Mapping[str, Any] | None,
     after: Mapping[str, Any] | None,
 ) -> None:
-    """Leave a config-change record and announce the change, both after commit; the
-    write's one version bump and notice (``routing.signals.config_written``)."""
-    config_written()
+    """Leave a config-change record, after commit. The write's version bump and notice
+    are not this function's: the rows it saved or deleted trigger them, once per
+    transaction (``routing.signals``)."""
     config_change_record(
         actor=actor,
         path=path,
@@ -116,7 +114,6 @@ def record(
         before=before,
         after=after,
     )
-    transaction.on_commit(lambda: config_changed.send(sender=path, source=actor))
 
 
 def record_writes(
@@ -126,9 +123,9 @@ def record_writes(
     object_type: str,
     changes: Iterable[tuple[str, Mapping[str, Any] | None, Mapping[str, Any] | None]],
 ) -> None:
-    """One editor action that wrote rows itself (the admin's save or bulk delete): a
-    config-change record per ``(name, before, after)`` that differs, then the write's one
-    version bump and invalidation, and one ``config_changed`` after commit."""
+    """One editor action that wrote rows itself (the admin's group page and its inline
+    targets): a config-change record per ``(name, before, after)`` that differs. The rows
+    it saved bumped the version and announced the change (``routing.signals``)."""
     for name, before, after in changes:
         if before != after:
             config_change_record(
@@ -139,8 +136,6 @@ def record_writes(
                 before=before,
                 after=after,
             )
-    config_written()
-    transaction.on_commit(lambda: config_changed.send(sender=path, source=actor))
 
 
 def default_actor() -> str:

@@ -20,8 +20,8 @@ Decisions:
   the list refreshed from the upstream). Timeouts left out return to the built-in
   defaults.
 - **One record per changed object** (path ``file``, actor ``cli:<user>``), through the
-  audit's ``config_change_record``, and one version bump, invalidation and
-  ``config_changed`` for the whole apply (not one per object, as ``base.record`` would).
+  audit's ``config_change_record``, and one version bump and invalidation for the whole
+  apply: its rows trigger them, once per transaction (``routing.signals``).
 - **Validate everything, then write in one transaction.** Effective-policy conflicts
   (against the global settings layer in the database), unset credential variables with
   nothing stored to keep, and targets whose model is not in their provider's model list
@@ -29,8 +29,8 @@ Decisions:
   collected and raised together as one ConfigError. Any failure rolls the whole apply
   back.
 - **Versions bump only on real change**, so re-applying the same file does not
-  invalidate open settings pages; ``config_changed`` is sent on commit when something
-  changed.
+  invalidate open settings pages: an unchanged row is not saved (adopting it as the
+  file's is an ``update()`` of ``file_version``, which triggers nothing).
 """
 
 from __future__ import annotations
@@ -52,12 +52,10 @@ from routing.config.policy import (
     validate_effective,
 )
 from routing.config.schema import ConfigFileIn, GroupIn, ProviderIn, target_options
-from routing.config.signals import config_changed
 from routing.models import GlobalSettings, Group, Provider, Target
 from routing.services.base import default_actor, versioned_write
 from routing.services.groups import check_listed, group_snapshot
 from routing.services.providers import copy_provider_fields, new_credential, provider_snapshot
-from routing.signals import config_written
 
 
 @dataclass
@@ -186,7 +184,8 @@ class _Plan:
     def record(
         self, kind: str, name: str, before: dict[str, Any] | None, after: dict[str, Any] | None
     ) -> None:
-        # The apply announces itself once on commit (config_changed), not once per object.
+        # One record per object; the apply's rows bump the version and announce the change
+        # once for the whole transaction (routing.signals).
         config_change_record(
             actor=self.actor,
             path=self.origin,
@@ -460,7 +459,7 @@ def config_apply(
     :class:`OperatorWork` is raised naming each of them (nothing applied), or, with
     ``keep_operator_work`` (a start-up), they are left as they are and listed in
     ``result.kept``. ``dry_run`` computes the result and rolls back. Every change leaves a
-    config-change record (``origin``, ``actor``) and is announced on commit.
+    config-change record (``origin``, ``actor``); the apply is announced once on commit.
     """
     result = ApplyResult(source=source, dry_run=dry_run)
     result.warnings = config_warnings(cfg)
@@ -478,9 +477,6 @@ def config_apply(
             result.kept = sorted(set(plan.conflicts))
             if dry_run:
                 raise _DryRun(result)
-            if result.changed:
-                config_written()  # the apply's one bump and notice, whatever rows it wrote
-                transaction.on_commit(lambda: config_changed.send(sender=origin, source=source))
     except _DryRun:
         pass
     return result

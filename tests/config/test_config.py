@@ -4,8 +4,7 @@ atomic apply, export round-trip, layered resolution, and the loadconfig command.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.dispatch import Signal
 
 from routing.config.errors import ConfigError, FieldError
 from routing.config.export import export_config
@@ -27,9 +25,8 @@ from routing.config.policy import (
     validate_policy_flat,
 )
 from routing.config.schema import PolicyIn, parse_group
-from routing.config.signals import config_changed
 from routing.config.yaml import load_file, load_text
-from routing.models import GlobalSettings, Group, Provider, Target
+from routing.models import ConfigVersion, GlobalSettings, Group, Provider, Target
 from routing.services.config_file import config_apply
 
 SAMPLES = Path(__file__).parent / "samples"
@@ -64,21 +61,6 @@ def base_doc() -> dict[str, Any]:
             }
         ],
     }
-
-
-@contextmanager
-def signal_log(signal: Signal) -> Iterator[list[dict[str, Any]]]:
-    """Record every send of ``signal`` while the block runs."""
-    received: list[dict[str, Any]] = []
-
-    def receiver(**kwargs: Any) -> None:
-        received.append(kwargs)
-
-    signal.connect(receiver, weak=False)
-    try:
-        yield received
-    finally:
-        signal.disconnect(receiver)
 
 
 def as_yaml(doc: dict[str, Any]) -> str:
@@ -505,12 +487,11 @@ def test_keys_are_not_interpolated() -> None:
 
 @pytest.mark.django_db
 def test_apply_creates_everything_in_file_order(django_capture_on_commit_callbacks: Any) -> None:
-    with signal_log(config_changed) as received:
-        with django_capture_on_commit_callbacks(execute=True):
-            result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
+    with django_capture_on_commit_callbacks(execute=True):
+        result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
     assert result.providers_created == ["primary", "backup"]
     assert result.groups_created == ["auto", "fast.v2"]
-    assert [(r["sender"], r["source"]) for r in received] == [("file", "full.yaml")]
+    assert ConfigVersion.objects.get(pk=1).version == 1  # one apply, one configuration write
 
     primary = Provider.objects.get(name="primary")
     assert primary.get_api_key() == PRIMARY_KEY
@@ -555,12 +536,12 @@ def test_apply_creates_everything_in_file_order(django_capture_on_commit_callbac
 def test_reapplying_the_same_file_changes_nothing(django_capture_on_commit_callbacks: Any) -> None:
     apply_sample()
     before = snapshot()
-    with signal_log(config_changed) as received:
-        with django_capture_on_commit_callbacks(execute=True) as callbacks:
-            result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
+    version = ConfigVersion.objects.get(pk=1).version
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        result = config_apply(load_file(SAMPLES / "full.yaml", env=ENV), source="full.yaml")
     assert not result.changed
     assert result.summary() == ["no changes"]
-    assert received == []
+    assert ConfigVersion.objects.get(pk=1).version == version
     assert callbacks == []  # not even a row save (each one would trigger a table rebuild)
     assert snapshot() == before
 

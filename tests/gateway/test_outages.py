@@ -51,7 +51,7 @@ def update_policy(h: Harness, group: str, changes: dict[str, object]) -> None:
             name=group, changes=changes, based_on=version, actor="test", path="api"
         )
 
-    off_loop(write)  # the write tells the runtime (routing.config.signals)
+    off_loop(write)  # the write tells the runtime (routing.signals)
 
 
 def test_a_third_party_algorithm_keeps_its_state_across_changes_elsewhere(

@@ -25,12 +25,12 @@ from django.db import transaction
 from django.test import Client, override_settings
 
 from routing import services
-from routing.config.signals import config_changed
+from routing.audit import writer
+from routing.audit.models import ConfigChange
 from routing.config.yaml import load_text
 from routing.gateway import sync
-from routing.models import ConfigVersion, GlobalSettings, Provider
+from routing.models import ApiKey, ConfigVersion, GlobalSettings, Group, Provider
 from routing.services.config_file import config_apply
-from tests.config.test_config import signal_log
 from tests.state.servers import REDIS_URL
 from tests.test_models import provider_form
 
@@ -149,6 +149,13 @@ def test_a_write_that_changes_nothing_bumps_nothing(notices: Callable[[], int]) 
     assert notices() == 0
 
 
+def admin_records() -> list[tuple[str, str]]:
+    """(actor, object type) of the config-change records the admin left, oldest first."""
+    assert writer.flush(10)
+    rows = ConfigChange.objects.filter(path="admin").order_by("id")
+    return list(rows.values_list("actor", "object_type"))
+
+
 def _admin() -> Client:
     user = get_user_model().objects.create_superuser("root", "root@example.com", "pw-0123456789")
     client = Client()
@@ -188,12 +195,12 @@ def test_an_admin_save_bumps_the_version_once_and_announces_once(
     admin = _admin()
     notices()
     before = version()
-    with signal_log(config_changed) as announced:
-        response = ADMIN_SAVES[save](admin)
+    response = ADMIN_SAVES[save](admin)
     assert response.status_code == 302, response.content.decode()
     assert version() == before + 1
     assert notices() == 1
-    assert [(a["sender"], a["source"]) for a in announced] == [("admin", "admin:root")]
+    recorded = {"add a provider": "provider", "change a provider": "provider"}
+    assert admin_records() == [("admin:root", recorded.get(save, "global"))]
     # the row's own version moved once too (a new provider starts at 1)
     rows = {"p1": Provider.objects.get(name="p1").version, "global": GlobalSettings.load().version}
     expected = {
@@ -221,3 +228,67 @@ def test_an_admin_save_that_changes_nothing_bumps_nothing(notices: Callable[[], 
     assert version() == before
     assert notices() == 0
     assert Provider.objects.get(name="p1").version == GlobalSettings.load().version == 1
+
+
+def _two_groups_and_a_spare_provider() -> None:
+    GlobalSettings.load()
+    _provider()
+    services.provider_create(
+        data={"name": "spare", "base_url": "http://127.0.0.1:9/v1", "models": ["a"]}, **ACTOR
+    )
+    for name in ("g1", "g2"):
+        services.group_create(
+            data={"name": name, "targets": [{"provider": "p1", "model": "a"}]}, **ACTOR
+        )
+    services.key_create(name="k", kind="client", **ACTOR)
+
+
+def _selected(model: str, rows: Any) -> tuple[str, dict[str, Any]]:
+    action = {"action": "delete_selected", "post": "yes"}
+    return f"/admin/routing/{model}/", {**action, "_selected_action": [r.pk for r in rows]}
+
+
+ADMIN_DELETES: dict[str, Callable[[Client], Any]] = {
+    "a group on its page": lambda admin: admin.post(
+        f"/admin/routing/group/{Group.objects.get(name='g1').pk}/delete/", {"post": "yes"}
+    ),
+    "two groups from the list": lambda admin: admin.post(
+        *_selected("group", Group.objects.filter(name__in=["g1", "g2"]))
+    ),
+    "a provider on its page": lambda admin: admin.post(
+        f"/admin/routing/provider/{Provider.objects.get(name='spare').pk}/delete/",
+        {"post": "yes"},
+    ),
+    "a key from the list": lambda admin: admin.post(*_selected("apikey", ApiKey.objects.all())),
+}
+DELETED = {
+    "a group on its page": [("group", "g1")],
+    "two groups from the list": [("group", "g1"), ("group", "g2")],
+    "a provider on its page": [("provider", "spare")],
+    "a key from the list": [("key", "k")],
+}
+
+
+@pytest.mark.parametrize("delete", list(ADMIN_DELETES))
+def test_an_admin_delete_goes_through_the_services_and_bumps_once(
+    delete: str, notices: Callable[[], int]
+) -> None:
+    _two_groups_and_a_spare_provider()
+    admin = _admin()
+    notices()
+    before = version()
+    response = ADMIN_DELETES[delete](admin)
+    assert response.status_code == 302, response.content.decode()
+    assert version() == before + 1  # one admin action, one configuration write
+    assert notices() == 1
+    assert writer.flush(10)
+    records = ConfigChange.objects.filter(path="admin").order_by("object_name")
+    assert [(r.object_type, r.object_name.split(" (")[0]) for r in records] == DELETED[delete]
+    assert all(r.actor == "admin:root" and r.after is None for r in records)
+    assert all(r.before for r in records)  # what was deleted, as the services record it
+    remaining = {
+        "group": set(Group.objects.values_list("name", flat=True)),
+        "provider": set(Provider.objects.values_list("name", flat=True)),
+        "key": set(ApiKey.objects.values_list("name", flat=True)),
+    }
+    assert all(name not in remaining[kind] for kind, name in DELETED[delete])
