@@ -133,7 +133,7 @@ class Refusal:
         )
 
 
-_NAMES = {  # LimitSet field -> (kind, window, code, tokens/cost charged at the end)
+RULE_OF_LIMIT = {  # each LimitSet field -> (kind, window, code, tokens/cost charged at the end)
     "rpm": (Kind.COUNT, Window.MINUTE, LimitCode.RPM, None),
     "tpm": (Kind.CAP, Window.MINUTE, LimitCode.TPM, False),
     "concurrency": (Kind.GAUGE, Window.IN_FLIGHT, LimitCode.CONCURRENCY, None),
@@ -161,7 +161,7 @@ def _window(window: Window, now: float) -> tuple[str, float | None, int]:
 def _limit_set_rules(
     prefix: str, scope: str, limits: LimitSet, now: float, rules: list[Rule], charges: list[Charge]
 ) -> None:
-    for name, (kind, window, code, cost) in _NAMES.items():
+    for name, (kind, window, code, cost) in RULE_OF_LIMIT.items():
         limit = getattr(limits, name)
         if limit is None:
             continue

@@ -1,7 +1,7 @@
 """The limit names are declared once, by ``LimitsIn`` (``LIMIT_NAMES``): the compiled
-``LimitSet`` mirrors it (the pure side cannot import pydantic), and every place that lists
-them to a person derives the list — ``createkey --limit``'s help, the API's key schema,
-the keys page."""
+``LimitSet`` and the rules' table mirror it (the pure side cannot import pydantic), and
+every place that lists them to a person derives the list — ``createkey --limit``'s help,
+the API's key schema, the keys page."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from routing.api.config_api.schemas import KeyIn
 from routing.config.schema import LIMIT_NAMES, LimitsIn
+from routing.limits.rules import RULE_OF_LIMIT
 from routing.limits.spec import LimitSet
 from routing.management.commands.createkey import Command as CreateKey
 
@@ -24,9 +25,10 @@ def _listed(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(","))
 
 
-def test_the_compiled_limit_set_has_the_declared_names_in_order() -> None:
+def test_the_compiled_limit_set_and_its_rules_have_the_declared_names_in_order() -> None:
     assert LIMIT_NAMES == tuple(LimitsIn.model_fields)
     assert tuple(f.name for f in fields(LimitSet)) == LIMIT_NAMES
+    assert tuple(RULE_OF_LIMIT) == LIMIT_NAMES  # each limit has its counter rule
 
 
 def test_createkey_help_lists_the_declared_names() -> None:
