@@ -1,8 +1,8 @@
 """The dashboard's one websocket: server → browser pushes for every open page.
 
 Only staff users get in: the session is read by ``AuthMiddlewareStack`` and the origin
-checked by ``AllowedHostsOriginValidator`` (``router_project.asgi``); anyone else is
-closed with code 4403 before joining the group. The one message a page sends is the calls
+(scheme, host and port) checked by ``dashboard.origin`` (``router_project.asgi``); anyone
+else is closed with code 4403 before joining the group. The one message a page sends is the calls
 page's ``{"watch_calls": "<filter query string>"}``: from then on every finished call that
 matches those filters (the same parser and matcher as the page's query) is also sent as
 ``calls.row``. Anything else from the page is ignored.

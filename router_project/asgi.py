@@ -1,8 +1,8 @@
 """ASGI entry point: HTTP goes to Django, websockets to the dashboard's consumers.
 
-The websocket stack checks the ``Origin`` header against ``ALLOWED_HOSTS`` and reads the
-Django session, so only pages served by this gateway, to a logged-in user, get in (the
-consumer itself then insists on a staff user).
+The websocket stack checks that the ``Origin`` header is this origin — scheme, host and
+port (``dashboard.origin``) — and reads the Django session, so only pages served by this
+gateway, to a logged-in user, get in (the consumer itself then insists on a staff user).
 
 Static files (the vendored htmx and the dashboard's script and stylesheet) are served by
 Django's ``ASGIStaticFilesHandler``: a handful of small files for one settings page, so a
@@ -26,10 +26,10 @@ start_listener()  # with REDIS_URL: at once, over pub/sub
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 import dashboard.routing  # noqa: E402
+from dashboard.origin import SameOriginValidator  # noqa: E402
 from routing.api.asgi import split_gateway_traffic  # noqa: E402
 from routing.gateway.runtime import close_on_twisted_shutdown, lifespan  # noqa: E402
 
@@ -41,7 +41,7 @@ application = split_gateway_traffic(
         {
             "http": ASGIStaticFilesHandler(django_asgi_app),
             "lifespan": lifespan,  # uvicorn & co.: the same close at shutdown
-            "websocket": AllowedHostsOriginValidator(
+            "websocket": SameOriginValidator(
                 # path() patterns, which types-channels does not accept (see dashboard.routing)
                 AuthMiddlewareStack(URLRouter(dashboard.routing.websocket_urlpatterns))  # type: ignore[arg-type]
             ),

@@ -15,6 +15,7 @@ from routing.engine.health import CircuitPolicy, EventKind, HealthEvent
 from routing.gateway.events import AttemptRecord, CallRecord
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")  # a browser's upgrade request always names the host
 
 
 def _session_cookie(username: str, *, staff: bool) -> bytes:
@@ -30,10 +31,12 @@ def _session_cookie(username: str, *, staff: bool) -> bytes:
 session_cookie = database_sync_to_async(_session_cookie)
 
 
-def communicator(*headers: tuple[bytes, bytes]) -> WebsocketCommunicator:
+def communicator(*headers: tuple[bytes, bytes], host: bytes = HOST[1]) -> WebsocketCommunicator:
     from router_project.asgi import application
 
-    return WebsocketCommunicator(application, "/ws/dashboard/", headers=list(headers))
+    return WebsocketCommunicator(
+        application, "/ws/dashboard/", headers=[(b"host", host), *headers]
+    )
 
 
 @pytest.fixture
@@ -67,6 +70,66 @@ async def test_a_foreign_origin_is_refused_even_with_a_staff_session(
     socket = communicator((b"origin", b"http://evil.example"), (b"cookie", cookie))
     connected, _ = await socket.connect()
     assert connected is False
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [
+        (b"127.0.0.1:8000", b"http://127.0.0.1:8001"),  # another app on the same host
+        (b"127.0.0.1:8000", b"http://127.0.0.1"),  # the same host on port 80
+        (b"127.0.0.1:8000", b"https://127.0.0.1:8000"),  # another scheme
+        (b"127.0.0.1", b"http://127.0.0.1:443"),
+        (b"evil.example:8000", b"http://evil.example:8000"),  # a host not in ALLOWED_HOSTS
+        (b"127.0.0.1:8000", b"null"),  # a sandboxed frame or a file
+    ],
+)
+async def test_another_origin_on_the_same_host_is_refused_with_a_staff_session(
+    transactional_db: None, host: bytes, origin: bytes
+) -> None:
+    cookie = await session_cookie("operator", staff=True)
+    socket = communicator((b"origin", origin), (b"cookie", cookie), host=host)
+    connected, _ = await socket.connect()
+    assert connected is False
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [
+        (b"127.0.0.1:8000", b"http://127.0.0.1:8000"),
+        (b"LOCALHOST:8000", b"http://localhost:8000"),  # host names are case-insensitive
+        (b"127.0.0.1", b"http://127.0.0.1:80"),  # the default port, written or not
+        (b"[::1]:8000", b"http://[::1]:8000"),
+    ],
+)
+async def test_the_same_origin_is_accepted(
+    transactional_db: None, fresh_runtime: object, host: bytes, origin: bytes
+) -> None:
+    cookie = await session_cookie("operator", staff=True)
+    socket = communicator((b"origin", origin), (b"cookie", cookie), host=host)
+    connected, _ = await socket.connect()
+    assert connected is True
+    await socket.disconnect()
+
+
+async def test_without_an_origin_header_the_socket_is_refused(transactional_db: None) -> None:
+    cookie = await session_cookie("operator", staff=True)
+    connected, _ = await communicator((b"cookie", cookie)).connect()
+    assert connected is False
+
+
+async def test_behind_a_tls_proxy_the_https_origin_is_the_sockets_own(
+    transactional_db: None, fresh_runtime: object, settings: Any
+) -> None:
+    """SWITCHYARD_HTTPS trusts the proxy's X-Forwarded-Proto: the page was https."""
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    cookie = await session_cookie("operator", staff=True)
+    https = (b"origin", b"https://localhost")
+    forwarded = (b"x-forwarded-proto", b"https")
+    socket = communicator(https, (b"cookie", cookie), forwarded, host=b"localhost")
+    assert (await socket.connect())[0] is True
+    await socket.disconnect()
+    plain = communicator(https, (b"cookie", cookie), host=b"localhost")
+    assert (await plain.connect())[0] is False  # no header: the socket is plain http
 
 
 async def test_a_committed_group_save_is_announced_with_its_version(
