@@ -5,6 +5,8 @@ Everything an operator sets comes from the environment (SPEC §11):
 (unset: in-process health state and channel layer; set: both shared through Redis),
 ``SWITCHYARD_SECRET_KEY`` (encrypts provider credentials at rest) and
 ``SWITCHYARD_CONFIG`` (a config file applied at start-up by ``manage.py serve``).
+Deploying behind TLS (``SWITCHYARD_HTTPS``), Django's secret key (``DJANGO_SECRET_KEY``),
+the login lockout and the Content-Security-Policy: docs/operations.md, "Deploying safely".
 """
 
 from __future__ import annotations
@@ -12,13 +14,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from datetime import timedelta
+
 import dj_database_url
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("SWITCHYARD_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+from routing.var_files import owner_only_dir, owner_only_sqlite, read_or_create_secret
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "switchyard-dev-only-change-me")
+BASE_DIR = Path(__file__).resolve().parent.parent
+# Owner-only (0700; its files 0600): it holds the database, the secrets and the demo key.
+VAR_DIR = owner_only_dir(Path(os.environ.get("SWITCHYARD_VAR_DIR", BASE_DIR / "var")))
+
+# Unset: a random key generated once and kept in var/django-secret.key (0600), like the
+# credential-encryption secret; routing.E010 refuses the old development value unless DEBUG.
+SECRET_KEY = (
+    os.environ.get("DJANGO_SECRET_KEY") or read_or_create_secret(VAR_DIR / "django-secret.key")[0]
+)
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = os.environ.get(
     "DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver"
@@ -27,8 +37,19 @@ CSRF_TRUSTED_ORIGINS = [
     origin for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
 ]
 
+# Served over TLS (directly or behind a reverse proxy that terminates it): cookies only over
+# HTTPS, HSTS, and the proxy's X-Forwarded-Proto trusted to say the request was HTTPS. The
+# proxy must set that header itself (overwriting a client's), or clients could claim HTTPS.
+HTTPS = os.environ.get("SWITCHYARD_HTTPS", "") == "1"
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("SWITCHYARD_HSTS_SECONDS", 365 * 24 * 3600))
+
 INSTALLED_APPS = [
     "daphne",
+    "axes",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -51,7 +72,46 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+# (/v1 is served by routing.api.asgi's handler with none of this middleware.)
+
+# The staff login's lockout (django-axes; both the console's /login/ and the admin's): after
+# LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair is refused
+# (even with the right password) until LOGIN_COOLOFF_MINUTES pass without another try; a
+# locked-out try never reaches the password hasher. Other users and addresses are unaffected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("SWITCHYARD_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("SWITCHYARD_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a successful login forgets that pair's earlier failures
+AXES_LOCKOUT_CALLABLE = "dashboard.views.auth.locked_out"  # a page saying so, with 429
+AXES_VERBOSE = False  # no banner at start; failures and lockouts are still logged
+# Failures are logged and kept (axes.AccessAttempt) with their username and address, which
+# an operator needs to see who is locked out; the password is always masked, and so is this.
+AXES_SENSITIVE_PARAMETERS = ["csrfmiddlewaretoken"]
+
+# The Content-Security-Policy of every page Django serves (django-csp): scripts, styles and
+# everything else only from this origin; htmx and the console's script are static files, and
+# no template carries an inline script, event handler or style attribute.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 ROOT_URLCONF = "router_project.urls"
 
@@ -79,6 +139,8 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        owner_only_sqlite(Path(DATABASES["default"]["NAME"]))  # 0600; its WAL inherits it
     # A file-backed test database lets the live server thread and the tests share it;
     # one file per test process so concurrent runs never clobber each other.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}

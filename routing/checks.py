@@ -10,6 +10,7 @@ routing.E005   ``SECRET_KEY`` (``SWITCHYARD_SECRET_KEY``) is set but blank, or n
 routing.E006   ``CONFIG_CHECK_S`` is not a number in (0, 1]
 routing.E007   another key of ``SWITCHYARD`` has a value of the wrong type
 routing.E008   the secret key cannot decrypt a stored provider credential
+routing.E010   Django's ``SECRET_KEY`` is the old development value and ``DEBUG`` is off
 =============  ===================================================================
 
 Model: ``django/core/checks/caches.py``. Each check reads settings only (through
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.core.checks import Error, Tags, register
 from django.db import DEFAULT_DB_ALIAS, DatabaseError
 from django.utils.module_loading import import_string
@@ -103,6 +105,26 @@ def check_secret_key(**_: Any) -> list[Error]:
             "SWITCHYARD_SECRET_KEY is blank: it must be a non-empty string.",
             hint="Unset it to use the generated var/secret.key, or set a real secret.",
             id="routing.E005",
+        )
+    ]
+
+
+# What settings.py fell back to before it generated var/django-secret.key: it is public, so
+# anyone could sign a session cookie with it (log in as any user).
+DEVELOPMENT_SECRET_KEY = "switchyard-dev-only-change-me"
+
+
+@register(Tags.security)
+def check_django_secret_key(**_: Any) -> list[Error]:
+    if settings.DEBUG or settings.SECRET_KEY != DEVELOPMENT_SECRET_KEY:
+        return []
+    return [
+        Error(
+            "DJANGO_SECRET_KEY is the public development value: anyone could forge a "
+            "staff session. It is refused unless DJANGO_DEBUG=1.",
+            hint="Unset DJANGO_SECRET_KEY to use the generated var/django-secret.key, or set "
+            "a long random secret of your own.",
+            id="routing.E010",
         )
     ]
 

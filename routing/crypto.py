@@ -6,9 +6,9 @@ Decisions:
   HKDF-SHA256 (fixed ``info`` label, no salt: the derivation must be reproducible on
   every process from the secret alone), so short or non-base64 secrets just work.
 - No secret configured: one is generated on first use, persisted in
-  ``VAR_DIR/secret.key`` (created with ``O_EXCL`` and mode 0600, so concurrent first
-  starts agree on one file) and a warning is logged. Losing that file makes every
-  stored credential unreadable, which is why production should set the variable.
+  ``VAR_DIR/secret.key`` (mode 0600, published so that concurrent first starts agree
+  on one file: ``routing.var_files``) and a warning is logged. Losing that file makes
+  every stored credential unreadable, which is why production should set the variable.
 - Decryption tries the current secret, then ``SWITCHYARD["SECRET_KEY_FALLBACKS"]``
   (optional list) — the rotation window, as with Django's ``SECRET_KEY_FALLBACKS``.
 - Rotation (``manage.py rotate_secret --old OLD --new NEW``) re-encrypts every
@@ -26,8 +26,6 @@ from __future__ import annotations
 import base64
 import functools
 import logging
-import os
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from routing.conf import switchyard_settings
+from routing.var_files import EmptySecretFile, read_or_create_secret
 
 logger = logging.getLogger("switchyard")
 
@@ -64,25 +63,19 @@ def fernet_for(secret: str) -> Fernet:
 def _secret_from_file(path: str) -> str:
     """Read ``VAR_DIR/secret.key``, creating it (0600) with a random secret if missing."""
     file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    generated = secrets.token_urlsafe(48)
     try:
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        secret = file.read_text(encoding="utf-8").strip()
-        if not secret:
-            raise ImproperlyConfigured(
-                f"{file} is empty; restore it or set SWITCHYARD_SECRET_KEY"
-            ) from None
-        return secret
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(generated + "\n")
-    logger.warning(
-        "SWITCHYARD_SECRET_KEY is not set: generated a credential-encryption secret in %s "
-        "(keep this file; set SWITCHYARD_SECRET_KEY in production)",
-        file,
-    )
-    return generated
+        secret, generated = read_or_create_secret(file)
+    except EmptySecretFile:
+        raise ImproperlyConfigured(
+            f"{file} is empty; restore it or set SWITCHYARD_SECRET_KEY"
+        ) from None
+    if generated:
+        logger.warning(
+            "SWITCHYARD_SECRET_KEY is not set: generated a credential-encryption secret in %s "
+            "(keep this file; set SWITCHYARD_SECRET_KEY in production)",
+            file,
+        )
+    return secret
 
 
 def current_secret() -> str:
