@@ -215,6 +215,13 @@
       .catch(function () { /* the next refresh tries again */ });
   }
 
+  // ------------------------------------------------- selects that submit their form
+  // (the Content-Security-Policy allows no inline onchange= handler)
+  document.addEventListener("change", function (evt) {
+    var select = evt.target.closest ? evt.target.closest("[data-submit-on-change]") : null;
+    if (select && select.form) select.form.submit();
+  });
+
   // ---------------------------------------------------------------- copy buttons
   document.addEventListener("click", function (evt) {
     var button = evt.target.closest ? evt.target.closest("[data-copy]") : null;
