@@ -89,6 +89,7 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = int(os.environ.get("SWITCHYARD_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("SWITCHYARD_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "dashboard.views.auth.client_address"  # the peer; no X-Forwarded-For
 AXES_RESET_ON_SUCCESS = True  # a successful login forgets that pair's earlier failures
 AXES_LOCKOUT_CALLABLE = "dashboard.views.auth.locked_out"  # a page saying so, with 429
 AXES_VERBOSE = False  # no banner at start; failures and lockouts are still logged

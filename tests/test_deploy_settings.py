@@ -213,3 +213,21 @@ def test_behind_a_tls_proxy_a_page_gets_hsts_and_a_secure_session_cookie(
     assert response["Strict-Transport-Security"] == "max-age=3600"
     assert response.cookies["sessionid"]["secure"] is True
     assert "Strict-Transport-Security" not in Client().get("/login/")  # plain http: none
+
+
+# ------------------------------------------------------------------- /v1 pays for none of it
+def test_the_v1_path_passes_no_page_middleware(harness: Any) -> None:
+    """The policy header and the login lockout are the pages' middleware; /v1 is served by
+    the lean handler without any (routing.api.asgi), so neither costs a call anything."""
+    import urllib.error
+    import urllib.request
+
+    from routing.api.asgi import GATEWAY_MIDDLEWARE
+
+    assert GATEWAY_MIDDLEWARE == []
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(harness.gateway.url + "/v1/models", timeout=30)
+    assert refused.value.code == 401
+    assert "Content-Security-Policy" not in refused.value.headers
+    with urllib.request.urlopen(harness.gateway.url + "/login/", timeout=30) as page:
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]

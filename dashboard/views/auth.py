@@ -30,6 +30,14 @@ class LogoutView(auth_views.LogoutView):
     next_page = "login"
 
 
+def client_address(request: HttpRequest) -> str | None:
+    """The address a lockout is counted against (``AXES_CLIENT_IP_CALLABLE``): the peer's,
+    never a client-supplied ``X-Forwarded-For`` (else every try could claim a new one). Behind
+    a reverse proxy that is the proxy's, unless the server is told the client's address."""
+    address: str | None = request.META.get("REMOTE_ADDR")
+    return address
+
+
 def locked_out(
     request: HttpRequest, original_response: HttpResponse | None, credentials: Any
 ) -> HttpResponse:

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 
 from tests.dashboard.conftest import PASSWORD
@@ -38,9 +39,10 @@ def login(
     username: str = "operator",
     password: str = PASSWORD,
     address: str = ATTACKER,
+    **headers: str,
 ) -> Attempt:
     """One login through the form, from ``address``; whether it left a logged-in session."""
-    client = Client(REMOTE_ADDR=address)
+    client = Client(REMOTE_ADDR=address, **headers)
     response = client.post(path, {"username": username, "password": password, "next": "/groups/"})
     logged_in = "_auth_user_id" in client.session
     return Attempt(response.status_code, response.content, response.headers, logged_in)
@@ -100,6 +102,13 @@ def test_another_user_or_another_address_is_unaffected(operator: object, setting
     assert login(username="second").logged_in
 
 
+def test_a_claimed_forwarded_address_does_not_escape_the_lockout(
+    operator: object, settings: Any
+) -> None:
+    fail(settings.AXES_FAILURE_LIMIT)
+    assert login(HTTP_X_FORWARDED_FOR="198.51.100.9").status_code == 429
+
+
 def test_the_limit_is_a_setting(operator: object, settings: Any) -> None:
     settings.AXES_FAILURE_LIMIT = 2
     fail(2)
@@ -117,6 +126,27 @@ def test_the_cool_off_lifts_the_lockout_once_it_has_passed(
     assert login().status_code == 429
     _backdate_attempts(cool_off + timedelta(seconds=1))
     assert login().logged_in
+
+
+class CountingHasher(MD5PasswordHasher):
+    """The suite's fast hasher (tests/conftest.py), counting how often a password is checked
+    (in production each check is Django's PBKDF2, ~0.4 s of CPU)."""
+
+    checked = 0
+
+    def verify(self, password: str, encoded: str) -> bool:
+        CountingHasher.checked += 1
+        return super().verify(password, encoded)
+
+
+def test_a_locked_out_try_costs_no_password_hashing(operator: object, settings: Any) -> None:
+    settings.PASSWORD_HASHERS = [f"{__name__}.CountingHasher"]
+    fail(settings.AXES_FAILURE_LIMIT)
+    before = CountingHasher.checked
+    assert before >= settings.AXES_FAILURE_LIMIT  # the failures were checked
+    for _ in range(10):
+        assert login().status_code == 429
+    assert CountingHasher.checked == before
 
 
 def test_no_password_is_kept_in_the_attempts(operator: object, settings: Any) -> None:
