@@ -115,13 +115,24 @@ def test_the_limit_is_a_setting(operator: object, settings: Any) -> None:
     assert login().status_code == 429
 
 
+def test_a_try_during_the_lockout_starts_the_wait_again(operator: object, settings: Any) -> None:
+    from axes.models import AccessAttempt
+    from django.utils import timezone
+
+    fail(settings.AXES_FAILURE_LIMIT)
+    _backdate_attempts(settings.AXES_COOLOFF_TIME - timedelta(minutes=1))
+    assert login().status_code == 429
+    latest = AccessAttempt.objects.get(username="operator").attempt_time
+    assert timezone.now() - latest < timedelta(minutes=1)
+
+
 def test_the_cool_off_lifts_the_lockout_once_it_has_passed(
     operator: object, settings: Any
 ) -> None:
     cool_off = settings.AXES_COOLOFF_TIME
     fail(settings.AXES_FAILURE_LIMIT)
     _backdate_attempts(cool_off - timedelta(minutes=1))
-    assert login().status_code == 429  # not yet (and this try starts the wait again)
+    assert login().status_code == 429  # not yet
     _backdate_attempts(cool_off - timedelta(seconds=1))
     assert login().status_code == 429
     _backdate_attempts(cool_off + timedelta(seconds=1))
