@@ -12,9 +12,8 @@ the login lockout and the Content-Security-Policy: docs/operations.md, "Deployin
 from __future__ import annotations
 
 import os
-from pathlib import Path
-
 from datetime import timedelta
+from pathlib import Path
 
 import dj_database_url
 
@@ -87,7 +86,9 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = int(os.environ.get("SWITCHYARD_LOGIN_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("SWITCHYARD_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_COOLOFF_TIME = timedelta(
+    minutes=float(os.environ.get("SWITCHYARD_LOGIN_COOLOFF_MINUTES", "15"))
+)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "dashboard.views.auth.client_address"  # the peer; no X-Forwarded-For
 AXES_RESET_ON_SUCCESS = True  # a successful login forgets that pair's earlier failures

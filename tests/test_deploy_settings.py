@@ -51,7 +51,9 @@ def start(var_dir: Path, code: str, **env: str) -> Any:
     database its SQLite file there); returns what it printed, as JSON."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SWITCHYARD_"))}
     environ.pop("DATABASE_URL", None)
-    environ.update(SWITCHYARD_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="router_project.settings")
+    environ.update(
+        SWITCHYARD_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="router_project.settings"
+    )
     environ.update(env)
     script = f"import json, django\ndjango.setup()\nfrom django.conf import settings\n{code}"
     done = subprocess.run(
@@ -117,7 +119,11 @@ def test_an_existing_var_dir_and_database_are_narrowed(tmp_path: Path, loose_uma
         os.chmod(file, 0o644)
     owner_only_dir(var)
     owner_only_sqlite(database)
-    assert (mode(var), mode(database), mode(var / "switchyard.sqlite3-wal")) == (0o700, 0o600, 0o600)
+    assert (mode(var), mode(database), mode(var / "switchyard.sqlite3-wal")) == (
+        0o700,
+        0o600,
+        0o600,
+    )
 
 
 def test_a_generated_secret_is_kept_owner_only_and_read_back(

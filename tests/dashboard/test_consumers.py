@@ -34,9 +34,7 @@ session_cookie = database_sync_to_async(_session_cookie)
 def communicator(*headers: tuple[bytes, bytes], host: bytes = HOST[1]) -> WebsocketCommunicator:
     from router_project.asgi import application
 
-    return WebsocketCommunicator(
-        application, "/ws/dashboard/", headers=[(b"host", host), *headers]
-    )
+    return WebsocketCommunicator(application, "/ws/dashboard/", headers=[(b"host", host), *headers])
 
 
 @pytest.fixture

@@ -126,9 +126,7 @@ def test_a_try_during_the_lockout_starts_the_wait_again(operator: object, settin
     assert timezone.now() - latest < timedelta(minutes=1)
 
 
-def test_the_cool_off_lifts_the_lockout_once_it_has_passed(
-    operator: object, settings: Any
-) -> None:
+def test_the_cool_off_lifts_the_lockout_once_it_has_passed(operator: object, settings: Any) -> None:
     cool_off = settings.AXES_COOLOFF_TIME
     fail(settings.AXES_FAILURE_LIMIT)
     _backdate_attempts(cool_off - timedelta(minutes=1))
