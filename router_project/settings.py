@@ -78,9 +78,10 @@ MIDDLEWARE = [
 # (/v1 is served by routing.api.asgi's handler with none of this middleware.)
 
 # The staff login's lockout (django-axes; both the console's /login/ and the admin's): after
-# LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair is refused
-# (even with the right password) until LOGIN_COOLOFF_MINUTES pass without another try; a
-# locked-out try never reaches the password hasher. Other users and addresses are unaffected.
+# SWITCHYARD_LOGIN_FAILURE_LIMIT wrong passwords for one username from one address, that pair
+# is refused (even with the right password) until SWITCHYARD_LOGIN_COOLOFF_MINUTES pass
+# without another try; a locked-out try never reaches the password hasher. Other users and
+# addresses are unaffected.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -95,7 +96,8 @@ AXES_RESET_ON_SUCCESS = True  # a successful login forgets that pair's earlier f
 AXES_LOCKOUT_CALLABLE = "dashboard.views.auth.locked_out"  # a page saying so, with 429
 AXES_VERBOSE = False  # no banner at start; failures and lockouts are still logged
 # Failures are logged and kept (axes.AccessAttempt) with their username and address, which
-# an operator needs to see who is locked out; the password is always masked, and so is this.
+# an operator needs to see who is locked out. The password is always masked; so is the form's
+# CSRF token, the one other value it carries.
 AXES_SENSITIVE_PARAMETERS = ["csrfmiddlewaretoken"]
 
 # The Content-Security-Policy of every page Django serves (django-csp): scripts, styles and
