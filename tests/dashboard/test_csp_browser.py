@@ -52,12 +52,25 @@ def h(harness: Harness) -> Iterator[Harness]:
     yield harness
 
 
+def _pages_with_records(h: Harness) -> list[str]:
+    """PAGES plus a call's detail and a key's page (one call made and recorded first)."""
+    from routing.audit import writer
+    from routing.audit.models import Call
+    from routing.models import ApiKey
+
+    h.client().chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+    assert writer.flush(10)
+    call = Call.objects.latest("id").call_id
+    return [*PAGES, f"/calls/{call}/", f"/keys/{ApiKey.objects.get(name='test').pk}/"]
+
+
 def test_no_page_breaks_the_content_security_policy(browser: object, h: Harness) -> None:
+    pages = _pages_with_records(h)
     page = login(browser, h, "/groups/")
     refused: list[str] = []
     page.on("console", lambda m: refused.append(m.text) if "Content Security" in m.text else None)
     page.on("pageerror", lambda error: refused.append(str(error)))
-    for path in PAGES:
+    for path in pages:
         response = page.goto(h.gateway.url + path)
         assert response is not None and response.status == 200, path
         policy = response.headers.get("content-security-policy", "").split("; ")
