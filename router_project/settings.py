@@ -196,12 +196,15 @@ SWITCHYARD = {
     # "memory" or "redis" or a dotted path to a HealthStore class.
     "STATE_STORE": os.environ.get("SWITCHYARD_STATE_STORE", "redis" if REDIS_URL else "memory"),
     "REDIS_URL": REDIS_URL,
-    # Extra routing algorithms, name -> dotted path of a RoutingAlgorithm subclass
-    # (env: SWITCHYARD_ALGORITHMS="cheapest-first=myrouting.CheapestFirst,other=pkg.Other").
+    # Extra routing algorithms, name -> dotted path of a RoutingAlgorithm subclass: the
+    # only modules a group's algorithm may import (env: SWITCHYARD_ALGORITHMS=
+    # "cheapest-first=myrouting.CheapestFirst,pkg.Other"; a bare path is its own name).
     "ALGORITHMS": dict(
-        item.split("=", 1)
-        for item in os.environ.get("SWITCHYARD_ALGORITHMS", "").split(",")
-        if "=" in item
+        (name.strip(), path.strip() or name.strip())
+        for name, _, path in (
+            item.partition("=") for item in os.environ.get("SWITCHYARD_ALGORITHMS", "").split(",")
+        )
+        if name.strip()
     ),
     "SECRET_KEY": os.environ.get("SWITCHYARD_SECRET_KEY", ""),
     "CONFIG_FILE": os.environ.get("SWITCHYARD_CONFIG", ""),

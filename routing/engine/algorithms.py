@@ -17,8 +17,9 @@ Interface for third-party algorithms (subclass :class:`RoutingAlgorithm`):
   the built-ins keep none (shared state — cursors, in-flight counts, latency averages —
   lives in the state store and arrives through the view).
 
-Register with ``get_algorithm(name, extra={"mine": "pkg.module.MyAlgorithm"})`` or give the
-dotted path directly, like Django's cache ``BACKEND``.
+Register with ``get_algorithm(name, extra={"mine": "pkg.module.MyAlgorithm"})``; a group may
+then name it ``mine`` or by the registered path. Only registered paths are ever imported
+(the operator's ``SWITCHYARD_ALGORITHMS``): a path written in a group is not code to run.
 """
 
 from __future__ import annotations
@@ -176,19 +177,29 @@ ALGORITHMS: dict[str, type[RoutingAlgorithm]] = {
 
 
 class UnknownAlgorithm(ValueError):
-    """The configured algorithm is neither built in, registered, nor an importable subclass."""
+    """The configured algorithm is neither built in nor registered, or a registered path
+    is not an importable subclass."""
 
 
 def get_algorithm(name: str, extra: Mapping[str, str] | None = None) -> type[RoutingAlgorithm]:
-    """Resolve a built-in name, a name registered in ``extra``, or a dotted path."""
+    """Resolve a built-in name, a name registered in ``extra``, or a dotted path that
+    ``extra`` registers (one of its values).
+
+    Nothing else is imported: importing a module runs its code, and the error of a
+    failed import tells whoever wrote the name which modules exist. So an unregistered
+    path is refused with the same message as an unknown name, before any import; only
+    the operator's own registrations (``SWITCHYARD_ALGORITHMS``) are ever imported.
+    """
     if name in ALGORITHMS:
         return ALGORITHMS[name]
-    path = (extra or {}).get(name, name)
+    registered = extra or {}
+    path = registered.get(name) or (name if name in registered.values() else "")
     module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
         raise UnknownAlgorithm(
-            f"unknown routing algorithm {name!r}: use one of {', '.join(sorted(ALGORITHMS))} "
-            "or a dotted path to a RoutingAlgorithm subclass"
+            f"unknown routing algorithm {name!r}: use one of "
+            f"{', '.join([*sorted(ALGORITHMS), *sorted(registered)])}; another algorithm must "
+            "first be registered in SWITCHYARD_ALGORITHMS"
         )
     try:
         module = importlib.import_module(module_name)

@@ -243,7 +243,7 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
         lambda d: _group(d).update(algorithm="fastest"),
         "groups.0.algorithm",
         "unknown algorithm 'fastest'; use one of priority, round-robin, weighted, least-busy, "
-        "latency, or a dotted path to a class",
+        "latency (another algorithm must first be registered in SWITCHYARD_ALGORITHMS)",
     ),
     (
         "explicit null",
@@ -409,18 +409,23 @@ def test_dotted_path_and_settings_algorithms_are_accepted(settings: Any) -> None
         doc = base_doc()
         _group(doc)["algorithm"] = name
         assert load_text(as_yaml(doc), env=ENV).groups[0].algorithm == name
-    # Checked on write: a name or path that does not import is refused with the reason.
+    # Checked on write: a registered name or path that does not import is refused with
+    # the reason (the operator's own setting); an unregistered path is not imported at all.
     for name, reason in (
         ("cheapest", "cannot import module 'acme.routing'"),
         ("acme.routing.Cheapest", "cannot import module 'acme.routing'"),
-        ("routing.models.Provider", "is not a RoutingAlgorithm"),
-        ("acme.", "unknown algorithm"),
+        ("acme.", "unknown algorithm 'acme.'"),
+        ("routing.models.Provider", "unknown algorithm 'routing.models.Provider'"),
+        ("routing.engine.algorithms.Latency", "unknown algorithm"),  # a class, unregistered
     ):
         doc = base_doc()
         _group(doc)["algorithm"] = name
         with pytest.raises(ConfigError) as caught:
             load_text(as_yaml(doc), env=ENV)
         assert reason in caught.value.format()
+        assert "registered in SWITCHYARD_ALGORITHMS" in caught.value.format() or (
+            "cannot import" in reason
+        )
 
 
 def test_parse_group_checks_providers_like_the_file_does() -> None:

@@ -218,11 +218,14 @@ def _value(written: str) -> str | None:
     return None if written == "null" else written.strip('"')
 
 
-def test_an_algorithm_that_does_not_import_is_refused_on_every_write_path(tmp_path: Path) -> None:
+def test_an_unregistered_algorithm_is_refused_on_every_write_path(tmp_path: Path) -> None:
+    """Refused on write without importing anything: the same message for a module that
+    exists and one that does not (issue 37 item 13)."""
     bad = FILE.replace("    retry:", "    algorithm: nope.Missing\n    retry:")
     with pytest.raises(ConfigError) as from_file:
         load(bad)
-    assert "cannot import module 'nope'" in from_file.value.format()
+    assert "unknown algorithm 'nope.Missing'" in from_file.value.format()
+    assert "registered in SWITCHYARD_ALGORITHMS" in from_file.value.format()
     load(FILE)
     with pytest.raises(ConfigError) as from_api:
         group_create(
@@ -234,7 +237,7 @@ def test_an_algorithm_that_does_not_import_is_refused_on_every_write_path(tmp_pa
             actor="u",
             path="api",
         )
-    assert "is not a RoutingAlgorithm" in from_api.value.format()
+    assert "unknown algorithm 'routing.models.Provider'" in from_api.value.format()
     assert not Group.objects.filter(name="g2").exists()
 
 

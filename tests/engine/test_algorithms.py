@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -160,22 +162,51 @@ def test_order_is_pure_and_complete(name: str) -> None:
     assert get_algorithm(name)([]).order(view) == []
 
 
-def test_get_algorithm_by_name_registered_name_and_dotted_path() -> None:
+REVERSE = "tests.engine.fake_algorithms.Reverse"
+
+
+def test_get_algorithm_by_name_registered_name_and_registered_path() -> None:
     assert get_algorithm("round-robin") is RoundRobin
-    assert get_algorithm("tests.engine.fake_algorithms.Reverse") is Reverse
-    assert get_algorithm("mine", {"mine": "tests.engine.fake_algorithms.Reverse"}) is Reverse
+    assert get_algorithm("mine", {"mine": REVERSE}) is Reverse
+    assert get_algorithm(REVERSE, {"mine": REVERSE}) is Reverse  # by the registered path
     assert (
-        get_algorithm("priority", {"priority": "tests.engine.fake_algorithms.Reverse"}) is Priority
+        get_algorithm("priority", {"priority": REVERSE}) is Priority
     )  # built-ins cannot be shadowed
     assert issubclass(Reverse, RoutingAlgorithm)
     assert keys(Reverse([A, B, C]).order(SelectionView())) == ["p2/m", "p1/m", "p0/m"]
 
 
+def test_an_unregistered_dotted_path_is_never_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing runs a module's code and its error says which modules exist: a path not
+    registered is refused before any import, with the same message whether it exists."""
+    ran = tmp_path / "ran"
+    (tmp_path / "planted_algorithm.py").write_text(
+        f"open({str(ran)!r}, 'w').close()\n"
+        "from routing.engine.algorithms import Priority as Planted\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    messages = set()
+    for name in ("planted_algorithm.Planted", "no_such_pkg.module.Algo", REVERSE):
+        with pytest.raises(UnknownAlgorithm) as refused:
+            get_algorithm(name, {"mine": "tests.engine.other.Mine"})
+        messages.add(str(refused.value).replace(repr(name), "NAME"))
+    assert messages == {
+        "unknown routing algorithm NAME: use one of latency, least-busy, priority, "
+        "round-robin, weighted, mine; another algorithm must first be registered in "
+        "SWITCHYARD_ALGORITHMS"
+    }
+    assert not ran.exists() and "planted_algorithm" not in sys.modules
+    assert get_algorithm("planted_algorithm.Planted", {"x": "planted_algorithm.Planted"})
+    assert ran.exists()  # the same path, registered, is imported
+    sys.modules.pop("planted_algorithm", None)
+
+
 @pytest.mark.parametrize(
-    ("name", "message"),
+    ("path", "message"),
     [
-        ("fastest", "unknown routing algorithm 'fastest'"),
-        ("", "unknown routing algorithm ''"),
+        ("", "unknown routing algorithm 'mine'"),
         ("no_such_pkg.module.Algo", "cannot import module 'no_such_pkg.module'"),
         ("routing.engine.algorithms.Missing", "has no attribute 'Missing'"),
         ("tests.engine.fake_algorithms.NotAnAlgorithm", "is not a RoutingAlgorithm"),
@@ -183,7 +214,10 @@ def test_get_algorithm_by_name_registered_name_and_dotted_path() -> None:
         ("routing.engine.algorithms.", "unknown routing algorithm"),
     ],
 )
-def test_get_algorithm_rejects_garbage(name: str, message: str) -> None:
+def test_get_algorithm_rejects_a_registration_that_does_not_load(path: str, message: str) -> None:
+    """The operator's own registration is imported, and its problem named (routing.E003)."""
     with pytest.raises(UnknownAlgorithm, match=message.replace(".", r"\.")):
-        get_algorithm(name)
+        get_algorithm("mine", {"mine": path})
+    with pytest.raises(UnknownAlgorithm, match="unknown routing algorithm 'fastest'"):
+        get_algorithm("fastest")
     assert issubclass(UnknownAlgorithm, ValueError)

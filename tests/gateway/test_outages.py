@@ -3,6 +3,8 @@ across configuration changes, health shared across groups, a deleted group."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import openai
 import pytest
 
@@ -11,6 +13,14 @@ from tests.conftest import Harness, off_loop
 from tests.engine.fake_algorithms import Learning
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(autouse=True)
+def _learning_registered(settings: Any) -> None:
+    """A group may name only registered algorithms (issue 37 item 13)."""
+    learning = "tests.engine.fake_algorithms.Learning"
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "ALGORITHMS": {"learning": learning}}
+
 
 TWO_GROUPS = """
 providers:

@@ -25,7 +25,6 @@ from routing.engine.failures import FailureCode
 GROUP_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"  # \Z: "$" would accept a trailing newline
 PROVIDER_NAME_RE = r"^[-a-zA-Z0-9_]{1,50}\Z"  # Django's slug, within SlugField's length
 MAX_CONTEXT_WINDOW = 10_000_000
-_DOTTED_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 _url_validator = URLValidator(schemes=["http", "https"])
 
 
@@ -94,12 +93,15 @@ def extra_algorithms() -> Mapping[str, str]:
 
 
 def _algorithm(name: str) -> str:
-    # A registered name or dotted path must import and be a RoutingAlgorithm now, on
-    # write: a group that cannot compile is refused instead of breaking the routing table.
+    # Only built-in and registered algorithms (SWITCHYARD_ALGORITHMS, by name or by its
+    # path) are accepted; any other name is refused without an import, so writing a group
+    # runs no code and learns nothing of which modules exist. A registered one must import
+    # and be a RoutingAlgorithm now, on write: a group that cannot compile is refused
+    # instead of breaking the routing table.
     if name in ALGORITHMS:
         return name
     extra = extra_algorithms()
-    if name in extra or _DOTTED_PATH.match(name):
+    if name in extra or name in extra.values():
         try:
             get_algorithm(name, extra)
         except UnknownAlgorithm as exc:
@@ -109,8 +111,9 @@ def _algorithm(name: str) -> str:
         return name
     raise PydanticCustomError(
         "unknown_algorithm",
-        "unknown algorithm {name}; use one of {choices}, or a dotted path to a class",
-        {"name": short(name), "choices": ", ".join([*ALGORITHMS, *extra_algorithms()])},
+        "unknown algorithm {name}; use one of {choices} (another algorithm must first be "
+        "registered in SWITCHYARD_ALGORITHMS)",
+        {"name": short(name), "choices": ", ".join([*ALGORITHMS, *extra])},
     )
 
 
@@ -161,8 +164,7 @@ CodeList = Annotated[
     AfterValidator(_unique_codes),
     Documented({"minItems": 1, "uniqueItems": True}),
 ]
-# Documented as the names it takes; a dotted path to a RoutingAlgorithm subclass that
-# imports is accepted too (the description says so), but no schema can tell which do.
+# Documented as the names it takes (a registered algorithm's path is accepted too).
 AlgorithmName = Annotated[
     str,
     AfterValidator(_algorithm),
