@@ -667,7 +667,8 @@ def serve(env: dict[str, str], port: int) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
-def printed_key(process: subprocess.Popen[str]) -> tuple[str, list[str]]:
+def welcomed(process: subprocess.Popen[str]) -> list[str]:
+    """The start's output up to its welcome line."""
     lines: list[str] = []
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -675,10 +676,19 @@ def printed_key(process: subprocess.Popen[str]) -> tuple[str, list[str]]:
         if not line:
             break
         lines.append(line)
-        if line.startswith("Client key"):
-            key = process.stdout.readline().strip()  # type: ignore[union-attr]
-            return key, lines
-    raise AssertionError("no key printed:\n" + "".join(lines))
+        if line.startswith("Switchyard is starting on"):
+            return lines
+    raise AssertionError("no welcome printed:\n" + "".join(lines))
+
+
+def printed_key(process: subprocess.Popen[str], var: Path) -> tuple[str, list[str]]:
+    """The demo key, from the file the welcome names (the secret itself is never printed)."""
+    lines = welcomed(process)
+    line = process.stdout.readline()  # type: ignore[union-attr]
+    assert line.startswith(f"Client key 'demo': in {var / 'demo-key'}"), line
+    key = (var / "demo-key").read_text().strip()
+    assert key not in "".join([*lines, line])
+    return key, [*lines, line]
 
 
 def stop(process: subprocess.Popen[str]) -> None:
@@ -725,7 +735,7 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
     )
     first = serve(env, port)
     try:
-        key, _ = printed_key(first)
+        key, _ = printed_key(first, tmp_path / "var")
         wait_listening(port)
         url = f"http://127.0.0.1:{port}"
         assert models(url, key) == DEMO_GROUPS
@@ -759,8 +769,8 @@ def test_a_restart_keeps_the_key_and_the_operators_work_and_a_busy_port_writes_n
 
     restarted = serve(env, port)
     try:
-        again, lines = printed_key(restarted)
-        assert again == key  # the same key, printed again, not a new one
+        again, lines = printed_key(restarted, tmp_path / "var")
+        assert again == key  # the same key, kept, not a new one
         wait_listening(port)
         assert models(f"http://127.0.0.1:{port}", key) == DEMO_GROUPS | {"mine"}
         assert any("applied only to a fresh database" in line for line in lines)
@@ -786,16 +796,25 @@ def test_serve_with_a_config_file_keeps_an_api_change_to_a_file_group_across_a_r
     )
     first = serve(env, port)
     try:
-        key, lines = printed_key(first)
+        lines = welcomed(first)
         assert f"Applied {config} (the file layer):\n" in lines
         assert "  groups created: auto\n" in lines
+        assert not (tmp_path / "var" / "demo-key").exists()  # a config file: no demo key
         wait_listening(port)
         url = f"http://127.0.0.1:{port}"
-        made = subprocess.run(
-            [sys.executable, "manage.py", "createkey", "ops", "--admin"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+        made, client_key = (
+            subprocess.run(
+                [sys.executable, "manage.py", "createkey", name, *flags],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )  # fmt: skip
+            for name, flags in (("ops", ["--admin"]), ("app", []))
+        )
         admin = made.stdout.strip().splitlines()[-1]
+        key = client_key.stdout.strip().splitlines()[-1]
         api = httpx.Client(base_url=f"{url}/api/v1", headers=bearer(admin), timeout=30)
         wait_for("the admin key", lambda: api.get("/groups").status_code == 200)
         etag = api.get("/groups/auto").headers["etag"]
@@ -810,8 +829,7 @@ def test_serve_with_a_config_file_keeps_an_api_change_to_a_file_group_across_a_r
 
     restarted = serve(env, port)
     try:
-        again, lines = printed_key(restarted)
-        assert again == key
+        lines = welcomed(restarted)
         assert (
             "  kept (not overwritten): group auto (changed through the page, API or admin "
             "since the file set it)\n"

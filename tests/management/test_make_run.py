@@ -1,5 +1,6 @@
 """`make run` on a fresh checkout: `manage.py serve` migrates a new SQLite file, starts the
-demo upstream, prints a key, a curl command and a Python example — and both work (the
+demo upstream, prints where the demo key is kept (never the key), a curl command and a
+Python example that read it from there — and both work (the
 Python one with the virtualenv's interpreter it names, where `openai` is installed by the
 `pip install` line it prints first)."""
 
@@ -74,6 +75,8 @@ def test_make_run_serves_the_demo_and_the_printed_curl_works(tmp_path: Path) -> 
         assert python and python[-1] == "PY", "no Python example printed:\n" + "".join(output)
         assert any(".venv/bin/pip install -q openai" in line for line in output)
         assert (tmp_path / "var" / "switchyard.sqlite3").exists()
+        secret = (tmp_path / "var" / "demo-key").read_text().strip()
+        assert secret.startswith("sk-") and secret not in "".join(output)  # never printed
         for _ in range(100):  # daphne starts after the banner
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -189,7 +189,8 @@ def test_two_workers_serve_one_port_a_dead_one_comes_back_and_a_signal_stops_all
     reader = threading.Thread(target=serve.read, daemon=True)
     reader.start()
     try:
-        key = serve.lines[serve.lines.index(serve.wait_for_line("Client key")) + 1].strip()
+        serve.wait_for_line("Client key 'demo'")
+        key = (tmp_path / "var" / "demo-key").read_text().strip()
         serve.wait_for_line(f"serving 2 {server} workers")
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(workers := server_children(serve.process.pid, server)) < 2 or not listening(port):

@@ -12,9 +12,10 @@ A start never undoes operator work (SPEC §10):
    upstream started alongside, one flaky and one healthy route) is applied only to a
    fresh database (no providers, no groups); otherwise the database is served as it is
    (the demo upstream is still started when the demo was what configured it).
-4. The demo client key is created once and kept in ``var/demo-key`` (mode 0600); each
-   start prints it again as long as it is not revoked (revoked or missing: a new one is
-   created; no key is ever revoked by a start).
+4. The demo client key (``routing.management.demo_key``): only when serving the demo, and
+   created only once, kept in ``var/demo-key`` (mode 0600). A revoked demo key stays
+   revoked; a start with ``SWITCHYARD_CONFIG`` creates no key. The welcome names the file
+   and never prints the secret (standard output ends up in logs).
 5. Serves through daphne; its exit status is this command's. ``--workers N`` (or
    ``SWITCHYARD_WORKERS``; ``auto`` = the machine's cores) serves N daphne processes on the
    one port instead, and restarts one that exits (``routing.management.workers``; N > 1
@@ -44,6 +45,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from routing.conf import switchyard_settings
+from routing.management.demo_key import demo_key, welcome
 from routing.management.workers import (
     Supervisor,
     WorkersError,
@@ -187,8 +189,9 @@ class Command(BaseCommand):
                     "Serving the configuration in the database (the demo is applied only "
                     "to a fresh database; set SWITCHYARD_CONFIG to apply a file)."
                 )
-            secret, where = self._demo_key()
-            self._print_welcome(host, port, secret, demo, where)
+            key = demo_key(settings.VAR_DIR) if demo else None
+            self.stdout.write(welcome(host, port, key, demo=demo))
+            self.stdout.flush()
             if workers > 1:
                 supervisor = Supervisor(
                     count=workers,
@@ -266,60 +269,3 @@ class Command(BaseCommand):
             child.terminate()
             raise CommandError(f"the demo upstream did not start on port {demo_port}")
         return child
-
-    def _demo_key(self) -> tuple[str, Path]:
-        """The demo client key: the one kept in ``var/demo-key`` while it is active, else a
-        new one written there (0600). Never revokes anything."""
-        from routing.models import ApiKey
-        from routing.services import key_create
-        from routing.services.api_keys import hash_secret
-        from routing.services.base import default_actor
-
-        path = settings.VAR_DIR / "demo-key"
-        try:
-            kept = path.read_text(encoding="ascii").strip()
-        except (OSError, UnicodeError):
-            kept = ""
-        if (
-            kept
-            and ApiKey.objects.filter(hashed=hash_secret(kept), revoked_at__isnull=True).exists()
-        ):
-            return kept, path
-        _, secret = key_create(name="demo", kind="client", actor=default_actor(), path="cli")
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(secret + "\n")
-        os.chmod(path, 0o600)  # an existing file keeps its mode on O_CREAT
-        return secret, path
-
-    def _print_welcome(self, host: str, port: int, secret: str, demo: bool, where: Path) -> None:
-        base = f"http://{host}:{port}/v1"
-        model = "auto"
-        lines = [
-            "",
-            f"Switchyard is starting on http://{host}:{port}  (settings page: http://{host}:{port}/ , admin: /admin/)",
-            f"Client key (kept in {where}, mode 0600; printed at every start until revoked):",
-            f"  {secret}",
-            "",
-            "Try it:",
-            f"  curl -sS {base}/chat/completions -H 'Authorization: Bearer {secret}' "
-            f'-H \'Content-Type: application/json\' -d \'{{"model": "{model}", "messages": '
-            f'[{{"role": "user", "content": "Hello"}}]}}\' -D -',
-            "",
-            "  .venv/bin/pip install -q openai   # once: the SDK is a client tool, not a gateway dependency",
-            "  .venv/bin/python - <<'PY'",
-            "  from openai import OpenAI",
-            f"  client = OpenAI(base_url='{base}', api_key='{secret}')",
-            f"  reply = client.chat.completions.create(model='{model}', messages=[{{'role': 'user', 'content': 'Hello'}}])",
-            "  print(reply.model, reply.choices[0].message.content)",
-            "  PY",
-            "",
-        ]
-        if demo:
-            lines.insert(
-                -1,
-                "The demo's 'auto' group starts on a flaky route: watch the x-switchyard-trail header "
-                "show retries and failovers. Set SWITCHYARD_CONFIG=your.yaml to serve your own routes.",
-            )
-        self.stdout.write("\n".join(lines))
-        self.stdout.flush()
