@@ -1,6 +1,6 @@
 """The management API under ``/api/v1/`` (django-ninja; OpenAPI at ``/api/docs``).
 
-Authenticated by an admin key (``Authorization: Bearer sk-sy-…`` created with
+Every endpoint, the OpenAPI document and its page included, is authenticated by an admin key (``Authorization: Bearer sk-sy-…`` created with
 ``createkey NAME --admin``) or a staff session (with CSRF on unsafe methods). A client
 key is recognised and refused with 403, so a script learns it used the wrong kind of key.
 Routers from their own modules are mounted here; endpoints stay thin and call services.
@@ -8,10 +8,13 @@ Routers from their own modules are mounted here; endpoints stay thin and call se
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
@@ -19,7 +22,7 @@ from ninja.errors import AuthorizationError
 from ninja.security import HttpBearer
 from ninja.security.session import SessionAuthIsStaff
 
-from routing.api.config_api.http import document_preconditions, document_references
+from routing.api.config_api.http import document_preconditions
 from routing.api.openai_docs import v1_openapi
 from routing.gateway.runtime import get_runtime
 
@@ -56,15 +59,39 @@ class StaffSessionAuth(SessionAuthIsStaff):
         return user
 
 
+AUTH = [AdminKeyAuth(), StaffSessionAuth()]
+
+
+def authenticated(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The API document and its page need what every other endpoint needs (SPEC §9): an
+    admin key or a staff session. A client key is refused with 403 as everywhere here; a
+    browser without a session is sent to the login page for the docs page."""
+
+    @functools.wraps(view)
+    def guarded(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        for auth in AUTH:
+            try:
+                if auth(request):
+                    return view(request, *args, **kwargs)
+            except AuthorizationError as exc:
+                return JsonResponse({"detail": str(exc)}, status=403)
+        if request.path.endswith(DOCS_URL) and "Authorization" not in request.headers:
+            return redirect_to_login(request.get_full_path())
+        return JsonResponse({"detail": "Unauthorized"}, status=401)
+
+    return guarded
+
+
 class ManagementAPI(NinjaAPI):
     """The management API, whose OpenAPI document (``/api/docs``) also describes the
     OpenAI-compatible ``/v1`` endpoints (``routing.api.openai_docs``), so one page shows
-    clients and operators everything."""
+    clients and operators everything.
+
+    The document is the same for every reader and names no configuration: no group,
+    provider or model of this installation appears in it (a scoped key must not learn
+    from it what its scope hides). A body naming an unknown one is a 422 that says so."""
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
-        """The declared document; when served (ninja's view passes the URL's
-        ``path_params``), also the installation's providers and groups that bodies may
-        name — a read of two small tables per request of the document."""
         schema = super().get_openapi_schema(*args, **kwargs)
         extra = v1_openapi()
         schema["paths"] = {**extra["paths"], **schema["paths"]}
@@ -72,21 +99,20 @@ class ManagementAPI(NinjaAPI):
         components.setdefault("schemas", {}).update(extra["components"]["schemas"])
         components.setdefault("securitySchemes", {}).update(extra["components"]["securitySchemes"])
         schema["tags"] = [*schema.get("tags", []), *extra["tags"]]
-        documented = document_preconditions(schema)
-        if kwargs.get("path_params") is None:
-            return documented
-        return document_references(documented)
+        return document_preconditions(schema)
 
 
+DOCS_URL = "/docs"
 api = ManagementAPI(
     title="Switchyard management API",
     description="`/api/v1/…` manages the gateway (an admin key or a staff session); "
     "`/v1/…` is what clients call (a client key), OpenAI-compatible.",
     version="1",
     urls_namespace="api",
-    auth=[AdminKeyAuth(), StaffSessionAuth()],
-    docs_url="/docs",
+    auth=AUTH,
+    docs_url=DOCS_URL,
     openapi_url="/openapi.json",
+    docs_decorator=authenticated,
 )
 
 

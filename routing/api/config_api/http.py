@@ -3,7 +3,6 @@ JSON bodies, path names, and request-body documentation from the pydantic schema
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable, Collection
 from typing import Annotated, Any
@@ -65,49 +64,6 @@ def document_preconditions(schema: dict[str, Any]) -> dict[str, Any]:
                         "description": parameter.get("description", ""),
                     }
     return schema
-
-
-def document_references(schema: dict[str, Any]) -> dict[str, Any]:
-    """Name, in the document served now, the objects a body may refer to: a target's
-    provider among the installation's providers (and its model among that provider's
-    models, when it lists any), a client key's groups among its groups. The services refuse
-    any other with a 422, so a document without them would call such a body valid."""
-    from django.db import DatabaseError
-
-    from routing.models import Group, Provider  # the app registry is ready when served
-
-    try:
-        providers = {p.name: list(p.models or []) for p in Provider.objects.only("name", "models")}
-        groups = sorted(Group.objects.values_list("name", flat=True))
-    except DatabaseError:  # the document still serves, less precise, while the database is away
-        return schema
-
-    def target(node: dict[str, Any]) -> dict[str, Any]:
-        variants = []
-        for name, models in sorted(providers.items()):
-            variant = copy.deepcopy(node)
-            properties = variant["properties"]
-            properties["provider"] = {**properties["provider"], "enum": [name]}
-            if models:
-                properties["model"] = {**properties["model"], "enum": models}
-            variants.append(variant)
-        return {"anyOf": variants} if variants else {"not": {}}
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        out = {key: walk(value) for key, value in node.items()}
-        if out.get("title") == "TargetIn" and "provider" in out.get("properties", {}):
-            return target(out)
-        if out.get("title") == "KeyIn":
-            items: dict[str, Any] = {"type": "string", "enum": groups} if groups else {"not": {}}
-            out["properties"]["groups"] = {**out["properties"]["groups"], "items": items}
-        return out
-
-    result: dict[str, Any] = walk(schema)
-    return result
 
 
 def etag(version: int) -> str:
