@@ -36,6 +36,7 @@ from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
 
 CALL_CAP_S = 30.0
 MESSAGE_MAX = 300
+SUMMARY_MAX = 120  # of an upstream's answer, in a 424 or a test result
 MODEL_ID_MAX = 200
 T = TypeVar("T")
 
@@ -61,6 +62,15 @@ def _redactor(secret: str) -> Redactor:
 
 def _bounded(text: str) -> str:
     return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 1] + "…"
+
+
+def _summary(text: str) -> str:
+    """A short summary of what the upstream answered, never its reply: the first line,
+    whitespace collapsed, at most ``SUMMARY_MAX`` characters. An error's message fits; a
+    page of whatever a misdirected URL serves does not come back through the gateway.
+    Scrub before summarising, so a cut cannot split a secret below the fragment length."""
+    line = next((" ".join(part.split()) for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= SUMMARY_MAX else line[: SUMMARY_MAX - 1] + "…"
 
 
 def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
@@ -129,7 +139,7 @@ def _fetch_models(provider: Provider) -> list[str]:
         if failure.status is None:
             message = f"could not reach {url}: {failure.message}"
         else:
-            message = f"HTTP {failure.status} from {url}: {failure.message}"
+            message = f"HTTP {failure.status} from {url}: {_summary(redact(failure.message))}"
         raise ProviderCallError(_bounded(redact(message))) from None
     return _model_ids(body)
 
@@ -194,7 +204,7 @@ def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
         elapsed_ms = (time.perf_counter() - started) * 1000
         failure = exc.failure
         return ProviderTestResult(
-            False, elapsed_ms, failure.status, _bounded(redact(failure.message))
+            False, elapsed_ms, failure.status, _summary(redact(failure.message))
         )
     elapsed_ms = (time.perf_counter() - started) * 1000
     return ProviderTestResult(True, elapsed_ms, status, f"{model} answered")

@@ -29,24 +29,54 @@ silence.
 
 from __future__ import annotations
 
+import errno
+import socket
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import version
 
 import aiohttp
 import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
 from httpx_aiohttp import AiohttpTransport
 
+from routing.engine.addresses import metadata_address
 from routing.engine.failures import Failure, FailureCode
 from routing.upstream.base import Timeouts, UpstreamFailure
 
 WRITTEN_FOR = {"httpx": "0.28.1", "httpx-aiohttp": "0.2.0", "aiohttp": "3.14.5"}
 
 
+class MetadataRefusingResolver(AbstractResolver):
+    """aiohttp's resolver, less the addresses of cloud metadata services
+    (``routing.engine.addresses``). The config schema refuses a ``base_url`` that names
+    one; this refuses a name that *resolves* to one when connecting (DNS rebinding: a
+    name that pointed elsewhere when it was written). It runs once per new connection
+    (and aiohttp caches what it returns for 10 s), never per request on a kept-alive
+    connection. An address literal is not resolved: the schema judged it."""
+
+    def __init__(self, inner: AbstractResolver | None = None) -> None:
+        self._inner = inner if inner is not None else aiohttp.DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        kept = [result for result in found if not metadata_address(result["host"])]
+        if not kept:
+            # with an errno, so aiohttp's connection error carries the message
+            raise OSError(errno.EACCES, f"{host} resolves to a cloud metadata address: refused")
+        return kept
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
 class CookielessTransport(AiohttpTransport):
     """httpx-aiohttp's transport on an aiohttp session that keeps no cookies. One session
     per provider serves every caller, so a cookie one upstream answer set (a CDN's bot
     cookie, a sticky-session cookie) would otherwise go out with everyone's later calls to
-    that provider. The connector is ``AiohttpTransport.get_client``'s own."""
+    that provider. The connector is ``AiohttpTransport.get_client``'s own, with a resolver
+    that refuses cloud metadata addresses."""
 
     def get_client(self) -> aiohttp.ClientSession:
         most = self.limits.max_connections
@@ -54,6 +84,7 @@ class CookielessTransport(AiohttpTransport):
             keepalive_timeout=self.limits.keepalive_expiry,
             ssl=self.ssl_context,
             limit=100 if most is None else most,  # 100: aiohttp's default
+            resolver=MetadataRefusingResolver(),
         )
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 

@@ -3,13 +3,17 @@ against a real loopback upstream, and re-enabling a credential-disabled provider
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 
+from routing.config.errors import ConfigError
+from routing.config.yaml import load_text
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
 from routing.models import Provider
@@ -308,3 +312,66 @@ def test_a_stored_unsendable_value_fails_test_and_refresh_as_configuration(
     assert refreshed.status_code == 424 and refreshed["content-type"].startswith("application/json")
     assert refreshed.json()["detail"].startswith(expected)
     assert Provider.objects.get(name="p1").models == ["a"]  # nothing changed
+
+
+def test_the_file_and_the_api_refuse_it_alike(api: Api) -> None:
+    text = "providers:\n  - {name: p1, base_url: 'http://169.254.169.254/latest'}\n"
+    with pytest.raises(ConfigError) as from_file:
+        load_text(text, env={})
+    assert "providers.0.base_url: '169.254.169.254' is a cloud metadata service" in (
+        from_file.value.format()
+    )
+    created = api.post("/providers", {"name": "p1", "base_url": "http://[fd00:ec2::254]/x"})
+    assert created.status_code == 422
+    [detail] = created.json()["detail"]
+    assert detail["loc"] == ["body", "base_url"] and "metadata service" in detail["msg"]
+    api.provider("p1")
+    moved = api.patch("/providers/p1", {"base_url": "http://127.0.0.1:9/v1#"}, if_match='W/"1"')
+    assert moved.status_code == 422 and "fragment" in moved.json()["detail"][0]["msg"]
+
+
+LEAKY_BODY = (
+    b"Forbidden: this is not a model server\n"
+    b'{"Code": "Success", "AccessKeyId": "ASIAEXAMPLEEXAMPLE", "Token": "IQoJb3JpZ2luX2VjE"}\n'
+    + b"x"
+    * 2000
+)
+
+
+@pytest.fixture
+def leaky() -> Iterator[str]:
+    """A loopback server that answers every GET with a 403 and a long, multi-line body:
+    what a misdirected base_url might reach."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(403)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(LEAKY_BODY)))
+            self.end_headers()
+            self.wfile.write(LEAKY_BODY)
+
+        do_POST = do_GET  # noqa: N815  (the test's completion)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_failed_refresh_says_what_failed_but_never_echoes_the_reply(api: Api, leaky: str) -> None:
+    api.provider("p1", base_url=leaky, models=["a"])
+    refused = api.post("/providers/p1/refresh-models")
+    assert refused.status_code == 424
+    detail = refused.json()["detail"]
+    assert detail == f"HTTP 403 from {leaky}/models: Forbidden: this is not a model server"
+    tested = api.post("/providers/p1/test").json()
+    assert tested["ok"] is False and tested["status"] == 403
+    assert tested["message"] == "Forbidden: this is not a model server"
+    for answer in (refused.content, str(tested).encode()):
+        assert b"AccessKeyId" not in answer and b"xxxxxx" not in answer

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import URLValidator
@@ -19,6 +20,7 @@ from pydantic_core import CoreSchema, PydanticCustomError
 
 from routing.conf import switchyard_settings
 from routing.config.schema.base import short
+from routing.engine.addresses import METADATA_HOSTS, metadata_host
 from routing.engine.algorithms import ALGORITHMS, UnknownAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 
@@ -122,6 +124,20 @@ def _base_url(value: str) -> str:
         _url_validator(value)
     except DjangoValidationError:
         raise PydanticCustomError("url", "must be an http:// or https:// URL") from None
+    if "?" in value or "#" in value:
+        raise PydanticCustomError(
+            "url",
+            "must not carry a query (?) or a fragment (#): the gateway appends each "
+            "endpoint's path to it",
+        )
+    host = urlsplit(value).hostname or ""
+    if metadata_host(host):
+        raise PydanticCustomError(
+            "url",
+            "{host} is a cloud metadata service, never an upstream (private and loopback "
+            "addresses are fine)",
+            {"host": short(host)},
+        )
     return value
 
 
@@ -183,8 +199,17 @@ ModelId = Annotated[
     AfterValidator(_model_id),
     Documented({"pattern": MODEL_ID_PATTERN}),
 ]
+# What ``_base_url`` refuses among the URLs ``URL_PATTERN`` describes: metadata services.
+METADATA_URL_PATTERN = (
+    r"^https?://(169\.254\.[0-9.]+|100\.100\.100\.200|"
+    + "|".join(sorted(h.replace(".", r"\.") for h in METADATA_HOSTS if "." in h))
+    + r")(:[0-9]*)?(/.*)?$"
+)
 BaseUrl = Annotated[
-    str, Field(max_length=500), AfterValidator(_base_url), Documented({"pattern": URL_PATTERN})
+    str,
+    Field(max_length=500),
+    AfterValidator(_base_url),
+    Documented({"pattern": URL_PATTERN, "not": {"pattern": METADATA_URL_PATTERN}}),
 ]
 ContextWindow = Annotated[int, Field(ge=1, le=MAX_CONTEXT_WINDOW)]
 TimeoutSeconds = Annotated[float, Field(ge=0.1, le=3600)]
