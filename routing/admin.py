@@ -40,7 +40,7 @@ from routing.services import group_delete, key_delete, key_revoke, provider_dele
 from routing.services.base import record_writes
 from routing.services.global_policy import checked_global_policy, global_set_policy
 from routing.services.groups import check_listed, group_snapshot, group_targets_edited
-from routing.services.providers import provider_create, provider_update
+from routing.services.providers import new_headers, provider_create, provider_update
 
 if TYPE_CHECKING:
     # Django's admin and form classes are generic only in django-stubs: at run time they
@@ -187,6 +187,11 @@ class ProviderAdminForm(VersionedForm):
         help_text="Write-only. Leave empty to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+    headers = forms.JSONField(
+        required=False,
+        help_text='Extra headers, {"name": "value"}. Values are write-only, like the API key: '
+        'stored ones show as "", and "" keeps the stored value.',
+    )
 
     class Meta:
         model = Provider
@@ -194,7 +199,6 @@ class ProviderAdminForm(VersionedForm):
             "name",
             "kind",
             "base_url",
-            "headers",
             "betas",
             "models",
             "connect_timeout_s",
@@ -203,6 +207,11 @@ class ProviderAdminForm(VersionedForm):
             "total_timeout_s",
             "health_check_s",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # the names only: a value is never sent to a browser
+            self.fields["headers"].initial = {name: "" for name in self.instance.header_names}
 
     def clean_betas(self) -> dict[str, Any]:
         return self.cleaned_data.get("betas") or {}  # empty: every beta passes
@@ -216,6 +225,7 @@ class ProviderAdminForm(VersionedForm):
             raw["api_key"] = cleaned["api_key"]
         try:
             parse_provider(raw)
+            new_headers(self.instance, raw["headers"])  # "" keeps a stored value, if any
         except ConfigError as exc:
             for item in exc.errors:
                 top = item.path.split(".")[0]

@@ -180,13 +180,14 @@ def check_credentials_decrypt(databases: Sequence[str] | None = None, **_: Any) 
     from routing.models import Provider
 
     try:
-        stored = list(Provider.objects.exclude(api_key_encrypted="").order_by("name"))
+        stored = list(Provider.objects.order_by("name"))
     except DatabaseError:  # not migrated yet: nothing stored to decrypt
         return []
     unreadable = []
     for provider in stored:
         try:
             provider.get_api_key()
+            provider.get_headers()  # header values are encrypted the same way
         except CredentialDecryptError:
             unreadable.append(provider.name)
     if not unreadable:

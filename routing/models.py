@@ -65,7 +65,9 @@ class Provider(models.Model):
     base_url = models.CharField(max_length=500, validators=[base_url_validator])
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
-    headers = models.JSONField(default=dict, blank=True)
+    # Extra request headers, {name: Fernet token of the value}: values often carry
+    # credentials, so they are write-only and encrypted like api_key (get/set_headers).
+    headers_encrypted = models.JSONField(default=dict, blank=True, editable=False)
     # Which anthropic-beta values reach this provider: {"allow": [...], "strip": [...]};
     # {} passes every beta the client sent (routing.protocols.betas).
     betas = models.JSONField(default=dict, blank=True)
@@ -121,6 +123,32 @@ class Provider(models.Model):
         if not self.api_key_encrypted:
             return ""
         return crypto.decrypt(self.api_key_encrypted)
+
+    @property
+    def header_names(self) -> list[str]:
+        """The extra headers' names (their values are write-only)."""
+        return list(self.headers_encrypted or {})
+
+    def get_headers(self) -> dict[str, str]:
+        """The extra headers in plaintext. Raises ``CredentialDecryptError`` like
+        :meth:`get_api_key`."""
+        return {
+            name: crypto.decrypt(token) for name, token in (self.headers_encrypted or {}).items()
+        }
+
+    def set_headers(self, headers: dict[str, str]) -> None:
+        """Encrypt and store ``headers`` (does not save). A value that did not change keeps
+        its token, so an unchanged provider compares equal to its stored row."""
+        stored = dict(self.headers_encrypted or {})
+        tokens: dict[str, str] = {}
+        for name, value in headers.items():
+            token = stored.get(name)
+            try:
+                same = token is not None and crypto.decrypt(token) == value
+            except crypto.CredentialDecryptError:
+                same = False
+            tokens[name] = token if same and token is not None else crypto.encrypt(value)
+        self.headers_encrypted = tokens
 
 
 class Group(models.Model):

@@ -45,7 +45,7 @@ def _provider_out(provider: Provider, used_by: list[str]) -> dict[str, Any]:
         "base_url": provider.base_url,
         "api_key_set": provider.has_api_key,
         "api_key_hint": provider.api_key_hint,
-        "headers": dict(provider.headers or {}),
+        "headers": {name: "" for name in provider.header_names},  # values are write-only
         "betas": dict(provider.betas or {}),
         "models": list(provider.models or []),
         "models_loaded_at": provider.models_loaded_at,

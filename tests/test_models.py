@@ -134,8 +134,11 @@ def test_an_existing_secret_file_is_reused(settings: Any, tmp_path: Path) -> Non
 def test_rotate_secret_reencrypts_every_credential(settings: Any, capsys: Any) -> None:
     make_provider("a", PLAIN)
     make_provider("b", "sk-b-0123456789abcdef")
-    Provider.objects.create(name="nokey", base_url="http://localhost:1/v1")
+    nokey = Provider(name="nokey", base_url="http://localhost:1/v1")
+    nokey.set_headers({"x-org-token": "hv-0123456789"})  # header values are encrypted too
+    nokey.save()
     before = dict(Provider.objects.values_list("name", "api_key_encrypted"))
+    header_before = Provider.objects.get(name="nokey").headers_encrypted["x-org-token"]
     call_command("rotate_secret", "--old", SECRET, "--new", "rotated-secret")
     assert "re-encrypted 2 credentials" in capsys.readouterr().out
     after = dict(Provider.objects.values_list("name", "api_key_encrypted"))
@@ -147,6 +150,24 @@ def test_rotate_secret_reencrypts_every_credential(settings: Any, capsys: Any) -
     use_secret(settings, "rotated-secret")
     assert Provider.objects.get(name="a").get_api_key() == PLAIN
     assert Provider.objects.get(name="b").get_api_key() == "sk-b-0123456789abcdef"
+    rotated = Provider.objects.get(name="nokey")
+    assert rotated.headers_encrypted["x-org-token"] != header_before
+    assert rotated.get_headers() == {"x-org-token": "hv-0123456789"}
+
+
+@pytest.mark.django_db
+def test_header_values_are_stored_encrypted_and_an_unchanged_one_keeps_its_token() -> None:
+    row = Provider(name="h", base_url="http://localhost:1/v1")
+    row.set_headers({"x-org-token": "hv-0123456789", "x-team": "ops"})
+    row.save()
+    stored = Provider.objects.get(name="h")
+    tokens = dict(stored.headers_encrypted)
+    assert all(token.startswith("gAAAAA") for token in tokens.values())
+    assert "hv-0123456789" not in str(tokens) and stored.header_names == ["x-org-token", "x-team"]
+    stored.set_headers({"x-org-token": "hv-0123456789", "x-team": "dev"})
+    assert stored.headers_encrypted["x-org-token"] == tokens["x-org-token"]
+    assert stored.headers_encrypted["x-team"] != tokens["x-team"]
+    assert stored.get_headers() == {"x-org-token": "hv-0123456789", "x-team": "dev"}
 
 
 @pytest.mark.django_db

@@ -65,7 +65,9 @@ def _configured_secrets() -> list[str]:
     from routing.gateway.runtime import get_runtime
 
     table = get_runtime().table
-    return [] if table is None else [p.api_key for p in table.providers.values() if p.api_key]
+    if table is None:
+        return []
+    return [s for p in table.providers.values() for s in p.secrets if s]
 
 
 class AuditWriter:

@@ -2,7 +2,9 @@
 
 Decisions:
 
-- Credentials are written as ``${<NAME>_API_KEY}`` placeholders, never plaintext.
+- Credentials are written as ``${<NAME>_API_KEY}`` placeholders, never plaintext; header
+  values (write-only too: they often carry credentials) as ``""``, which keeps the stored
+  value when loaded on the same installation and must be filled in on a new one.
 - The ``defaults:`` block is the file layer merged with the global settings layer, so
   ``export -> load (empty database) -> export`` reproduces the text byte for byte.
 - Literal ``${`` in values is written ``$${`` so interpolation gives it back on load.
@@ -29,6 +31,7 @@ TIMEOUT_FIELDS: dict[str, str] = {
 EXPORT_HEADER = (
     "# Switchyard configuration (manage.py exportconfig).\n"
     "# Credentials are ${<PROVIDER>_API_KEY} placeholders: set those variables to load it.\n"
+    "# Header values are '' (kept from the stored ones): give them to load it elsewhere.\n"
 )
 
 
@@ -96,8 +99,8 @@ def _export_provider(provider: Provider) -> dict[str, Any]:
     }
     if provider.has_api_key:
         out["api_key"] = "${" + env_var_for(provider.name) + "}"
-    if provider.headers:
-        out["headers"] = {k: _literal(v) for k, v in sorted(provider.headers.items())}
+    if provider.header_names:  # values are write-only: "" keeps the stored one on a load
+        out["headers"] = {name: "" for name in sorted(provider.header_names)}
     if provider.betas:
         out["betas"] = _Flow({k: _flow_values(v) for k, v in provider.betas.items()})
     if provider.models:

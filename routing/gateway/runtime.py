@@ -167,7 +167,7 @@ class Runtime:
                 log.exception("routing table not recompiled; serving the last good one")
                 table = self._last_good
             self._last_good = table
-            self.redact = Redactor(p.api_key for p in table.providers.values())
+            self.redact = Redactor(s for p in table.providers.values() for s in p.secrets)
             if generation == self._generation:  # no newer invalidation raced us
                 self.table = table
             if not self._summarized:  # once per process: what this gateway routes, and how

@@ -61,6 +61,12 @@ class ProviderSpec:
     betas_strip: frozenset[str] = frozenset()
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """What upstream text is scrubbed of (SPEC §9): the credential and every header
+        value (they often carry credentials too)."""
+        return (self.api_key, *self.headers.values())
+
+    @property
     def fingerprint(self) -> tuple[object, ...]:
         """Everything a pooled client depends on: a change means a new client."""
         return (
@@ -341,17 +347,18 @@ def unsendable(api_key: str, headers: Mapping[str, str]) -> str:
     return ""
 
 
-def _credential(row: Provider) -> tuple[str, str]:
-    """A provider's plaintext credential, or ``("", why)`` when it cannot be decrypted (the
-    secret key changed without ``rotate_secret``): that provider's configuration failure,
-    not the whole table's (``routing.E007`` reports it at ``check --database``)."""
+def _credential(row: Provider) -> tuple[str, dict[str, str], str]:
+    """A provider's plaintext credential and header values, or ``("", {}, why)`` when they
+    cannot be decrypted (the secret key changed without ``rotate_secret``): that provider's
+    configuration failure, not the whole table's (``routing.E007`` reports it at ``check
+    --database``)."""
     from routing.crypto import CredentialDecryptError
 
     try:
-        return row.get_api_key(), ""
+        return row.get_api_key(), row.get_headers(), ""
     except CredentialDecryptError as exc:
         log.error("provider %s cannot be used: %s", row.name, exc)
-        return "", str(exc)
+        return "", {}, str(exc)
 
 
 def compile_table() -> RoutingTable:
@@ -399,8 +406,7 @@ def _compile_providers() -> dict[str, ProviderSpec]:
 
 
 def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
-    api_key, unreadable = _credential(row)
-    headers = dict(row.headers or {})
+    api_key, headers, unreadable = _credential(row)
     return ProviderSpec(
         name=row.name,
         kind=row.kind,

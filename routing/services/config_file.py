@@ -55,7 +55,12 @@ from routing.config.schema import ConfigFileIn, GroupIn, ProviderIn, target_opti
 from routing.models import GlobalSettings, Group, Provider, Target
 from routing.services.base import default_actor, versioned_write
 from routing.services.groups import check_listed, group_snapshot
-from routing.services.providers import copy_provider_fields, new_credential, provider_snapshot
+from routing.services.providers import (
+    copy_provider_fields,
+    new_credential,
+    new_headers,
+    provider_snapshot,
+)
 
 
 @dataclass
@@ -144,7 +149,7 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
     return (
         provider.kind,
         provider.base_url,
-        provider.headers,
+        provider.headers_encrypted,  # an unchanged value keeps its token
         provider.betas,
         provider.models,
         *(getattr(provider, column) for column in TIMEOUT_FIELDS.values()),
@@ -372,6 +377,25 @@ def _check_credentials(cfg: ConfigFileIn, result: ApplyResult) -> None:
         raise ConfigError(errors)
 
 
+def _check_headers(cfg: ConfigFileIn) -> None:
+    """A header value ``""`` keeps the stored value (an exported file's header values are
+    ``""``: they are write-only); a provider with none stored under that name cannot."""
+    keeping = [i for i, item in enumerate(cfg.providers) if "" in item.headers.values()]
+    if not keeping:
+        return
+    names = [cfg.providers[i].name for i in keeping]
+    stored = {p.name: p for p in Provider.objects.filter(name__in=names)}
+    errors: list[FieldError] = []
+    for index in keeping:
+        item = cfg.providers[index]
+        try:
+            new_headers(stored.get(item.name) or Provider(name=item.name), item.headers)
+        except ConfigError as exc:
+            errors += [e.prefixed(f"providers.{index}") for e in exc.errors]
+    if errors:
+        raise ConfigError(errors)
+
+
 def _check_listed(cfg: ConfigFileIn, providers: Mapping[str, Provider]) -> None:
     """Every file target against its provider's model list as this apply leaves it (the
     file's ``models``, else the stored list): the rule the API and the page apply."""
@@ -403,6 +427,9 @@ def _apply(cfg: ConfigFileIn, *, source: str, plan: _Plan) -> None:
         lambda: _check_effective(cfg, file_flat, settings_row.policy),
         lambda: _check_credentials(cfg, plan.result),
     )
+    unkept = _collect(lambda: _check_headers(cfg))
+    if unkept:  # the providers cannot be written: list what is known so far
+        raise ConfigError(errors + unkept)
 
     # The model lists are checked against the providers as written (rolled back with
     # everything else on any error), so a list the file layer kept counts, not the file's.

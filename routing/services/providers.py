@@ -9,7 +9,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from routing import crypto
-from routing.config.errors import ConfigError, NotFound
+from routing.config.errors import ConfigError, FieldError, NotFound
 from routing.config.export import TIMEOUT_FIELDS
 from routing.config.schema import ProviderIn, parse_provider
 from routing.crypto import CredentialDecryptError
@@ -46,13 +46,44 @@ def new_credential(provider: Provider, *, given: bool, value: str | None) -> str
     return plain
 
 
+def new_headers(provider: Provider, given: Mapping[str, str]) -> dict[str, str]:
+    """The one header rule of every write path: header values are write-only like the
+    credential, so a value ``""`` keeps the value stored under that name (what the API,
+    the page, the admin and the export show is the names with ``""``); a new value
+    replaces it; a name left out is removed."""
+    try:
+        stored = provider.get_headers() if provider.pk else {}
+    except CredentialDecryptError:
+        stored = {}  # unreadable under the current secret: only new values can be kept
+    by_name = {name.lower(): value for name, value in stored.items()}
+    unkept = [name for name, value in given.items() if value == "" and name.lower() not in by_name]
+    if unkept:
+        raise ConfigError(
+            FieldError(
+                f"headers.{name}", f"header {name} has no stored value to keep: give its value"
+            )
+            for name in unkept
+        )
+    return {name: value or by_name[name.lower()] for name, value in given.items()}
+
+
+def header_fingerprints(provider: Provider) -> dict[str, str]:
+    """Per header, a fingerprint of its encrypted value (what records show; the value
+    itself never leaves the row). A value that did not change keeps its token."""
+    return {
+        name: hashlib.sha256(token.encode()).hexdigest()[:16]
+        for name, token in (provider.headers_encrypted or {}).items()
+    }
+
+
 def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     """Copy a validated provider onto its row (all but the credential), the same for every
     write path: a timeout left out goes back to its default, absent ``models`` keeps the
-    list refreshed from the upstream; a health check interval left out is the gateway's."""
+    list refreshed from the upstream; a health check interval left out is the gateway's;
+    a header value ``""`` keeps the stored one (:func:`new_headers`)."""
     provider.kind = item.kind
     provider.base_url = item.base_url
-    provider.headers = dict(item.headers)
+    provider.set_headers(new_headers(provider, item.headers))
     provider.betas = item.betas.model_dump(exclude_none=True) if item.betas else {}
     if item.models is not None:
         provider.models = list(item.models)
@@ -75,7 +106,7 @@ def provider_snapshot(provider: Provider) -> dict[str, Any]:
         "kind": provider.kind,
         "base_url": provider.base_url,
         "api_key": hashlib.sha256(token.encode()).hexdigest()[:16] if token else "",
-        "headers": dict(provider.headers or {}),
+        "headers": header_fingerprints(provider),
         **({"betas": dict(provider.betas)} if provider.betas else {}),
         "models": list(provider.models or []),
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
@@ -96,7 +127,7 @@ def _stored(provider: Provider) -> dict[str, Any]:
         "name": provider.name,
         "kind": provider.kind,
         "base_url": provider.base_url,
-        "headers": dict(provider.headers or {}),
+        "headers": {name: "" for name in provider.header_names},  # "": keep the value
         "betas": dict(provider.betas) if provider.betas else None,
         "models": list(provider.models or []),
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
@@ -205,10 +236,16 @@ def providers_rotate_secret(*, old_secret: str, new_secret: str) -> int:
     rotate = crypto.rotator(old_secret, new_secret)
     count = 0
     with transaction.atomic():
-        rows = Provider.objects.select_for_update().exclude(api_key_encrypted="")
-        for pk, name, token in rows.values_list("pk", "name", "api_key_encrypted"):
-            Provider.objects.filter(pk=pk).update(api_key_encrypted=rotate(name, token))
-            count += 1
+        rows = Provider.objects.select_for_update()
+        for pk, name, token, headers in rows.values_list(
+            "pk", "name", "api_key_encrypted", "headers_encrypted"
+        ):
+            if token:
+                Provider.objects.filter(pk=pk).update(api_key_encrypted=rotate(name, token))
+                count += 1
+            if headers:  # header values are encrypted the same way
+                rotated = {header: rotate(name, value) for header, value in headers.items()}
+                Provider.objects.filter(pk=pk).update(headers_encrypted=rotated)
     return count
 
 

@@ -49,12 +49,13 @@ class ProviderTestResult:
     message: str
 
 
-def _redactor(secret: str) -> Redactor:
-    """Every provider's secret, this one's included (it may not be stored yet)."""
-    secrets = [secret]
-    for row in Provider.objects.exclude(api_key_encrypted=""):
+def _redactor(secret: str, headers: dict[str, str]) -> Redactor:
+    """Every provider's secret and header values, this one's included (they may not be
+    stored yet)."""
+    secrets = [secret, *headers.values()]
+    for row in Provider.objects.all():
         try:
-            secrets.append(row.get_api_key())
+            secrets += [row.get_api_key(), *row.get_headers().values()]
         except CredentialDecryptError:
             continue
     return Redactor(secrets)
@@ -75,18 +76,18 @@ def _summary(text: str) -> str:
 
 def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
     try:
-        secret = provider.get_api_key()
+        secret, headers = provider.get_api_key(), provider.get_headers()
     except CredentialDecryptError as exc:
         raise ProviderCallError(str(exc)) from None
-    problem = unsendable(secret, provider.headers or {})
+    problem = unsendable(secret, headers)
     if problem:  # the call path's verdict on the same row (Call._unsendable)
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
-    redact = _redactor(secret)
+    redact = _redactor(secret, headers)
     cap = min(provider.total_timeout_s, CALL_CAP_S)
     client = client_class(provider.kind)(
         base_url=provider.base_url,
         api_key=secret,
-        headers=provider.headers or {},
+        headers=headers,
         timeouts=Timeouts(
             connect_s=min(provider.connect_timeout_s, CALL_CAP_S),
             first_token_s=cap,

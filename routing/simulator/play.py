@@ -197,8 +197,8 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
                     type="invalid_request_error",
                 ),
             )
-        case KeyEcho(status=status):
-            presented = ex.request.headers.get("Authorization", "").removeprefix("Bearer ")
+        case KeyEcho(status=status, header=header):
+            presented = ex.request.headers.get(header, "").removeprefix("Bearer ")
             masked = f"{presented[:12]}****{presented[-4:]}"
             message = f"Incorrect API key provided: {masked}. You can find your API key at x."
             return await _fail(ex, Fail(status, message, code="invalid_api_key"))

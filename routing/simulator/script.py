@@ -236,9 +236,11 @@ class EndBeforeFinish:
 class KeyEcho:
     """Reject the request (401 ``invalid_api_key``, or ``status``) echoing the presented
     bearer key masked the way OpenAI does: ``Incorrect API key provided: sk-proj-ab12****9f3e``
-    (its first 12 and last 4 characters)."""
+    (its first 12 and last 4 characters). ``header``: echo that request header's value
+    instead (a credential a provider takes in a header of its own)."""
 
     status: int = 401
+    header: str = "Authorization"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Done-when: "the credential never appears in any response body, header, export, log line
 or database column in plain text (tested by scanning)".
 
-A provider gets a distinctive credential through the API and points at an upstream that
+A provider gets a distinctive credential (and a header value: issue 37 item 14) through the API and points at an upstream that
 rejects it *and echoes it back* in its error text, the worst case for leaks. Then every
 read, list, export and action is exercised, a /v1 call fails through it, and the whole
 output — bodies, headers, logs, ``exportconfig``, every column of every table — is
@@ -16,8 +16,10 @@ from io import StringIO
 
 import httpx
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 
 from routing.audit import writer
 from routing.models import Provider
@@ -27,6 +29,7 @@ from tests.conftest import Harness
 
 CANARY = "sk-CANARY-plaintext-7f3e9a1c5b2d"
 NEW_CANARY = "sk-CANARY-rotated-0a9b8c7d6e5f"
+HEADER_CANARY = "hdr-CANARY-value-5e6f7a8b9c0d"  # header values are secrets too (issue 37)
 
 
 @pytest.fixture
@@ -81,6 +84,7 @@ def test_the_credential_is_never_shown_anywhere(
                     "name": "leaky",
                     "base_url": echoing.base_url,
                     "api_key": CANARY,
+                    "headers": {"x-org-token": HEADER_CANARY},
                     "models": ["m"],
                 },
             )
@@ -141,6 +145,28 @@ def test_the_credential_is_never_shown_anywhere(
         ):
             assert hit(api.get(path)).status_code == 200, path
         assert hit(api.get("/groups/auto/nope")).status_code == 404
+        shown = api.get("/providers/leaky").json()["headers"]
+        assert shown == {"x-org-token": ""}  # the name, never the value
+
+        # an update without the value keeps it, as an absent api_key keeps the credential
+        kept = hit(
+            api.patch(
+                "/providers/leaky",
+                json={"headers": shown, "timeouts": {"idle_s": 9}},
+                headers={"if-match": rotated.headers["etag"]},
+            )
+        )
+        assert kept.status_code == 200 and kept.json()["headers"] == shown
+
+    # the admin's list and change pages
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_superuser("scan", password="pw-1234567"))
+    provider_pk = Provider.objects.get().pk
+    for page in ("/admin/routing/provider/", f"/admin/routing/provider/{provider_pk}/change/"):
+        answer = staff.get(page)
+        assert answer.status_code == 200, page
+        seen.append(f"{page}\n{answer.content.decode()}")
+    assert "x-org-token" in seen[-1]  # the admin shows the header's name
 
     exported = StringIO()
     call_command("exportconfig", stdout=exported)
@@ -156,10 +182,12 @@ def test_the_credential_is_never_shown_anywhere(
     assert "[redacted]" in texts["responses"]  # the scrubber really had something to do
     assert "leaky" in texts["database"]
     for where, text in texts.items():
-        for secret in (CANARY, NEW_CANARY):
+        for secret in (CANARY, NEW_CANARY, HEADER_CANARY):
             assert secret not in text, f"the credential leaked into {where}"
             assert secret[3:] not in text, f"part of the credential leaked into {where}"
 
     stored = Provider.objects.get().api_key_encrypted
     assert stored.startswith("gAAAAA")  # a Fernet token
     assert Provider.objects.get().get_api_key() == NEW_CANARY
+    assert Provider.objects.get().headers_encrypted["x-org-token"].startswith("gAAAAA")
+    assert Provider.objects.get().get_headers() == {"x-org-token": HEADER_CANARY}

@@ -1,5 +1,6 @@
 """SPEC §9 / issue 10 item 3: upstreams echo keys *masked* (``sk-proj-ab12****9f3e``). No
-6-character fragment of any provider's secret may reach a reply, an exhaustion message, a
+6-character fragment of any provider's secret — its credential or a header value (issue 37
+item 14) — may reach a reply, an exhaustion message, a
 stored attempt/fallback/health record, an event, an API read, a provider test result, a
 log line or a metric. Real sockets: the openai-shaped upstream echoes the presented key."""
 
@@ -18,6 +19,7 @@ from tests.conftest import Harness, off_loop
 
 K1 = "sk-proj-ab12cd34ef56gh78ij90kl9f3e"
 K2 = "sk-proj-zz98yx76wv54ut32sr10qp7a1b"
+H1 = "hv-mn45op67qr89st01uv23wx4yz"  # a credential in a header of the provider's own
 
 CONFIG = f"""
 providers:
@@ -30,6 +32,7 @@ providers:
     kind: openai
     base_url: {{upstream}}
     api_key: {K2}
+    headers: {{x-org-token: {H1}}}
     models: [b]
 groups:
   - name: auto
@@ -44,7 +47,7 @@ def fragments(secret: str, n: int = 6) -> set[str]:
 
 
 def leaked(text: str) -> set[str]:
-    return {f for secret in (K1, K2) for f in fragments(secret) if f in text}
+    return {f for secret in (K1, K2, H1) for f in fragments(secret) if f in text}
 
 
 def test_no_fragment_of_any_secret_survives_a_masked_echo(
@@ -56,7 +59,7 @@ def test_no_fragment_of_any_secret_survives_a_masked_echo(
     writer.attach(live.runtime.hub)  # type: ignore[attr-defined]
     live.configure(CONFIG)
     live.upstream.script("a", then=KeyEcho())
-    live.upstream.script("b", then=KeyEcho(403))
+    live.upstream.script("b", then=KeyEcho(403, header="x-org-token"))  # echoes H1, masked
     _, admin = generate_key(name="ops", kind="admin")
     seen: list[str] = []
     with (
@@ -79,9 +82,10 @@ def test_no_fragment_of_any_secret_survives_a_masked_echo(
         again = v1.post("/chat/completions", json=body)  # both disabled now: 503 quoting them
         seen.append(_seen(again))
         assert again.status_code == 503
-        tested = api.post("/providers/p1/test")
-        seen.append(_seen(tested))
-        assert tested.json()["ok"] is False and "[redacted]" in tested.json()["message"]
+        for provider in ("p1", "p2"):
+            tested = api.post(f"/providers/{provider}/test")
+            seen.append(_seen(tested))
+            assert tested.json()["ok"] is False and "[redacted]" in tested.json()["message"]
         assert off_loop(lambda: writer.flush(10))
         for path in ("/status", "/calls", "/events", "/providers", "/providers/p1"):
             response = api.get(path)

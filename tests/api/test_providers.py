@@ -299,7 +299,7 @@ def test_a_stored_unsendable_value_fails_test_and_refresh_as_configuration(
     if column == "api_key":
         row.set_api_key(value)
     else:
-        row.headers = value
+        row.set_headers(value)
     row.save()
     expected = f"MISSING_CREDENTIAL: the provider's {what} is not printable ASCII"
 

@@ -504,7 +504,10 @@ def test_apply_creates_everything_in_file_order(django_capture_on_commit_callbac
     assert (primary.connect_timeout_s, primary.total_timeout_s) == (5, 600)
     backup = Provider.objects.get(name="backup")
     assert backup.get_api_key() == BACKUP_KEY
-    assert backup.headers == {"X-Title": "Switchyard", "HTTP-Referer": "https://example.com/docs"}
+    assert backup.get_headers() == {
+        "X-Title": "Switchyard",
+        "HTTP-Referer": "https://example.com/docs",
+    }
 
     fast = Group.objects.get(name="fast.v2")
     assert fast.policy == {"algorithm": "weighted", "commit": "complete"}
@@ -689,18 +692,34 @@ def _wipe() -> None:
 def test_export_round_trip_is_byte_equal() -> None:
     apply_sample()
     primary = Provider.objects.get(name="primary")
-    primary.headers = {"X-Template": "keep ${THIS} literal"}
+    primary.set_headers({"X-Template": "keep ${THIS} literal"})
     primary.save()
     settings_row = GlobalSettings.load()
     settings_row.policy = {"commit": "complete", "retry.max_retries": 2}
     settings_row.save()
 
     first = export_config()
-    _wipe()
-    config_apply(load_text(first, env=ENV), source="export")
+    # a header's value is write-only like the credential: exported as "" ("keep")
+    assert "X-Template: ''" in first and "literal" not in first
+    _wipe()  # a new installation: the operator gives the value again
+    assert "X-Title: ''" in first and "X-Title: Switchyard" not in first
+    given = first.replace("X-Template: ''", "X-Template: keep $${THIS} literal")
+    with pytest.raises(ConfigError) as unkept:
+        config_apply(load_text(given, env=ENV), source="export")
+    assert [str(e) for e in unkept.value.errors] == [
+        "providers.0.headers.HTTP-Referer: header HTTP-Referer has no stored value to keep: "
+        "give its value",
+        "providers.0.headers.X-Title: header X-Title has no stored value to keep: give its value",
+    ]
+    given = given.replace("X-Title: ''", "X-Title: Switchyard").replace(
+        "HTTP-Referer: ''", "HTTP-Referer: https://example.com/docs"
+    )
+    config_apply(load_text(given, env=ENV), source="export")
     second = export_config()
     assert second == first
-    assert Provider.objects.get(name="primary").headers == {"X-Template": "keep ${THIS} literal"}
+    assert Provider.objects.get(name="primary").get_headers() == {
+        "X-Template": "keep ${THIS} literal"
+    }
     file_policy = GlobalSettings.load().file_policy
     assert file_policy["commit"] == "complete" and file_policy["retry.max_retries"] == 2
 

@@ -545,6 +545,7 @@ def test_a_group_that_cannot_compile_is_a_503_and_the_others_keep_serving(
     plugins = inst.tmp / "plugins"
     plugins.mkdir()
     (plugins / "myalgo.py").write_text(textwrap.dedent(PLUGIN))
+    inst.env["SWITCHYARD_ALGORITHMS"] = "myalgo.Mine"  # registered (a bare path: its own name)
     key = inst.client_key
     url = inst.start_gateway()  # its PYTHONPATH lacks plugins/: the module "vanished"
     assert models(url, key) == {"auto"}

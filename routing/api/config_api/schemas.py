@@ -199,7 +199,10 @@ class ProviderOut(Schema):
     base_url: str
     api_key_set: bool
     api_key_hint: str
-    headers: dict[str, str]
+    headers: dict[str, Literal[""]] = Field(
+        description='the extra headers\' names; values are write-only (shown as "", and "" '
+        "in a write keeps the stored value)"
+    )
     betas: dict[str, list[str]] = Field(
         default_factory=dict,
         description="anthropic-beta filter: {allow?: [...], strip: [...]}; {} = all pass",

@@ -141,7 +141,11 @@ class ProviderIn(StrictModel):
     ] = None
     headers: Annotated[
         dict[str, str], AfterValidator(_headers), Documented(_HEADERS_DOCUMENTED)
-    ] = Field(default_factory=dict)
+    ] = Field(
+        default_factory=dict,
+        description='Extra request headers. Values are write-only, like api_key: "" keeps '
+        "the value stored under that name; a name left out is removed.",
+    )
     betas: BetasIn | None = None
     models: (
         Annotated[list[ModelId], AfterValidator(_unique_models), Documented({"uniqueItems": True})]
