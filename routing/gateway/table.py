@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from routing.conf import switchyard_settings
 from routing.config.aliases import first_match
@@ -25,6 +26,7 @@ from routing.continuity.effort import EffortPolicy
 from routing.continuity.provenance import Producer
 from routing.continuity.rewrite import TargetContinuity
 from routing.continuity.window import DeclaredWindow, declared_window
+from routing.engine.addresses import metadata_host
 from routing.engine.algorithms import Candidate, RoutingAlgorithm, get_algorithm
 from routing.engine.failures import FailureCode
 from routing.engine.health import CircuitPolicy
@@ -335,10 +337,14 @@ def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> T
     return dataclasses.replace(target, circuit=merged)
 
 
-def unsendable(api_key: str, headers: Mapping[str, str]) -> str:
-    """Why a credential or header value could not go on an HTTP request, or ""."""
+def unsendable(api_key: str, headers: Mapping[str, str], base_url: str = "") -> str:
+    """Why a credential or header value could not go on an HTTP request, or the request
+    must not go to ``base_url`` (a cloud metadata service, stored before the schema
+    refused it), or ""."""
     from routing.config.schema import printable_ascii
 
+    if base_url and metadata_host(urlsplit(base_url).hostname or ""):
+        return "the provider's base_url is a cloud metadata service"
     if api_key and not printable_ascii(api_key):
         return "the provider's credential is not printable ASCII"
     for name, value in headers.items():
@@ -417,7 +423,7 @@ def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
         check_interval_s=(
             default_check_s if row.health_check_s is None else float(row.health_check_s)
         ),
-        config_error=unreadable or unsendable(api_key, headers),
+        config_error=unreadable or unsendable(api_key, headers, row.base_url),
         betas_allow=(
             frozenset(row.betas["allow"])
             if isinstance(row.betas, dict) and row.betas.get("allow") is not None

@@ -79,7 +79,7 @@ def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
         secret, headers = provider.get_api_key(), provider.get_headers()
     except CredentialDecryptError as exc:
         raise ProviderCallError(str(exc)) from None
-    problem = unsendable(secret, headers)
+    problem = unsendable(secret, headers, provider.base_url)
     if problem:  # the call path's verdict on the same row (Call._unsendable)
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
     redact = _redactor(secret, headers)

@@ -375,3 +375,20 @@ def test_a_failed_refresh_says_what_failed_but_never_echoes_the_reply(api: Api, 
     assert tested["message"] == "Forbidden: this is not a model server"
     for answer in (refused.content, str(tested).encode()):
         assert b"AccessKeyId" not in answer and b"xxxxxx" not in answer
+
+
+def test_a_stored_metadata_base_url_fails_test_refresh_and_calls_as_configuration(
+    api: Api,
+) -> None:
+    """A row written before the schema refused it (issue 37 item 6) is never called."""
+    from routing.gateway.table import compile_table
+
+    api.provider("p1", models=["a"])
+    Provider.objects.filter(name="p1").update(base_url="http://169.254.169.254/latest")
+    expected = "MISSING_CREDENTIAL: the provider's base_url is a cloud metadata service"
+    tested = api.post("/providers/p1/test").json()
+    assert tested["ok"] is False and tested["message"].startswith(expected)
+    refreshed = api.post("/providers/p1/refresh-models")
+    assert refreshed.status_code == 424 and refreshed.json()["detail"].startswith(expected)
+    spec = compile_table().providers["p1"]
+    assert spec.config_error == "the provider's base_url is a cloud metadata service"
