@@ -219,7 +219,18 @@ def _distinct_targets(block: dict[str, Any]) -> None:
             seen.add(address)
 
 
+def _header_values_given(block: dict[str, Any]) -> None:
+    """A header value "" keeps the stored value of that name (values are write-only, like
+    api_key): a client sends "" only for a name it read, and gives the value of a new one."""
+    headers = block.get("headers")
+    if isinstance(headers, dict):
+        for name, value in headers.items():
+            if value == "":
+                headers[name] = "v"
+
+
 BODY_RULES = [
+    _header_values_given,
     _ordered("initial_delay_ms", "max_delay_ms"),
     _ordered("cooldown_base_ms", "cooldown_cap_ms"),
     lambda block: block.pop("compact_window", None) if block.get("context_window") else None,
