@@ -13,10 +13,10 @@ Decisions:
   (optional list) — the rotation window, as with Django's ``SECRET_KEY_FALLBACKS``.
 - Rotation (``manage.py rotate_secret --old OLD --new NEW``) re-encrypts every
   provider's tokens (the credential and each header value) in one transaction (the rows:
-  ``routing.services.providers``; the cipher: :func:`rotator`). Flow: either stop the gateway, rotate, set
-  ``SWITCHYARD_SECRET_KEY=NEW`` and start it; or, without downtime, first deploy
-  ``SWITCHYARD_SECRET_KEY=NEW`` with ``OLD`` listed in the fallbacks, rotate, then drop
-  the fallback.
+  ``routing.services.providers``; the cipher: :func:`rotator`). Flow: either stop the
+  gateway, rotate, set ``SWITCHYARD_SECRET_KEY=NEW`` and start it; or, without downtime,
+  first deploy ``SWITCHYARD_SECRET_KEY=NEW`` with ``OLD`` listed in the fallbacks, rotate,
+  then drop the fallback.
 
 Nothing here ever logs or formats a secret, a plaintext credential or a token.
 """

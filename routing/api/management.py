@@ -1,9 +1,10 @@
 """The management API under ``/api/v1/`` (django-ninja; OpenAPI at ``/api/docs``).
 
-Every endpoint, the OpenAPI document and its page included, is authenticated by an admin key (``Authorization: Bearer sk-sy-…`` created with
-``createkey NAME --admin``) or a staff session (with CSRF on unsafe methods). A client
-key is recognised and refused with 403, so a script learns it used the wrong kind of key.
-Routers from their own modules are mounted here; endpoints stay thin and call services.
+Every endpoint, the OpenAPI document and its page included, is authenticated by an admin
+key (``Authorization: Bearer sk-sy-…`` created with ``createkey NAME --admin``) or a staff
+session (with CSRF on unsafe methods). A client key is recognised and refused with 403, so
+a script learns it used the wrong kind of key. Routers from their own modules are mounted
+here; endpoints stay thin and call services.
 """
 
 from __future__ import annotations
