@@ -31,9 +31,11 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 import dashboard.routing  # noqa: E402
 from dashboard.origin import SameOriginValidator  # noqa: E402
 from routing.api.asgi import split_gateway_traffic  # noqa: E402
+from routing.api.edge import scrub_access_log  # noqa: E402
 from routing.gateway.runtime import close_on_twisted_shutdown, lifespan  # noqa: E402
 
 close_on_twisted_shutdown()  # daphne: pooled upstream clients are closed at shutdown
+scrub_access_log()  # uvicorn: no key sent in a query string reaches its access log
 
 # /v1 goes to a handler without the page's sync middleware (see routing.api.asgi).
 application = split_gateway_traffic(

@@ -177,7 +177,8 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Request bodies above this get an OpenAI-shaped 413 on /v1 (agents send long histories).
+# Request bodies above this get a 413 before they are read (routing.api.edge; agents send
+# long histories, so it is generous).
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("SWITCHYARD_MAX_BODY_BYTES", 8 * 1024 * 1024))
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -232,6 +233,8 @@ SWITCHYARD = {
     "AUDIT_MAX_ROWS": int(os.environ.get("SWITCHYARD_AUDIT_MAX_ROWS", "200000")),
     # Connections per provider (each open stream holds one); 0: from the open-file limit.
     "UPSTREAM_MAX_CONNECTIONS": int(os.environ.get("SWITCHYARD_UPSTREAM_MAX_CONNECTIONS", "0")),
+    # A request's line, headers and body must arrive within this (slow clients): 408, closed.
+    "REQUEST_READ_TIMEOUT_S": float(os.environ.get("SWITCHYARD_REQUEST_READ_TIMEOUT_S", "30")),
 }
 
 LOGGING = {

@@ -79,6 +79,11 @@ class SwitchyardSettings(BaseModel):
     UPSTREAM_MAX_CONNECTIONS: int = Field(
         default=0, description="connections per provider; 0: from the open-file limit"
     )
+    REQUEST_READ_TIMEOUT_S: float = Field(
+        default=30,
+        description="seconds a request's line, headers and body have to arrive (daphne); "
+        "0: no deadline",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from routing.api.django_seam import (
     middleware_setting,
     release_request,
 )
+from routing.api.edge import guard
 
 GATEWAY_MIDDLEWARE: list[str] = []
 MATCHES_KEPT = 256  # resolved paths the handler keeps (GatewayASGIHandler.resolve_request)
@@ -227,16 +228,22 @@ def _release_request(
 
 def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:
     """An ASGI app sending HTTP requests for ``prefix`` paths to the lean handler, and
-    everything else (the page, websockets, lifespan) to ``default_app``. It goes in front of
+    everything else (the page, websockets, lifespan) to ``default_app``; every HTTP request
+    first through the edge's bounded-read rules (``routing.api.edge.guard``). It goes in front of
     the protocol router and calls ``handle`` itself: every coroutine between the server and
     the relay is held by each open stream and resumed on each of its chunks."""
     gateway_app = GatewayASGIHandler()
     handle = gateway_app.handle
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(prefix):
-            await handle(scope, receive, send)
-        else:
+        if scope["type"] != "http":
             await default_app(scope, receive, send)
+            return
+        served = handle if scope["path"].startswith(prefix) else default_app
+        edge = guard(scope, receive, send)  # a bounded read, and none unauthenticated
+        if edge is None:
+            await served(scope, receive, send)
+        else:
+            await edge(served)
 
     return app
