@@ -44,6 +44,9 @@ SERVER_MODULES = {
     "daphne": ("daphne",),
     "uvicorn": ("uvicorn", "uvloop", "httptools", "websockets"),
 }
+# The module each server runs as: daphne through Switchyard's edge (a bounded read, a
+# request deadline, backpressure, a scrubbed access log: routing.management.daphne_edge).
+SERVER_ENTRY = {"daphne": "routing.management.daphne_edge", "uvicorn": "uvicorn"}
 QUICK_EXIT_S = 10.0
 QUICK_EXITS = 3
 POLL_S = 0.2
@@ -135,13 +138,13 @@ def server_command(
             else ["--host", host, "--port", str(port), "--backlog", str(backlog)]
         )
         fast = ["--loop", "uvloop", "--http", "httptools", "--ws", "websockets"]
-        return [sys.executable, "-m", "uvicorn", *where, *fast, app]
+        return [sys.executable, "-m", SERVER_ENTRY["uvicorn"], *where, *fast, app]
     if fd is not None:
         endpoint = f"fd:fileno={fd}"
     else:
         interface = host.replace(":", "\\:")  # an IPv6 address's colons, escaped for Twisted
         endpoint = f"tcp:port={port}:interface={interface}:backlog={backlog}"
-    return [sys.executable, "-m", "daphne", "-e", endpoint, app]
+    return [sys.executable, "-m", SERVER_ENTRY["daphne"], "-e", endpoint, app]
 
 
 @dataclass

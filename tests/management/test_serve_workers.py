@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from routing.management.workers import SERVER_ENTRY
 from tests.state.servers import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +63,7 @@ def server_children(pid: int, server: str) -> set[int]:
             cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
         except FileNotFoundError:
             continue
-        if f"-m\0{server}\0".encode() in cmdline:
+        if f"-m\0{SERVER_ENTRY[server]}\0".encode() in cmdline:
             found.add(int(child))
     return found
 
