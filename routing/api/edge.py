@@ -91,6 +91,8 @@ def _admission(
             length = int(value) if value.strip().isdigit() else None
         elif name == b"transfer-encoding":
             unbounded = True
+    if not unbounded and not length:  # no body: nothing to read, nothing to bound
+        return True, False, limit
     if limit is not None and length is not None and length > limit:
         return False, False, limit
     counted = unbounded and length is None and limit is not None
