@@ -205,7 +205,7 @@ class EdgeChannel(_HTTPChannel):  # type: ignore[misc]
         mark (or the connection is gone); None when it is under it now."""
         if not self._waitingForTransport or self.transport is None:
             return None
-        if self._drained is None:
+        if self._drained is None or self._drained.done():  # done: cancelled with its waiter
             self._drained = asyncio.get_running_loop().create_future()
         return self._drained
 
