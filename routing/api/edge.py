@@ -82,43 +82,42 @@ def _admission(
 ) -> tuple[bool | None, bool, int | None]:
     """(the body is wanted (None: no routing table to tell), it must be counted as it
     arrives, the limit). A request with neither ``Content-Length`` nor ``Transfer-Encoding``
-    has no body (RFC 9112 6.3)."""
+    has no body (RFC 9112 6.3). One pass over the headers: it runs on every request."""
     limit = body_limit()
     length: int | None = None
     unbounded = False
+    secrets: list[bytes] = []
     for name, value in headers:
         if name == b"content-length":
             length = int(value) if value.strip().isdigit() else None
         elif name == b"transfer-encoding":
             unbounded = True
+        elif name == b"authorization":
+            scheme, _, secret = value.partition(b" ")
+            if scheme.lower() == b"bearer":
+                secrets.append(secret)
+        elif name in _KEY_HEADERS:
+            secrets.append(value)
     if not unbounded and not length:  # no body: nothing to read, nothing to bound
         return True, False, limit
     if limit is not None and length is not None and length > limit:
         return False, False, limit
     counted = unbounded and length is None and limit is not None
     if path.startswith(GATEWAY_PREFIX):
-        known = presents_known_key(query, headers)
+        known = _known_key(query, secrets)
         if not known:
             return known, counted, limit
     return True, counted, limit
 
 
-def presents_known_key(query: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bool | None:
-    """Whether any key header (or ``?key=``) holds a key of the routing table; None when
-    there is no table (not compiled yet, or dropped by a change). Broader than a door's own
-    check on purpose (any door's header, any kind of key): a key accepted here and refused
-    by the door costs one bounded read."""
+def _known_key(query: bytes, secrets: list[bytes]) -> bool | None:
+    """Whether any of the key headers' ``secrets`` (or ``?key=``) is a key of the routing
+    table; None when there is no table (not compiled yet, or dropped by a change). Broader
+    than a door's own check on purpose (any door's header, any kind of key): a key accepted
+    here and refused by the door costs one bounded read."""
     table = get_runtime().table
     if table is None:
         return None
-    secrets: list[bytes] = []
-    for name, value in headers:
-        if name == b"authorization":
-            scheme, _, secret = value.partition(b" ")
-            if scheme.lower() == b"bearer":
-                secrets.append(secret)
-        elif name in _KEY_HEADERS:
-            secrets.append(value)
     if b"key=" in query:
         for parameter in query.split(b"&"):
             name, _, value = parameter.partition(b"=")
