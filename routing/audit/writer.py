@@ -10,8 +10,15 @@ Failure policy, chosen so that a sick database can only lose records, never call
 
 - queue full → the new record is dropped and counted (``dropped``); the thread logs
   one line per drain cycle in which drops happened;
-- a batch that cannot be written → logged (one line), counted (``failed``) and dropped;
-  never retried, so a broken database cannot grow memory or replay stale records.
+- text and JSON values are stored as the database can hold them (``routing.audit.rows``:
+  a NUL, which PostgreSQL refuses, is replaced);
+- a batch the database refuses for a record's data (``DataError``, ``IntegrityError``, a
+  value no row can hold) → written again record by record, each in its own transaction:
+  only the refused record is lost, logged (one line, with its call id) and counted
+  (``failed``) — one client's bad value never costs another client's record;
+- a batch that cannot be written otherwise (the database is down) → logged (one line),
+  counted (``failed``) and dropped; never retried, so a broken database cannot grow memory
+  or replay stale records.
 
 Process wiring: one writer per process (:func:`get_writer`), subscribed to the runtime's
 hub by :func:`attach`. :func:`start` attaches to ``get_runtime().hub`` and is what the
@@ -36,7 +43,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import close_old_connections, connection
+from django.db import DataError, IntegrityError, close_old_connections, connection
 
 from routing.audit.rows import Rows, rows_from, rows_write
 from routing.gateway.events import Event, EventHub
@@ -169,26 +176,70 @@ class AuditWriter:
             self._maybe_prune()
 
     def _write(self, batch: list[Any]) -> None:
-        written = False
+        """Store ``batch`` in one transaction; when the database refuses a record's data,
+        store it record by record, so that only the record it refuses is lost."""
+        written = 0
         try:
-            rows = rows_from(batch, self._secrets_now())
-            close_old_connections()
-            self._write_rows(rows)
-            written = True
-        except Exception as exc:  # noqa: BLE001 - any failure loses this batch, never the thread
-            log.error(
-                "audit: dropped a batch of %d records: %s: %s", len(batch), type(exc).__name__, exc
-            )
-            _discard_connection()
+            failure = self._store(batch)
+            if failure is None:
+                written = len(batch)
+            elif isinstance(failure, RECORD_ERRORS):
+                written = self._store_each(batch)
+            else:
+                log.error(
+                    "audit: dropped a batch of %d records: %s: %s",
+                    len(batch),
+                    type(failure).__name__,
+                    failure,
+                )
         finally:
             close_old_connections()
             with self._cond:
                 self._settled += len(batch)
-                if written:
-                    self._written += len(batch)
-                else:
-                    self._failed += len(batch)
+                self._written += written
+                self._failed += len(batch) - written
                 self._cond.notify_all()
+
+    def _store(self, batch: list[Any]) -> Exception | None:
+        """Write ``batch``'s rows: None, or why not. A record that cannot become a row is
+        the record's failure (a ``ValueError``), not the database's."""
+        try:
+            rows = rows_from(batch, self._secrets_now())
+        except Exception as exc:  # noqa: BLE001 - one record's bad value
+            return ValueError(f"{type(exc).__name__}: {exc}")
+        try:
+            close_old_connections()
+            self._write_rows(rows)
+        except Exception as exc:  # noqa: BLE001 - any failure loses records, never the thread
+            if not isinstance(exc, RECORD_ERRORS):
+                _discard_connection()
+            return exc
+        return None
+
+    def _store_each(self, batch: list[Any]) -> int:
+        """Each record in a transaction of its own; one ERROR line per record lost (with its
+        call id). If the database itself fails on the way, the rest goes as a batch."""
+        written = 0
+        for position, item in enumerate(batch):
+            failure = self._store([item])
+            if failure is None:
+                written += 1
+            elif isinstance(failure, RECORD_ERRORS):
+                log.error(
+                    "audit: dropped the record of %s: %s: %s",
+                    _label(item),
+                    type(failure).__name__,
+                    _first_line(failure),
+                )
+            else:
+                log.error(
+                    "audit: dropped %d records: %s: %s",
+                    len(batch) - position,
+                    type(failure).__name__,
+                    _first_line(failure),
+                )
+                break
+        return written
 
     def _secrets_now(self) -> list[str]:
         """The table may be mid-rebuild (None): keep the last credentials seen."""
@@ -230,6 +281,24 @@ class AuditWriter:
             log.info(
                 "audit: pruned %s", ", ".join(f"{n} {kind}" for kind, n in deleted.items() if n)
             )
+
+
+# What the database (or the mapping to rows) says about a record's own data, rather than
+# about the database: a batch failing so is written again record by record.
+RECORD_ERRORS: tuple[type[Exception], ...] = (DataError, IntegrityError, ValueError)
+
+
+def _label(item: object) -> str:
+    """Which record it was, for the log line that says it is lost."""
+    call_id = getattr(item, "call_id", None)
+    if call_id:
+        return f"call {call_id}"
+    return type(item).__name__
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc)
+    return text.split("\n", 1)[0]
 
 
 def _discard_connection() -> None:

@@ -255,7 +255,7 @@ def _writer_families() -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
     stats = writer.get_writer().stats()
     records = CounterMetricFamily(
         "switchyard_audit_records",
-        "Audit records by outcome: written, failed (the database refused the batch), "
+        "Audit records by outcome: written, failed (the database refused the record or was down), "
         "dropped (the queue was full).",
         labels=["outcome"],
     )
