@@ -295,6 +295,7 @@ def fresh_store():  # type: ignore[no-untyped-def]
 def harness(
     live_gateway: LiveGateway, fake_upstream: FakeUpstream, transactional_db: None, tmp_path: Path
 ) -> Iterator[Harness]:
+    from routing.engine.refusals import KeylessRefusals
     from routing.gateway.events import EventHub
     from routing.gateway.runtime import get_runtime
     from routing.services.api_keys import generate_key
@@ -305,6 +306,7 @@ def harness(
     runtime.background_checks = False
     runtime.use_store(fresh_store())
     runtime.hub = EventHub()
+    runtime.keyless = KeylessRefusals()  # this test's one sample per address and minute
     sleeps = SleepRecorder()
     runtime.sleep = sleeps
     runtime.invalidate()

@@ -24,6 +24,7 @@ from routing.audit.call_query import call_detail, calls_page
 from routing.audit.models import FrontDoor, Outcome
 from routing.engine.failures import FailureCode
 from routing.engine.targets import target_key
+from routing.gateway.runtime import get_runtime
 
 CODES = [*(code.value for code in FailureCode), "ROUTES_EXHAUSTED"]
 
@@ -55,6 +56,7 @@ async def calls_page_view(request: HttpRequest) -> HttpResponse:
         "load_error": "",
         "before": before,
         "query": urlencode({k: v for k, v in values.items() if v}),
+        "keyless": get_runtime().keyless.count,  # refused without a key: only sampled here
         **await sync_to_async(_choices)(),
     }
     if filters is None:

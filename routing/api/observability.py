@@ -71,6 +71,11 @@ class StatusOut(Schema):
     at: Timestamp
     groups: list[GroupStatusOut]
     store: dict[str, Any]
+    unauthenticated_refusals: int = Field(
+        description="Requests to /v1 refused for want of a valid key by this process since it "
+        "started: counted, and on the record only as a sample (one per client address and "
+        "minute)."
+    )
 
 
 class UsageOut(Schema):

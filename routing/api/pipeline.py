@@ -307,9 +307,17 @@ def refuse(
     call with outcome ``refused``, its reason and key (SPEC §12), in the ledger, on the
     Calls page and in ``/metrics``. Publishing only enqueues: no I/O on the request path.
     ``group`` is the group the request resolved to, or ``""`` (never a name the client
-    made up: metric labels stay bounded)."""
+    made up: metric labels stay bounded).
+
+    A refusal for want of a valid key (401) is counted, and recorded only as a sample, at
+    most one per client address and minute (``routing.engine.refusals``): anyone can send
+    those, and each one on the record would push real history out of the capped ledger."""
     runtime = get_runtime()
     now = runtime.clock()
+    if key is None and reply.status == 401:
+        source = request.META.get("REMOTE_ADDR") or ""
+        if not runtime.keyless.record(source, now):
+            return render(reply)
     started = started_at(request)
     elapsed_ms = 0.0
     if started is not None:

@@ -27,6 +27,7 @@ from asgiref.sync import sync_to_async
 
 from routing.conf import switchyard_settings
 from routing.engine.failures import Redactor
+from routing.engine.refusals import KeylessRefusals
 from routing.gateway.events import EventHub
 from routing.gateway.limits import upstream_connections
 from routing.gateway.table import (
@@ -103,6 +104,7 @@ class Runtime:
         self.background_checks = True  # tests turn the loop off and drive check passes
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
         self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
+        self.keyless = KeylessRefusals()  # refusals without a valid key: counted, sampled
 
     def use_store(self, store: HealthStore) -> None:
         """Replace the health store (tests; a store rebuilt): the limit counters move with

@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from routing.engine.health import HealthEvent, HealthState
+from routing.engine.refusals import KeylessRefusals
 from routing.gateway.events import CallOutcome, CallRecord, Event, FallbackEvent, RetryEvent
 from routing.gateway.runtime import Runtime
 
@@ -206,9 +207,15 @@ def _usage(group: str, target: str, usage: dict[str, object], cost: float | None
 class _ScrapeCollector(Collector):
     """Values read at scrape time: per-target health and the audit writer's counters."""
 
-    def __init__(self, health: dict[str, tuple[HealthState, float]], calls_open: int) -> None:
+    def __init__(
+        self,
+        health: dict[str, tuple[HealthState, float]],
+        calls_open: int,
+        keyless: KeylessRefusals | None = None,
+    ) -> None:
         self.health = health  # target -> (state, remaining cooldown in seconds)
         self.calls_open = calls_open
+        self.keyless = keyless or KeylessRefusals()
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         state = GaugeMetricFamily(
@@ -231,6 +238,16 @@ class _ScrapeCollector(Collector):
             "Calls begun and not yet finished in this process (a stream until its last byte).",
             value=self.calls_open,
         )
+        refused = CounterMetricFamily(
+            "switchyard_unauthenticated_refusals",
+            "Requests to /v1 refused for want of a valid key (401) in this process: recorded "
+            "(the ledger's sample, at most one per client address and minute) or only "
+            "counted.",
+            labels=["outcome"],
+        )
+        refused.add_metric(["recorded"], self.keyless.sampled)
+        refused.add_metric(["counted"], self.keyless.count - self.keyless.sampled)
+        yield refused
         yield from _writer_families()
         yield from _continuity_families()
 
@@ -281,5 +298,5 @@ async def exposition(runtime: Runtime) -> bytes:
         for t in g.targets
     }
     scraped = CollectorRegistry(auto_describe=False)
-    scraped.register(_ScrapeCollector(health, runtime.calls_open))
+    scraped.register(_ScrapeCollector(health, runtime.calls_open, runtime.keyless))
     return generate_latest(REGISTRY) + generate_latest(scraped)

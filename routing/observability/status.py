@@ -53,6 +53,7 @@ class Status:
     now: float
     groups: list[GroupStatus]
     store: dict[str, object]
+    unauthenticated_refusals: int = 0  # this process's, since its start (routing.engine.refusals)
 
 
 async def _rotation(runtime: Runtime, group: GroupSpec) -> int | None:
@@ -106,4 +107,9 @@ async def status_read(runtime: Runtime) -> Status:
         limits = gate.counters.describe()
         store["limits"] = limits
         store["degraded"] = bool(store.get("degraded")) or bool(limits.get("degraded"))
-    return Status(now=now, groups=groups, store=store)
+    return Status(
+        now=now,
+        groups=groups,
+        store=store,
+        unauthenticated_refusals=runtime.keyless.count,
+    )
