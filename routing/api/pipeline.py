@@ -187,6 +187,13 @@ def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str
         return ErrorReply(400, "Request body is not valid JSON.", "invalid_json", door=door)
     if not isinstance(body, dict):
         return ErrorReply(400, "Request body must be a JSON object.", "invalid_request", door=door)
+    if len(raw) > 2 * JSON_DEPTH_MAX and too_deep(body):
+        return ErrorReply(
+            400,
+            f"Request body is nested too deeply (more than {JSON_DEPTH_MAX} levels).",
+            "invalid_json",
+            door=door,
+        )
     model = body.get("model")
     if not isinstance(model, str) or not model:
         return ErrorReply(
@@ -201,6 +208,23 @@ def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str
             400, "'stream' must be a boolean.", "invalid_request", param="stream", door=door
         )
     return body
+
+
+# How deep a body may nest: what ``orjson.dumps`` writes (it parses 1,024 levels but writes
+# 254), so that every body taken can be sent on: a deeper one used to fail as it was sent,
+# a 500 and two tracebacks, instead of the client's 400.
+JSON_DEPTH_MAX = 254
+
+
+def too_deep(body: object) -> bool:
+    """Whether ``body`` nests deeper than :data:`JSON_DEPTH_MAX`. Asked only of a body long
+    enough to (255 levels take 510 bytes); writing it is the fastest full walk there is
+    (C, a fifth of parsing it), and it is the very limit that matters."""
+    try:
+        orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        return True
+    return False
 
 
 def read_body(request: HttpRequest, door: Door) -> dict[str, Any] | ErrorReply:

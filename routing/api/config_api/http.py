@@ -13,6 +13,7 @@ from ninja import Header
 from pydantic import BaseModel, ValidationError
 
 from routing import selectors, services
+from routing.api.pipeline import JSON_DEPTH_MAX
 from routing.config.errors import ConfigError
 from routing.config.fields import nullable_fields
 from routing.config.schema import GROUP_NAME_RE, PROVIDER_NAME_RE, field_errors, policy_models
@@ -113,19 +114,29 @@ def json_body(request: HttpRequest, *, default: Any = None) -> Any:
         return _integral(orjson.loads(request.body))
     except orjson.JSONDecodeError:
         raise ConfigError.single("", "the body is not valid JSON (UTF-8)") from None
+    except _TooDeep:
+        raise ConfigError.single(
+            "", f"the body is nested too deeply (more than {JSON_DEPTH_MAX} levels)"
+        ) from None
 
 
-def _integral(value: Any) -> Any:
+class _TooDeep(Exception):
+    pass
+
+
+def _integral(value: Any, depth: int = 1) -> Any:
     """JSON has one number type, and JSON Schema's ``integer`` is any number without a
     fraction: ``5.0`` is the integer 5 to a client (and to the documented schema), so it is
     read as one. Fractions stay floats; the schema's strictness about strings and booleans
-    is untouched."""
+    is untouched. Deeper than ``/v1`` takes (what can be written back): :class:`_TooDeep`."""
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
         return int(value)
+    if isinstance(value, dict | list) and depth > JSON_DEPTH_MAX:
+        raise _TooDeep
     if isinstance(value, dict):
-        return {key: _integral(item) for key, item in value.items()}
+        return {key: _integral(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [_integral(item) for item in value]
+        return [_integral(item, depth + 1) for item in value]
     return value
 
 
