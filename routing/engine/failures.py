@@ -73,12 +73,23 @@ PROVIDER_WIDE_CODES: frozenset[FailureCode] = frozenset({F.AUTH, F.QUOTA})
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """One classified failure. ``retry_after_s`` is the upstream's own wait hint, if any."""
+    """One classified failure. ``retry_after_s`` is the upstream's own wait hint, if any.
+
+    ``message`` is the whole story, for the operator's log and the ledger; ``public`` is
+    what a client may be told when the message holds more (the gateway's own view of the
+    network: an internal address, an OS error), None when the message is fit for clients.
+    """
 
     code: FailureCode
     message: str
     status: int | None = None
     retry_after_s: float | None = None
+    public: str | None = None
+
+    @property
+    def client_message(self) -> str:
+        """What a reply, an error event or a client-facing summary says of this failure."""
+        return self.message if self.public is None else self.public
 
 
 # --- Retry-After -------------------------------------------------------------------------

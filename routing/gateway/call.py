@@ -541,9 +541,12 @@ class Call:
             failure.message,
         )
         self._finish(CallOutcome.FAILED, error_code=failure.code.value, http_status=status)
+        said = failure.client_message
+        if failure.public is not None and self.record.attempts:  # which provider, and how
+            said = f"{self.record.attempts[-1].target} → {failure.code.value}: {said}"
         return ErrorReply(
             status=status,
-            message=failure.message,
+            message=said,
             code=failure.code.value,
             type="invalid_request_error" if status < 500 else "upstream_error",
             headers=self._trail_headers(),
@@ -571,7 +574,11 @@ class Call:
             headers["retry-after"] = str(max(1, math.ceil(min(waits) - now)))
         message = ended.message(group.name)
         log.error(
-            "exhausted call=%s group=%s status=%s: %s", self.call_id, group.name, status, message
+            "exhausted call=%s group=%s status=%s: %s",
+            self.call_id,
+            group.name,
+            status,
+            ended.message(group.name, detail=True),
         )
         self._finish(CallOutcome.FAILED, error_code="ROUTES_EXHAUSTED", http_status=status)
         return ErrorReply(

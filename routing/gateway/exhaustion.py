@@ -32,19 +32,21 @@ class Exhaustion:
     skipped: Mapping[str, str]  # never tried, and why
     context_limit: ContextLimit | None  # set when a context window overflowed
 
-    def message(self, group: str) -> str:
-        lines = [f"{t.key} → {self.line(t)}" for t in self.targets]
+    def message(self, group: str, *, detail: bool = False) -> str:
+        """The client's summary; with ``detail``, the operator's (``Failure.public``)."""
+        lines = [f"{t.key} → {self.line(t, detail=detail)}" for t in self.targets]
         return f"All routes for '{group}' failed:\n" + "\n".join(lines)
 
-    def line(self, target: TargetSpec) -> str:
+    def line(self, target: TargetSpec, *, detail: bool = False) -> str:
         """A target's failure in this call, or why it was not tried."""
         outcome = self.outcomes.get(target.key)
         if outcome is not None:
             f, attempts = outcome.failure, outcome.attempts
             status = f" (HTTP {f.status})" if f.status is not None else ""
+            said = f.message if detail else f.client_message
             # the last attempt's own time, then the total spent on the target
             return (
-                f"{f.code.value}{status}: {f.message} ({outcome.last_ms:.0f} ms; "
+                f"{f.code.value}{status}: {said} ({outcome.last_ms:.0f} ms; "
                 f"{attempts} attempt{'s' if attempts != 1 else ''} "
                 f"in {outcome.elapsed_ms / 1000:.1f} s)"
             )

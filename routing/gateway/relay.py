@@ -101,7 +101,7 @@ class CommittedStream:
                         async for out in self._rescue(reader, failure, None):
                             yield out
                         if self._unrescued():
-                            yield sse_error(failure.message, code=failure.code.value)
+                            yield sse_error(failure.client_message, code=failure.code.value)
                         return
                     if frames is None:
                         break
@@ -136,7 +136,7 @@ class CommittedStream:
                         async for out in self._rescue(reader, failure, relay):
                             yield out
                         if self._unrescued():
-                            yield relay.error(failure.message, code=failure.code.value)
+                            yield relay.error(failure.client_message, code=failure.code.value)
                         return
                     if out is None:
                         break

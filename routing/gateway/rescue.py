@@ -230,7 +230,7 @@ async def continue_elsewhere(
     if rescue.ok:
         yield sink.end()
     elif rescue.target is not None and rescue.failure is not None:
-        yield sink.error(rescue.failure.message, rescue.failure.code.value)
+        yield sink.error(rescue.failure.client_message, rescue.failure.code.value)
 
 
 async def _answer(

@@ -99,8 +99,10 @@ def translate_exception(exc: BaseException, *, phase: str) -> Failure:
     # httpx-aiohttp maps every aiohttp connection error, a dropped connection included,
     # to ConnectTimeout; the aiohttp cause tells a refused connection, a real timeout and
     # a cut apart.
+    # The OS's words name the address the gateway tried: the log and the ledger keep them,
+    # a client is told only that the connection failed (``Failure.public``).
     if isinstance(cause, aiohttp.ClientConnectorError):
-        return Failure(FailureCode.TRANSPORT, f"connection failed: {cause.strerror or cause}")
+        return _unreachable(f"connection failed: {cause.strerror or cause}")
     if isinstance(
         cause, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError | aiohttp.ClientPayloadError
     ):
@@ -108,9 +110,7 @@ def translate_exception(exc: BaseException, *, phase: str) -> Failure:
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return Failure(FailureCode.TIMEOUT, f"{phase} timeout")
     if isinstance(exc, httpx.ConnectError):
-        return Failure(
-            FailureCode.TRANSPORT, f"connection failed: {exc}" if str(exc) else "connection failed"
-        )
+        return _unreachable(f"connection failed: {exc}" if str(exc) else "connection failed")
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return Failure(FailureCode.TRANSPORT, f"connection lost during {phase}")
     if isinstance(exc, httpx.TransportError):
@@ -119,9 +119,15 @@ def translate_exception(exc: BaseException, *, phase: str) -> Failure:
         )
     if isinstance(exc, OSError):
         return Failure(
-            FailureCode.TRANSPORT, f"network error during {phase}: {exc.strerror or exc}"
+            FailureCode.TRANSPORT,
+            f"network error during {phase}: {exc.strerror or exc}",
+            public=f"network error during {phase}",
         )
     return Failure(FailureCode.UNKNOWN, f"{type(exc).__name__} during {phase}")
+
+
+def _unreachable(message: str) -> Failure:
+    return Failure(FailureCode.TRANSPORT, message, public="connection failed")
 
 
 # What a send or a read may raise that is the network's doing, not a bug of ours.
