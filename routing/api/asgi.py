@@ -36,6 +36,7 @@ from routing.api.django_seam import (
     release_request,
 )
 from routing.api.edge import guard
+from routing.api.hosts import host_refusal
 
 GATEWAY_MIDDLEWARE: list[str] = []
 MATCHES_KEPT = 256  # resolved paths the handler keeps (GatewayASGIHandler.resolve_request)
@@ -108,6 +109,10 @@ class GatewayASGIHandler(ASGIHandler):
         the view run in this task and one disconnect listener beside it (``_DisconnectWatch``)
         instead of two tasks and an ``asyncio.wait``."""
         scope[STARTED] = asyncio.get_running_loop().time()  # for the overhead header
+        refused = host_refusal(scope)  # ALLOWED_HOSTS, as Django's own handler would
+        if refused is not None:
+            await self.send_response(refused, send)
+            return
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
