@@ -32,6 +32,7 @@ from django.utils.deconstruct import deconstructible
 from routing import crypto
 from routing.config.schema import GROUP_NAME_RE, TIMEOUT_DEFAULTS
 from routing.engine.targets import target_key
+from routing.protocols.registry import KIND_CHOICES
 
 HINT_MIN_KEY_LENGTH = 12  # shorter credentials get no hint: 4 chars would be too much of them
 
@@ -54,11 +55,7 @@ base_url_validator = URLValidator(schemes=["http", "https"])
 class Provider(models.Model):
     """One upstream endpoint and its (encrypted) credential."""
 
-    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = [
-        ("openai", "OpenAI-compatible chat completions"),
-        ("anthropic", "Anthropic Messages"),
-        ("openai-responses", "OpenAI Responses"),
-    ]
+    KIND_CHOICES: ClassVar[list[tuple[str, str]]] = KIND_CHOICES  # routing.protocols.registry
 
     name = models.SlugField(unique=True)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES, default="openai")

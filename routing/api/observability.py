@@ -28,6 +28,7 @@ from routing.audit.models import Call, ConfigChange, Fallback, HealthTransition
 from routing.audit.selectors import EventKindName, EventRow, events_recent
 from routing.gateway.runtime import get_runtime
 from routing.observability.status import Status, status_read
+from routing.protocols.registry import KindName
 
 router = Router(tags=["observability"])
 
@@ -99,7 +100,7 @@ class AttemptOut(Schema):
     switched_to: str | None
     probe: bool
     rewrites: list[str]  # what this attempt's outbound copy changed (SPEC §13)
-    upstream_kind: Literal["openai", "anthropic", "openai-responses"]  # protocol spoken (§12)
+    upstream_kind: KindName  # the protocol spoken (§12; routing.protocols.registry)
     continuation: bool  # a mid-stream rescue of a cut stream (§16)
 
 

@@ -38,9 +38,8 @@ from routing.gateway.runtime import Runtime, get_runtime
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
+from routing.protocols.registry import PROTOCOLS
 from routing.protocols.responses.tools import HostedTools
-
-CHAT_ONLY = frozenset({Protocol.CHAT.value})
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,12 +272,11 @@ def prepare(door: Protocol, body: dict[str, Any], group: GroupSpec) -> Prepared 
     """The request translated for the group's other kinds; None when none is needed (the
     chat door in front of chat targets: the existing pass-through, untouched). A 400 when
     no target of the group can take it (``skipped`` names the targets some can't)."""
-    if door is Protocol.CHAT and group.kinds <= CHAT_ONLY:
+    if group.protocols in ((), (door,)) and PROTOCOLS[door].canonical:
         return None
     try:
-        kinds = (Protocol(target.provider.kind) for target in group.targets)
         hosted = HostedTools(str(group.policy.get("hosted_tools") or HostedTools.DROP))
-        return translate_request(door, body, kinds, hosted_tools=hosted)
+        return translate_request(door, body, group.protocols, hosted_tools=hosted)
     except Unmappable as exc:
         return ErrorReply(400, str(exc), "unsupported_for_target", param=exc.param, door=door)
 

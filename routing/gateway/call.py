@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from routing.continuity.messages import MessagesHistory
-from routing.continuity.responses import ResponsesHistory
 from routing.engine.algorithms import SelectionView
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import EventKind, HealthEvent
@@ -58,15 +56,12 @@ from routing.limits.spec import cost_of, usage_tokens
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
 from routing.protocols.legs import Prepared, translate_body
+from routing.protocols.registry import PROTOCOLS
 
 if TYPE_CHECKING:
     from routing.observability.spans import CallTrace
 
 AFFINITY_TTL_S = 3600.0
-DOOR_VIEWS: dict[Protocol, type[MessagesHistory] | type[ResponsesHistory]] = {
-    Protocol.MESSAGES: MessagesHistory,
-    Protocol.RESPONSES: ResponsesHistory,
-}
 log = logging.getLogger("switchyard.gateway")
 PROBE_LEASE_CAP_S = 120.0
 
@@ -166,7 +161,8 @@ class Call:
         without a session keeps its provenance per group and key."""
         store = self.runtime.store
         scope = Scope(self.session, self.group.name, key.id if key is not None else None)
-        view = DOOR_VIEWS.get(self.door)
+        door = PROTOCOLS[self.door]
+        view = None if door.canonical else door.history
         return (
             Continuity(store, self.prepared.canonical, scope),
             Continuity(store, self.body, scope, view=view) if view is not None else None,
@@ -334,7 +330,7 @@ class Call:
         """The request for ``target``, built once for all its tries: continuity-rewritten
         and in its protocol, with the door's protocol headers a same-kind target may carry
         (its betas filtered), and every rewrite made on the way."""
-        kind = Protocol(target.provider.kind)
+        kind = target.provider.protocol.kind
         rewrites: list[str] = []
         if self.endpoint:  # embeddings: no history to rewrite
             body = orjson.dumps({**self.body, "model": target.model})
@@ -376,7 +372,7 @@ class Call:
         checked translatable at the door); a same-protocol target other than chat gets the
         door's body with only ``model`` rewritten (a Messages or Responses pass-through is
         rewritten in its own shape before this, so this is only a safety net)."""
-        if kind is Protocol.CHAT and self.door is Protocol.CHAT:
+        if kind is self.door and target.provider.protocol.canonical:  # chat to chat
             return orjson.dumps(outbound), rewrites
         notes = list(self.prepared.notes.get(kind, ()))
         if kind is self.door:

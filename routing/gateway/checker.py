@@ -34,7 +34,6 @@ from routing.engine.failures import FailureCode
 from routing.engine.health import Availability, availability
 from routing.engine.plan import CommitPoint
 from routing.gateway.attempt import run_attempt
-from routing.protocols import Protocol
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
@@ -100,8 +99,8 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
             commit=CommitPoint.FIRST_CONTENT,
             model=target.model,
             deadline=deadline,
-            door=Protocol(client.kind),
-            kind=Protocol(client.kind),
+            door=client.protocol.kind,
+            kind=client.protocol.kind,
             clock=runtime.monotonic,
         )
     except UpstreamFailure as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 from routing.engine.health import HealthEvent
 from routing.engine.plan import SwitchReason
+from routing.protocols.registry import DOOR_NAMES
 
 log = logging.getLogger("switchyard.events")
 
@@ -82,10 +83,6 @@ class CallOutcome(StrEnum):
     FAILED = "failed"
     ABORTED = "aborted"
     REFUSED = "refused"
-
-
-# routing.protocols values -> the call ledger's door names (routing.audit.models.FrontDoor)
-DOOR_NAMES = {"openai": "chat", "anthropic": "messages", "openai-responses": "responses"}
 
 
 @dataclass(slots=True)

@@ -27,7 +27,6 @@ from routing.gateway.attempt import Answer, EventReader
 from routing.gateway.events import CallOutcome
 from routing.gateway.replies import SSE_DONE, StreamReply, sse, sse_error
 from routing.gateway.rescue import Rescue, continue_elsewhere, sink_for
-from routing.protocols import Protocol
 from routing.protocols.legs import PassThrough, Relay, relay_for
 from routing.upstream.openai import UpstreamFailure
 
@@ -45,8 +44,9 @@ def stream_reply(
     door, the door's leg otherwise. Unless the group may rescue it (a rescue sends the
     request again), the call lets its request go now."""
     stream = CommittedStream(call, target, answer)
-    kind = Protocol(target.provider.kind)
-    if kind is Protocol.CHAT and call.door is Protocol.CHAT:
+    protocol = target.provider.protocol
+    kind = protocol.kind
+    if kind is call.door and protocol.canonical:  # chat to chat
         if not call.rescuable:
             call._release_request(answer)
         return StreamReply(stream.chat(), headers=headers, abandon=stream.abandon)

@@ -44,11 +44,14 @@ class ErrorReply:
 
     @property
     def body(self) -> bytes:
-        if self.door is Protocol.MESSAGES:
-            return door_error_body(
-                self.door, self.message, code=self.code, type=self.type, status=self.status
-            )
-        return error_body(self.message, code=self.code, type=self.type, param=self.param)
+        return door_error_body(
+            self.door,
+            self.message,
+            code=self.code,
+            type=self.type,
+            status=self.status,
+            param=self.param,
+        )
 
 
 Reply = JsonReply | StreamReply | ErrorReply

@@ -42,6 +42,7 @@ from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.replies import SSE_DONE, sse, sse_error
 from routing.protocols import Protocol, messages, responses
 from routing.protocols.legs import Item, PassThrough, Relay, translate_body
+from routing.protocols.registry import PROTOCOLS
 from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import UpstreamFailure
 
@@ -78,7 +79,7 @@ def sink_for(
 ) -> Sink | None:
     """The sink that continues what ``relay`` (None: the chat relay) was writing, or None
     when this door and kind cannot be continued."""
-    if door is Protocol.CHAT:
+    if PROTOCOLS[door].canonical:  # the chat door
         options = body.get("stream_options")
         return chat_sink(
             include_usage=isinstance(options, dict) and bool(options.get("include_usage"))
@@ -159,9 +160,7 @@ async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str
         body, _ = call._outbound_bytes(kind, target, outbound, rewrites)
         return body
     outbound = _with_prefill(outbound, prefill)
-    if kind is Protocol.CHAT:
-        return orjson.dumps({**outbound, "model": target.model})
-    body, _ = translate_body(kind, outbound, target.model)
+    body, _ = translate_body(kind, outbound, target.model)  # chat: as is, model rewritten
     return body
 
 
@@ -244,9 +243,10 @@ async def _answer(
         if pick is None:
             return None
         target, probe = pick
-        kind = Protocol(target.provider.kind)
+        protocol = target.provider.protocol
+        kind = protocol.kind
         mode = rescue_mode(
-            prefill=target.prefill and kind is not Protocol.RESPONSES,
+            prefill=target.prefill and protocol.prefill,
             learned_no_prefill=target.key in runtime.no_prefill,
         )
         body = await _outbound(

@@ -40,7 +40,6 @@ from routing.gateway.table import (
 from routing.limits.gate import LimitGate
 from routing.observability.tracing import build_tracing
 from routing.state import HealthStore, build_store
-from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient
 
 if TYPE_CHECKING:
@@ -191,7 +190,9 @@ class Runtime:
         fingerprint = provider.fingerprint
         if entry is not None and entry[0] == fingerprint:
             return entry[1]
-        client = client_class(provider.kind)(
+        client = OpenAIClient(
+            protocol=provider.protocol,
+            platform=provider.platform,
             base_url=provider.base_url,
             api_key=provider.api_key,
             headers=provider.headers,

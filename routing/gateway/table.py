@@ -35,6 +35,8 @@ from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
 from routing.limits.spec import GroupLimits, LimitSet, Price
+from routing.protocols import Protocol
+from routing.protocols.registry import DIRECT, KIND_PROTOCOLS, PROTOCOLS, PlatformSpec, ProtocolSpec
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -61,6 +63,18 @@ class ProviderSpec:
     # anthropic-beta filter (routing.protocols.betas): None = every beta may pass
     betas_allow: frozenset[str] | None = None
     betas_strip: frozenset[str] = frozenset()
+    platform: PlatformSpec = DIRECT  # where and how it is reached (SPEC §19)
+    # Its kind's protocol, looked up in the registry once, here (an unknown kind, stored
+    # before validation said so, fails its targets at dispatch like a bad credential).
+    protocol: ProtocolSpec = field(init=False)
+
+    def __post_init__(self) -> None:
+        protocol = KIND_PROTOCOLS.get(self.kind)
+        if protocol is None:
+            protocol = PROTOCOLS[Protocol.CHAT]
+            if not self.config_error:
+                object.__setattr__(self, "config_error", f"unknown kind '{self.kind}'")
+        object.__setattr__(self, "protocol", protocol)
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -73,6 +87,7 @@ class ProviderSpec:
         """Everything a pooled client depends on: a change means a new client."""
         return (
             self.kind,
+            self.platform.name,
             self.base_url,
             self.api_key,
             tuple(sorted(self.headers.items())),
@@ -130,6 +145,7 @@ class GroupSpec:
     by_key: Mapping[str, TargetSpec] = field(init=False)
     window: DeclaredWindow = field(init=False)  # what /v1/models declares (SPEC §13)
     kinds: frozenset[str] = field(init=False)  # upstream kinds of its targets (front doors)
+    protocols: tuple[Protocol, ...] = field(init=False)  # the same, in target order, once
     members: tuple[tuple[str, str], ...] = field(init=False)  # (target key, provider name)
     limits: GroupLimits | None = field(init=False)  # None: nothing limits it (SPEC §17)
 
@@ -150,6 +166,8 @@ class GroupSpec:
         )
         object.__setattr__(self, "by_key", {t.key: t for t in self.targets})
         object.__setattr__(self, "kinds", frozenset(t.provider.kind for t in self.targets))
+        protocols = dict.fromkeys(t.provider.protocol.kind for t in self.targets)
+        object.__setattr__(self, "protocols", tuple(protocols))
         object.__setattr__(self, "members", tuple((t.key, t.provider.name) for t in self.targets))
         object.__setattr__(self, "limits", GroupLimits.of_policy(self.policy))
 

@@ -69,6 +69,7 @@ from routing.observability.otlp_wire import (
     SpanEncoder,
     WireSpanExporter,
 )
+from routing.protocols.registry import VENDORS
 
 if TYPE_CHECKING:
     from routing.gateway.events import AttemptRecord, CallRecord
@@ -79,7 +80,7 @@ log = logging.getLogger("switchyard.tracing")
 SERVICE_NAME = "switchyard"
 HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
 # gen_ai.provider.name by upstream kind (the GenAI conventions' well-known values)
-PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
+PROVIDER_NAMES = VENDORS  # routing.protocols.registry
 # A call that did not reach its client whole. ABORTED (the client left) is not an error.
 ERROR_OUTCOMES = frozenset({"failed", "refused"})
 MODEL_MAX = 256  # a client's model string, capped (in the span name and its attribute)

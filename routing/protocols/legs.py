@@ -24,13 +24,9 @@ import orjson
 
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.canonical import OPAQUE, EventDecoder, frame
-from routing.protocols.messages import reply as messages_reply
-from routing.protocols.messages import request as messages_request
-from routing.protocols.messages import stream as messages_stream
-from routing.protocols.responses import reply as responses_reply
-from routing.protocols.responses import request as responses_request
+from routing.protocols.registry import PROTOCOLS
 from routing.protocols.responses import stream as responses_stream
-from routing.protocols.responses.tools import HostedTools, ToolNames, tool_names
+from routing.protocols.responses.tools import HostedTools, ToolNames
 
 Item = tuple[bytes, dict[str, Any], tuple[dict[str, Any], ...]]
 """One upstream stream event: its raw ``data`` payload, its JSON, its canonical chunks."""
@@ -41,11 +37,8 @@ Decoder = EventDecoder  # what the attempt reads a Messages or Responses stream 
 
 def decoder_for(kind: Protocol) -> Decoder | None:
     """A stream decoder for an upstream kind; None for chat (already canonical)."""
-    if kind is Protocol.MESSAGES:
-        return messages_stream.StreamDecoder()
-    if kind is Protocol.RESPONSES:
-        return responses_stream.StreamDecoder()
-    return None
+    make = PROTOCOLS[kind].decoder
+    return None if make is None else make()
 
 
 def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
@@ -56,9 +49,7 @@ def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
 
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
     """The error object an upstream stream event carries, if it is an error event."""
-    if kind is Protocol.RESPONSES:
-        return responses_stream.error_from_event(event)
-    return event.get("error")  # chat {"error": {...}}; Anthropic {"type": "error", "error": {...}}
+    return PROTOCOLS[kind].stream_error(event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,17 +83,6 @@ class Prepared:
         return orjson.dumps({**self.bodies[kind], "model": model})
 
 
-_TO_CANONICAL: dict[Protocol, Callable[[dict[str, Any]], tuple[dict[str, Any], list[str]]]] = {
-    Protocol.MESSAGES: messages_request.to_canonical,
-}
-_FROM_CANONICAL: dict[
-    Protocol, Callable[[dict[str, Any], str], tuple[dict[str, Any], list[str]]]
-] = {
-    Protocol.MESSAGES: messages_request.from_canonical,
-    Protocol.RESPONSES: responses_request.from_canonical,
-}
-
-
 def translate_request(
     door: Protocol,
     body: dict[str, Any],
@@ -115,35 +95,34 @@ def translate_request(
     A kind that cannot take it lands in ``Prepared.refused``; raises ``Unmappable`` (the
     first kind's reason) when no kind can — or, on the Responses door, for stored state.
     ``hosted_tools`` is the group's: what a kind that cannot run hosted tools gets."""
-    if door is Protocol.RESPONSES:
-        # Whatever the targets: the gateway keeps no responses.
-        responses_request.refuse_stored(body)
+    spec = PROTOCOLS[door]
+    if spec.door_check is not None:  # e.g. Responses' stored state: whatever the targets
+        spec.door_check(body)
     wanted = list(dict.fromkeys(kinds))
     others = [k for k in wanted if k is not door]
     if not others:  # pass-through only: no chat view is needed (the cheap path)
         return Prepared(door, body)
     door_notes: list[str] = []
     try:
-        if door is Protocol.CHAT:
+        if spec.to_canonical is None:
             canonical, door_notes = body, []
-        elif door is Protocol.RESPONSES:
-            canonical, door_notes = responses_request.to_canonical(body, hosted_tools)
         else:
-            canonical, door_notes = _TO_CANONICAL[door](body)
+            canonical, door_notes = spec.to_canonical(body, hosted_tools)
     except Unmappable as exc:  # nothing but the door's own kind can take it
         return _refused(door, body, wanted, dict.fromkeys(others, exc))
-    names = tool_names(body) if door is Protocol.RESPONSES else {}
+    names = spec.tool_names(body) if spec.tool_names is not None else {}
     prepared = Prepared(
         door, body, canonical=canonical, door_notes=tuple(door_notes), tool_names=names
     )
     model = str(body.get("model") or "")
     notes: list[str]
     for kind in others:
-        if kind is Protocol.CHAT:
+        from_canonical = PROTOCOLS[kind].from_canonical
+        if from_canonical is None:
             prepared.bodies[kind], notes = canonical, []
         else:
             try:
-                prepared.bodies[kind], notes = _FROM_CANONICAL[kind](canonical, model)
+                prepared.bodies[kind], notes = from_canonical(canonical, model)
             except Unmappable as exc:
                 prepared.refused[kind] = Unmappable(
                     f"{exc} (a target of kind '{kind.value}')", param=exc.param
@@ -188,32 +167,24 @@ def translate_body(
 ) -> tuple[bytes, list[str]]:
     """A (rewritten) canonical body in ``kind``'s protocol: checked translatable at the
     door already, so ``Unmappable`` here would be a bug."""
-    if kind is Protocol.CHAT:
+    from_canonical = PROTOCOLS[kind].from_canonical
+    if from_canonical is None:
         return orjson.dumps({**canonical, "model": model}), []
-    body, notes = _FROM_CANONICAL[kind](canonical, model)
+    body, notes = from_canonical(canonical, model)
     return orjson.dumps(body), notes
 
 
 # ------------------------------------------------------------------------ answers (JSON)
 def completion_to_canonical(kind: Protocol, body: dict[str, Any]) -> dict[str, Any]:
-    if kind is Protocol.MESSAGES:
-        return messages_reply.completion_to_canonical(body)
-    if kind is Protocol.RESPONSES:
-        return responses_reply.completion_to_canonical(body)
-    return body
+    to_canonical = PROTOCOLS[kind].completion_to_canonical
+    return body if to_canonical is None else to_canonical(body)
 
 
 def completion_for_door(
     door: Protocol, canonical: dict[str, Any], names: ToolNames | None = None
 ) -> bytes:
     """``names``: the Responses door's tools to map back (``Prepared.tool_names``)."""
-    if door is Protocol.MESSAGES:
-        return orjson.dumps(messages_reply.completion_from_canonical(canonical))
-    if door is Protocol.RESPONSES:
-        return orjson.dumps(responses_reply.completion_from_canonical(canonical, names))
-    for choice in canonical.get("choices") or ():
-        (choice.get("message") or {}).pop(OPAQUE, None)  # nothing a chat client reads
-    return orjson.dumps(canonical)
+    return PROTOCOLS[door].completion_for_door(canonical, names)
 
 
 # ------------------------------------------------------------------------------ streams
@@ -258,15 +229,14 @@ class PassThrough(Relay):
 
 
 class Translating(Relay):
-    """Any kind → the Messages or Responses door, through the door's encoder."""
+    """Any kind → a door whose protocol is not the canonical view, through its encoder."""
 
     def __init__(self, door: Protocol, names: ToolNames | None = None) -> None:
         self.door = door
-        self._encoder: messages_stream.StreamEncoder | responses_stream.StreamEncoder = (
-            messages_stream.StreamEncoder()
-            if door is Protocol.MESSAGES
-            else responses_stream.StreamEncoder(names)
-        )
+        make = PROTOCOLS[door].encoder
+        if make is None:
+            raise ValueError(f"the {door.value} door has no stream encoder")
+        self._encoder = make(names)
 
     def encode(self, items: list[Item]) -> bytes:
         return self._encoder.encode([c for _, _, chunks in items for c in chunks])
@@ -275,9 +245,9 @@ class Translating(Relay):
         return self._encoder.end()
 
     def error(self, message: str, *, code: str, status: int = 502) -> bytes:
-        if isinstance(self._encoder, responses_stream.StreamEncoder):
+        if isinstance(self._encoder, responses_stream.StreamEncoder):  # its own response
             return self._encoder.error(message, code)
-        return messages_stream.error_event(message, status=status)
+        return door_error_event(self.door, message, code=code, status=status)
 
 
 class ToChat(Relay):
@@ -317,7 +287,7 @@ def relay_for(
     the Responses door's tools to map back (``Prepared.tool_names``)."""
     if door is kind:
         return PassThrough(door, decoder)
-    if door is Protocol.CHAT:
+    if PROTOCOLS[door].canonical:
         options = body.get("stream_options")
         return ToChat(
             include_usage=isinstance(options, dict) and bool(options.get("include_usage"))
@@ -329,17 +299,8 @@ def relay_for(
 def door_error_body(
     door: Protocol, message: str, *, code: str, type: str, status: int, param: str | None = None
 ) -> bytes:
-    if door is Protocol.MESSAGES:
-        return messages_reply.error_body(message, status=status)
-    return orjson.dumps({"error": {"message": message, "type": type, "code": code, "param": param}})
+    return PROTOCOLS[door].error_body(message, code=code, type=type, status=status, param=param)
 
 
 def door_error_event(door: Protocol, message: str, *, code: str, status: int = 502) -> bytes:
-    if door is Protocol.MESSAGES:
-        return messages_stream.error_event(message, status=status)
-    if door is Protocol.RESPONSES:
-        return responses_stream.StreamEncoder().error(message, code)
-    payload = orjson.dumps(
-        {"error": {"message": message, "type": "upstream_error", "code": code, "param": None}}
-    )
-    return b"data: " + payload + b"\n\n"
+    return PROTOCOLS[door].error_event(message, code=code, status=status)

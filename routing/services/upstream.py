@@ -29,9 +29,9 @@ from routing.crypto import CredentialDecryptError
 from routing.engine.failures import Redactor
 from routing.gateway.table import unsendable
 from routing.models import Provider
+from routing.protocols.registry import protocol_of
 from routing.services.base import ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
-from routing.upstream import client_class
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
 
 CALL_CAP_S = 30.0
@@ -84,7 +84,8 @@ def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
     redact = _redactor(secret, headers)
     cap = min(provider.total_timeout_s, CALL_CAP_S)
-    client = client_class(provider.kind)(
+    client = OpenAIClient(
+        protocol=protocol_of(provider.kind),
         base_url=provider.base_url,
         api_key=secret,
         headers=headers,
@@ -130,7 +131,7 @@ def _model_ids(body: Any) -> list[str]:
 
 def _fetch_models(provider: Provider) -> list[str]:
     client, redact = _client(provider)
-    url = client.models_url(client.base_url)
+    url = client.models_url
     try:
         body = _run(client, client.model_list)
     except TimeoutError:

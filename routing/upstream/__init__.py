@@ -1,17 +1,3 @@
-"""One client per upstream kind, all behind the same seam (``OpenAIClient.send``)."""
-
-from __future__ import annotations
-
-from routing.upstream.anthropic import AnthropicClient
-from routing.upstream.openai import OpenAIClient
-from routing.upstream.responses import ResponsesClient
-
-CLIENTS: dict[str, type[OpenAIClient]] = {
-    "openai": OpenAIClient,
-    "anthropic": AnthropicClient,
-    "openai-responses": ResponsesClient,
-}
-
-
-def client_class(kind: str) -> type[OpenAIClient]:
-    return CLIENTS.get(kind, OpenAIClient)
+"""The seam to upstreams: one client for every kind and platform
+(``routing.upstream.openai.OpenAIClient``), told by the registry
+(``routing.protocols.registry``) where and how to send."""

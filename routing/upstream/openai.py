@@ -1,5 +1,6 @@
-"""The one seam to OpenAI-compatible upstreams (``kind: openai``), and the base of the
-other kinds' clients.
+"""The one seam to upstreams, whatever their kind: a protocol reached on a platform
+(``routing.protocols.registry``), which say the endpoint, the credential's headers and
+the protocol's own headers; the client only sends.
 
 One pooled client per provider (``routing.upstream.transport.Pool``). A send answers an
 ``UpstreamResponse`` or raises ``UpstreamFailure`` — a transport error translated once in
@@ -16,7 +17,9 @@ from typing import Any
 
 import orjson
 
-from routing.engine.failures import Failure, FailureCode, classify_http
+from routing.engine.failures import Failure, FailureCode
+from routing.protocols import Protocol
+from routing.protocols.registry import DIRECT, PROTOCOLS, PlatformSpec, ProtocolSpec
 from routing.upstream.base import Timeouts, UpstreamFailure
 from routing.upstream.transport import Pool, UpstreamResponse
 
@@ -27,19 +30,17 @@ DEFAULT_TIMEOUTS = Timeouts()
 
 
 class OpenAIClient:
-    """A pooled client for one provider. Created once per provider version, reused by every call.
-
-    Subclasses for the other upstream kinds (``routing.upstream.anthropic``,
-    ``routing.upstream.responses``) change only the endpoint and the credential header.
-    """
-
-    kind = "openai"
+    """A pooled client for one provider. Created once per provider version, reused by every
+    call. ``protocol`` and ``platform`` (the registry's) say where and how it sends; the
+    default is an OpenAI-compatible chat upstream reached directly."""
 
     def __init__(
         self,
         *,
         base_url: str,
         api_key: str,
+        protocol: ProtocolSpec = PROTOCOLS[Protocol.CHAT],
+        platform: PlatformSpec = DIRECT,
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         max_connections: int = 512,
@@ -54,13 +55,17 @@ class OpenAIClient:
         # fragment of one leaves it before anything keeps it (SPEC §9).
         self._redact = redact
         self.timeouts = timeouts
-        self.url = self.endpoint_url(self.base_url)
+        self.protocol = protocol
+        self.platform = platform
+        self.kind = protocol.kind.value
+        self.url = platform.endpoint_url(protocol, self.base_url)
+        self.models_url = platform.models_url(protocol, self.base_url)
         self.max_connections = max_connections
         self._headers = {"content-type": "application/json", "accept": "application/json"}
-        self._headers.update(self.kind_headers())
+        self._headers.update(protocol.headers)
         self._headers.update(headers or {})
         if api_key:
-            self._headers.update(self.credential_headers(api_key))
+            self._headers.update(platform.auth_headers(protocol, api_key))
         self._pool = Pool(headers=self._headers, timeouts=timeouts, max_connections=max_connections)
 
     def upstream_failure(self, failure: Failure) -> Failure:
@@ -72,31 +77,9 @@ class OpenAIClient:
             return failure
         return Failure(failure.code, message, failure.status, failure.retry_after_s)
 
-    @staticmethod
-    def endpoint_url(base_url: str) -> str:
-        return base_url + "/chat/completions"
-
-    @staticmethod
-    def models_url(base_url: str) -> str:
-        return base_url + "/models"
-
-    @staticmethod
-    def test_body(model: str) -> dict[str, object]:
-        """The cheapest request the provider's "test" button sends."""
-        return {
-            "model": model,
-            "messages": [{"role": "user", "content": "ping"}],
-            "max_tokens": 1,
-            "stream": False,
-        }
-
-    @staticmethod
-    def kind_headers() -> dict[str, str]:
-        return {}
-
-    @staticmethod
-    def credential_headers(api_key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"}
+    def test_body(self, model: str) -> dict[str, object]:
+        """The cheapest request the provider's "test" button sends, in its protocol."""
+        return self.protocol.test_body(model)
 
     async def send(
         self, body: bytes, *, path: str | None = None, headers: Mapping[str, str] | None = None
@@ -117,7 +100,7 @@ class OpenAIClient:
                 await response.aclose()
             raise UpstreamFailure(
                 self.upstream_failure(
-                    classify_http(
+                    self.platform.classify(
                         response.status_code, payload, response.headers, now=self._clock()
                     )
                 )
@@ -127,13 +110,13 @@ class OpenAIClient:
     async def model_list(self) -> Any:
         """``GET`` the kind's model list, parsed; ``UpstreamFailure`` for a transport error,
         a status >= 400 (classified, scrubbed) or a body that is not JSON."""
-        response = await self._pool.get(self.models_url(self.base_url))
+        response = await self._pool.get(self.models_url)
         try:
             if response.status_code >= 400:
                 payload = await response.read_limited(ERROR_BODY_LIMIT)
                 raise UpstreamFailure(
                     self.upstream_failure(
-                        classify_http(
+                        self.platform.classify(
                             response.status_code, payload, response.headers, now=self._clock()
                         )
                     )

@@ -4,7 +4,7 @@ list, timeouts and health-check interval."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AfterValidator, Field, SecretStr
 from pydantic_core import PydanticCustomError
@@ -21,6 +21,7 @@ from routing.config.schema.types import (
     TimeoutSeconds,
     printable_ascii,
 )
+from routing.protocols.registry import KindName
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -133,7 +134,7 @@ class ProviderIn(StrictModel):
     """
 
     name: ProviderName
-    kind: Literal["openai", "anthropic", "openai-responses"] = "openai"
+    kind: KindName = "openai"  # the protocol registry's kinds (routing.protocols.registry)
     base_url: BaseUrl
     api_key: Annotated[
         Annotated[SecretStr, Documented({"pattern": PRINTABLE_ASCII_PATTERN})] | None,

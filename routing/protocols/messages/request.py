@@ -457,3 +457,8 @@ def _tool_choice_out(choice: Any) -> dict[str, Any] | None:
         name = (choice.get("function") or {}).get("name") or choice.get("name")
         return {"type": "tool", "name": name}
     return None
+
+
+def test_body(model: str) -> dict[str, object]:
+    """The cheapest request the provider's "test" button and the health check send."""
+    return {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}

@@ -409,3 +409,8 @@ def _tool_out(tool: dict[str, Any], index: int) -> dict[str, Any]:
     if "strict" in function:
         out["strict"] = function["strict"]
     return out
+
+
+def test_body(model: str) -> dict[str, object]:
+    """The cheapest request the provider's "test" button and the health check send."""
+    return {"model": model, "input": "ping", "max_output_tokens": 16, "store": False}

@@ -1,0 +1,236 @@
+"""The one place a protocol (a provider ``kind``) and a platform are declared (SPEC §12, §19).
+
+A **protocol** is what a provider's upstream speaks and what a front door speaks: its
+codecs (request to and from the canonical view, answers, the stream decoder and encoder),
+its history view (continuity), its error shapes, its display name and its door's name, and
+what its upstream's API offers (embeddings, token counting, an assistant prefill). A
+**platform** is where and how a protocol is reached: the URL layout, the authentication
+headers, the stream framing and the error shape (``direct``, the vendor's own API at
+``base_url``, is the only one today; section 19 adds ``bedrock``, ``vertex``, ``azure``).
+A platform wraps a protocol; it never re-translates it.
+
+Everything that names kinds or platforms derives from :data:`PROTOCOLS` and
+:data:`PLATFORMS`: the provider model's choices, the config schema's and the API's
+literals, the upstream client, the ledger's door names, the spans' ``gen_ai.provider.name``
+(``tests/test_enum_mirrors.py`` holds the copies that must stay apart — the ledger's
+``TextChoices`` and the migrations — to it). Which door talks to which kind is decided by
+looking both up here once: a provider's protocol is resolved when the routing table is
+compiled (``ProviderSpec.protocol``), so a call pays a dict lookup at most.
+
+Adding a protocol or a platform: CONTRIBUTING.md ("Adding a protocol", "Adding a platform").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+
+from routing.continuity.chat import ChatHistory
+from routing.continuity.messages import MessagesHistory
+from routing.continuity.responses import ResponsesHistory
+from routing.engine.failures import Failure, classify_http
+from routing.protocols import Protocol, chat
+from routing.protocols.canonical import EventDecoder, EventEncoder
+from routing.protocols.messages import reply as messages_reply
+from routing.protocols.messages import request as messages_request
+from routing.protocols.messages import stream as messages_stream
+from routing.protocols.responses import reply as responses_reply
+from routing.protocols.responses import request as responses_request
+from routing.protocols.responses import stream as responses_stream
+from routing.protocols.responses.tools import HostedTools, ToolNames, tool_names
+
+Body = dict[str, Any]
+Translated = tuple[Body, list[str]]  # a body and the notes of what the translation did
+History = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory]
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolSpec:
+    """One protocol: a provider ``kind`` and the front door that speaks it.
+
+    ``to_canonical``/``from_canonical`` are None for chat, whose bodies are the canonical
+    view (``canonical``); ``completion_to_canonical`` and ``decoder`` likewise."""
+
+    kind: Protocol
+    label: str  # display name (the provider form's choices, pages)
+    door: str  # its front door's name on the ledger, events and traces
+    vendor: str  # gen_ai.provider.name on spans (the GenAI conventions' well-known value)
+    history: History  # continuity's view of its request bodies
+    test_body: Callable[[str], dict[str, object]]  # the "test" button's and health check's
+    error_body: Callable[..., bytes]  # (message, *, code, type, status, param) -> JSON
+    error_event: Callable[..., bytes]  # (message, *, code, status) -> the failed stream's end
+    stream_error: Callable[[Body], Any]  # the error a stream event carries, if any
+    completion_for_door: Callable[[Body, ToolNames | None], bytes]  # canonical -> door JSON
+    to_canonical: Callable[[Body, HostedTools], Translated] | None = None  # door -> canonical
+    from_canonical: Callable[[Body, str], Translated] | None = None  # canonical -> target
+    completion_to_canonical: Callable[[Body], Body] | None = None
+    decoder: Callable[[], EventDecoder] | None = None  # an upstream stream's events -> chunks
+    encoder: Callable[[ToolNames | None], EventEncoder] | None = None  # chunks -> door events
+    door_check: Callable[[Body], None] | None = None  # raises Unmappable whatever the targets
+    tool_names: Callable[[Body], ToolNames] | None = None  # tools a translated answer maps back
+    # The vendor's own API (what the direct platform reaches):
+    path: str = "/chat/completions"  # the endpoint under a base ending in /v1
+    versioned_base: bool = False  # its documented base has no /v1 (added unless present)
+    auth_header: str = "authorization"  # the API key's header ("authorization": Bearer)
+    headers: Mapping[str, str] = field(default_factory=dict)  # sent on every request
+    embeddings: bool = False  # has <base>/embeddings
+    count_tokens: bool = False  # has <endpoint>/count_tokens (SPEC §15)
+    prefill: bool = True  # a rescue may continue with an assistant prefill (SPEC §16)
+
+    @property
+    def canonical(self) -> bool:
+        """Its bodies are the canonical view: nothing to translate in or out."""
+        return self.from_canonical is None
+
+
+def _messages_error_body(
+    message: str, *, code: str, type: str, status: int, param: str | None = None
+) -> bytes:
+    return messages_reply.error_body(message, status=status)
+
+
+def _messages_error_event(message: str, *, code: str, status: int = 502) -> bytes:
+    return messages_stream.error_event(message, status=status)
+
+
+def _responses_error_event(message: str, *, code: str, status: int = 502) -> bytes:
+    return responses_stream.StreamEncoder().error(message, code)
+
+
+def _messages_encoder(names: ToolNames | None) -> EventEncoder:
+    return messages_stream.StreamEncoder()
+
+
+def _messages_to_canonical(body: Body, hosted_tools: HostedTools) -> Translated:
+    return messages_request.to_canonical(body)
+
+
+def _messages_completion(canonical: Body, names: ToolNames | None) -> bytes:
+    return orjson.dumps(messages_reply.completion_from_canonical(canonical))
+
+
+def _responses_completion(canonical: Body, names: ToolNames | None) -> bytes:
+    return orjson.dumps(responses_reply.completion_from_canonical(canonical, names))
+
+
+# The protocol registry: one entry per provider kind.
+PROTOCOLS: dict[Protocol, ProtocolSpec] = {
+    spec.kind: spec
+    for spec in (
+        ProtocolSpec(
+            Protocol.CHAT,
+            label="OpenAI-compatible chat completions",
+            door="chat",
+            vendor="openai",
+            history=ChatHistory,
+            test_body=chat.test_body,
+            error_body=chat.error_body,
+            error_event=chat.error_event,
+            stream_error=chat.stream_error,
+            completion_for_door=chat.completion_for_door,
+            embeddings=True,
+        ),
+        ProtocolSpec(
+            Protocol.MESSAGES,
+            label="Anthropic Messages",
+            door="messages",
+            vendor="anthropic",
+            history=MessagesHistory,
+            test_body=messages_request.test_body,
+            error_body=_messages_error_body,
+            error_event=_messages_error_event,
+            stream_error=chat.stream_error,
+            completion_for_door=_messages_completion,
+            to_canonical=_messages_to_canonical,
+            from_canonical=messages_request.from_canonical,
+            completion_to_canonical=messages_reply.completion_to_canonical,
+            decoder=messages_stream.StreamDecoder,
+            encoder=_messages_encoder,
+            path="/messages",
+            versioned_base=True,
+            auth_header="x-api-key",
+            headers={"anthropic-version": "2023-06-01"},
+            count_tokens=True,
+        ),
+        ProtocolSpec(
+            Protocol.RESPONSES,
+            label="OpenAI Responses",
+            door="responses",
+            vendor="openai",
+            history=ResponsesHistory,
+            test_body=responses_request.test_body,
+            error_body=chat.error_body,
+            error_event=_responses_error_event,
+            stream_error=responses_stream.error_from_event,
+            completion_for_door=_responses_completion,
+            to_canonical=responses_request.to_canonical,
+            from_canonical=responses_request.from_canonical,
+            completion_to_canonical=responses_reply.completion_to_canonical,
+            decoder=responses_stream.StreamDecoder,
+            encoder=responses_stream.StreamEncoder,
+            door_check=responses_request.refuse_stored,
+            tool_names=tool_names,
+            path="/responses",
+            embeddings=True,
+            prefill=False,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformSpec:
+    """Where and how a protocol is reached: the URLs, the credential's headers, how a
+    stream is framed and how an error answer is read (SPEC §19)."""
+
+    name: str
+    label: str
+    kinds: frozenset[Protocol]  # the protocols it can carry
+    framing: Literal["sse"] = "sse"  # a stream's framing (``routing.upstream.sse``)
+    classify: Callable[..., Failure] = classify_http  # (status, body, headers, *, now)
+
+    def base(self, protocol: ProtocolSpec, base_url: str) -> str:
+        """The base the protocol's paths go under: a documented base without ``/v1``
+        (Anthropic's) gets it, unless it is there already."""
+        base = base_url.rstrip("/")
+        if protocol.versioned_base and not base.endswith("/v1"):
+            return base + "/v1"
+        return base
+
+    def endpoint_url(self, protocol: ProtocolSpec, base_url: str) -> str:
+        return self.base(protocol, base_url) + protocol.path
+
+    def models_url(self, protocol: ProtocolSpec, base_url: str) -> str:
+        return self.base(protocol, base_url) + "/models"
+
+    def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
+        if protocol.auth_header == "authorization":
+            return {"authorization": f"Bearer {api_key}"}
+        return {protocol.auth_header: api_key}
+
+
+DIRECT = PlatformSpec("direct", "the vendor's own API at base_url", frozenset(PROTOCOLS))
+
+# The platform registry: one entry per platform.
+PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT,)}
+
+KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}
+KINDS: tuple[str, ...] = tuple(kind.value for kind in PROTOCOLS)
+KIND_CHOICES: list[tuple[str, str]] = [(kind.value, spec.label) for kind, spec in PROTOCOLS.items()]
+DOOR_NAMES: dict[str, str] = {kind.value: spec.door for kind, spec in PROTOCOLS.items()}
+VENDORS: dict[str, str] = {kind.value: spec.vendor for kind, spec in PROTOCOLS.items()}
+
+if TYPE_CHECKING:  # a Literal mypy reads as str; pydantic (at runtime) as the registry's
+    KindName = str
+    PlatformName = str
+else:
+    KindName = Literal[KINDS]
+    PlatformName = Literal[tuple(PLATFORMS)]
+
+
+def protocol_of(kind: str) -> ProtocolSpec:
+    """The protocol of a provider ``kind`` (``KeyError``: not a kind)."""
+    return KIND_PROTOCOLS[kind]
