@@ -11,26 +11,20 @@ door's shape with ``x-should-retry: false``.
 
 from __future__ import annotations
 
-import asyncio
-import math
 from typing import Any
 
-import orjson
 from django.http import HttpRequest, HttpResponseBase
 
 from routing.api.openai import api
 from routing.api.pipeline import Admitted, Door, Route, serve, wrong_method
-from routing.gateway.replies import ErrorReply, JsonReply, Reply
+from routing.gateway.count import count_tokens as count_tokens_of
+from routing.gateway.replies import ErrorReply, Reply
 from routing.protocols import Protocol
-from routing.protocols.betas import filter_betas
-from routing.upstream.openai import UpstreamFailure
 
-EMBEDDING_KINDS = frozenset({Protocol.CHAT.value, Protocol.RESPONSES.value})
 # What a Messages client says about the protocol itself: an anthropic target gets it as
 # sent (Claude Code's betas: interleaved thinking, longer context...); other kinds do not.
 ANTHROPIC_PASS_HEADERS = ("anthropic-beta", "anthropic-version")
 MESSAGE_ROLES = ("user", "assistant", "system")
-COUNT_TOKENS_LIMIT = 1 << 20  # an upstream count is a small JSON object
 
 
 def _messages_errors(body: dict[str, Any]) -> ErrorReply | None:
@@ -110,30 +104,9 @@ def _as_sent(admitted: Admitted) -> Route:
 
 
 async def _count(admitted: Admitted, route: Route) -> Reply:
-    """The first anthropic-kind target's own count, else the estimate."""
-    runtime, body, group = admitted.runtime, admitted.body, admitted.group
+    """The group's own count (``routing.gateway.count``), else the estimate."""
     headers = _protocol_headers(admitted.request)
-    for target in group.targets:
-        provider = target.provider
-        if provider.kind != Protocol.MESSAGES.value or provider.config_error:
-            continue
-        client = runtime.client_for(provider)
-        path = client.url.removeprefix(client.base_url) + "/count_tokens"
-        sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
-        try:
-            response = await asyncio.wait_for(
-                client.send(orjson.dumps({**body, "model": target.model}), path=path, headers=sent),
-                timeout=provider.timeouts.first_token_s,
-            )
-            try:
-                payload = await response.read_limited(COUNT_TOKENS_LIMIT)
-            finally:
-                await response.aclose()
-        except (UpstreamFailure, TimeoutError):
-            continue  # the next anthropic target, else the estimate
-        return JsonReply(payload, status=response.status_code)
-    estimate = {"input_tokens": estimate_tokens(body)}
-    return JsonReply(orjson.dumps(estimate), headers={"x-switchyard-estimate": "true"})
+    return await count_tokens_of(admitted.runtime, admitted.group, admitted.body, headers)
 
 
 COUNT_TOKENS = Door(Protocol.MESSAGES, check=_an_array_of_messages, route=_as_sent, answer=_count)
@@ -142,16 +115,11 @@ COUNT_TOKENS = Door(Protocol.MESSAGES, check=_an_array_of_messages, route=_as_se
 @api.post("/messages/count_tokens", auth=None, include_in_schema=False)
 async def count_tokens(request: HttpRequest) -> HttpResponseBase:
     """``POST /v1/messages/count_tokens`` (SPEC §15): answered by the group's first
-    anthropic-kind target that answers (its own count, its status), else an estimate —
-    about four characters a token over system, messages and tools — marked
-    ``x-switchyard-estimate: true``. Not a call: nothing is generated, so no ledger row."""
+    target whose protocol counts tokens (``anthropic``) that answers (its own count, its
+    status), else an estimate — about four characters a token over system, messages and
+    tools — marked ``x-switchyard-estimate: true`` (``routing.gateway.count``). Not a call:
+    nothing is generated, so no ledger row."""
     return await serve(request, COUNT_TOKENS)
-
-
-def estimate_tokens(body: dict[str, Any]) -> int:
-    """A rough input-token count: ~4 characters a token over system, messages and tools."""
-    text = orjson.dumps([body.get("system"), body.get("messages"), body.get("tools")])
-    return max(1, math.ceil(len(text) / 4))
 
 
 def _embeddings_errors(body: dict[str, Any]) -> ErrorReply | None:
@@ -166,7 +134,7 @@ def _to_embedding_kinds(admitted: Admitted) -> Route:
     without_embeddings = {
         t.key: f"kind '{t.provider.kind}' has no embeddings endpoint"
         for t in admitted.group.targets
-        if t.provider.kind not in EMBEDDING_KINDS
+        if not t.provider.protocol.embeddings
     }
     return Route(admitted.body, stream=False, skipped=without_embeddings)
 

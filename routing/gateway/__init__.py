@@ -10,6 +10,7 @@
     ├── call.py       one call: choose (routing.engine.select), attempt, retry, switch,
     │                 commit, relay, exhaust
     ├── attempt.py    one upstream attempt up to the commit point, and the stream reader
+    ├── count.py      count_tokens: a target's own count, else an estimate (not a call)
     ├── continuity.py history rewriting for the target now chosen (SPEC §13)
     ├── checker.py    active health checks of cooling targets, off the client's path
     ├── explain.py    route/explain: the next call's choice, from reads only

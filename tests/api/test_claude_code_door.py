@@ -61,6 +61,11 @@ groups:
     targets:
       - {provider: claude2, model: a-model}
       - {provider: chat, model: c-model}
+  - name: chat-then-anthropic
+    targets:
+      - {provider: chat, model: c-model}
+      - {provider: resp, model: r-model}
+      - {provider: claude2, model: a-model}
 """
 
 
@@ -251,6 +256,18 @@ def test_count_tokens_asks_an_anthropic_target_else_estimates(h: Harness) -> Non
     assert estimated.headers["x-switchyard-estimate"] == "true"
     assert estimated.json()["input_tokens"] > 0
     assert h.upstream.count() == 1
+
+
+def test_count_tokens_skips_the_targets_whose_protocol_cannot_count(h: Harness) -> None:
+    """The gateway's count (``routing.gateway.count``) asks only a target whose protocol
+    has a count endpoint (the registry's ``count_tokens``), wherever it is in the chain."""
+    body = {"messages": [{"role": "user", "content": "three little words"}]}
+    counted = send(h, body, model="chat-then-anthropic", path="/v1/messages/count_tokens")
+    assert counted.status_code == 200 and counted.json() == {"input_tokens": 3}
+    assert "x-switchyard-estimate" not in counted.headers
+    [seen] = h.upstream.requests  # neither the chat nor the Responses target was asked
+    assert seen.path == "/v1/messages/count_tokens" and seen.body["model"] == "a-model"
+    assert seen.headers["x-api-key"] == "upstream-key-claude2"
 
 
 def test_head_and_get_root_answer_json_to_agents_and_redirect_browsers(h: Harness) -> None:
