@@ -27,6 +27,7 @@ from routing.config.errors import ConfigError
 from routing.config.fields import declared_fields
 from routing.config.schema import TimeoutsIn
 from routing.gateway.runtime import get_runtime
+from routing.protocols.registry import KIND_CHOICES
 
 PAGE = "dashboard/providers.html"
 # (key, label) from the declared timeouts (routing.config.schema.TimeoutsIn).
@@ -75,6 +76,12 @@ class ProviderForm:
         if said is not None and self.errors and self.key_dropped and not self.conflict:
             return Feedback(said.tone, f"{said.text} Enter the credential again.")
         return said
+
+    @property
+    def kinds(self) -> list[tuple[str, str, bool]]:
+        """The kind select's options (the protocol registry's): value, label, selected."""
+        chosen = self.values.get("kind") or "openai"
+        return [(value, label, value == chosen) for value, label in KIND_CHOICES]
 
     @property
     def timeouts(self) -> list[TimeoutField]:

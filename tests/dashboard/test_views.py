@@ -372,6 +372,24 @@ def test_the_credential_is_write_only(staff_client: Client, configure: Callable[
     assert provider.base_url == "http://127.0.0.1:9/v2" and provider.get_api_key() == SECRET
 
 
+def test_the_kind_select_offers_the_registrys_kinds_and_keeps_a_rejected_choice(
+    staff_client: Client, configure: Callable[..., None]
+) -> None:
+    from routing.protocols.registry import KIND_CHOICES
+
+    configure()
+    page = staff_client.get("/providers/").content.decode()
+    options = re.findall(r'<option value="([^"]+)"( selected)?>([^<]+)</option>', page)
+    kinds = [option for option in options if option[0] in dict(KIND_CHOICES)]
+    assert [(value, label) for value, _, label in kinds] == KIND_CHOICES
+    assert [value for value, selected, _ in kinds if selected] == ["openai"]
+    rejected = staff_client.post(
+        "/providers/", {"name": "bad name!", "kind": "anthropic", "base_url": "nope"}, **HTMX
+    )
+    assert rejected.status_code == 422
+    assert '<option value="anthropic" selected>' in rejected.content.decode()
+
+
 def test_the_health_check_interval_is_set_per_provider_on_the_page(
     staff_client: Client, configure: Callable[..., None]
 ) -> None:
