@@ -13,14 +13,17 @@ reasoning/thinking, tool definitions, tool choice, tool calls and results, image
 reasons, usage — has a place in it. Each protocol module translates its requests, answers
 and streams to and from that view; nothing else in the gateway knows a protocol's fields.
 
-Modules: ``messages`` (Anthropic) and ``responses`` (OpenAI Responses), each a package of
-``request`` (the request to and from the canonical one), ``reply`` (JSON answers and
-errors) and ``stream`` (SSE codecs); ``canonical`` (the canonical shapes' builders, and what
-both packages share: the answer builders, the stream codecs' bases, the SSE framing);
-``fields`` (what a translation does with each top-level field: map, drop with a note,
-refuse); ``legs`` (a front door paired with an upstream kind: pass-through or translation,
-and the kinds a request skips). Chat needs no module: its requests and answers are the
-canonical view.
+Modules: ``registry`` (the one place a protocol and a platform are declared: each kind's
+codecs, history view, error shapes and names, and how each platform reaches it; what
+names kinds elsewhere derives from it); ``messages`` (Anthropic) and ``responses`` (OpenAI
+Responses), each a package of ``request`` (the request to and from the canonical one),
+``reply`` (JSON answers and errors) and ``stream`` (SSE codecs); ``chat`` (Chat
+Completions: its requests and answers are the canonical view, so only its error shapes
+and test request); ``canonical`` (the canonical shapes' builders, and what the packages
+share: the answer builders, the stream codecs' bases, the SSE framing); ``fields`` (what a
+translation does with each top-level field: map, drop with a note, refuse); ``legs`` (a
+front door paired with an upstream kind, looked up in the registry: pass-through or
+translation, and the kinds a request skips).
 
 Exception tree::
 
@@ -33,6 +36,9 @@ from enum import StrEnum
 
 
 class Protocol(StrEnum):
+    """A protocol's name: the provider ``kind`` that speaks it. Everything else about it
+    is its ``routing.protocols.registry.PROTOCOLS`` entry."""
+
     CHAT = "openai"
     MESSAGES = "anthropic"
     RESPONSES = "openai-responses"
