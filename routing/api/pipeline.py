@@ -35,6 +35,7 @@ from routing.gateway.call import Call
 from routing.gateway.events import CallOutcome, CallRecord
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
 from routing.gateway.runtime import Runtime, get_runtime
+from routing.gateway.state import CallState
 from routing.gateway.table import GroupSpec, KeySpec, RoutingTable
 from routing.protocols import Protocol, Unmappable
 from routing.protocols.legs import Prepared, skipped_targets, translate_request
@@ -82,7 +83,7 @@ def translated(admitted: Admitted) -> Route | ErrorReply:
 async def run_call(admitted: Admitted, route: Route) -> Reply:
     """Run the door's one ``Call`` through the group."""
     request, door = admitted.request, admitted.door
-    call = Call(
+    state = CallState(
         admitted.runtime,
         admitted.group,
         route.body,
@@ -97,7 +98,7 @@ async def run_call(admitted: Admitted, route: Route) -> Reply:
         key=admitted.key,
         trace_headers=trace_context(request) if admitted.runtime.tracing is not None else None,
     )
-    return await call.run()
+    return await Call(state).run()
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,7 +190,7 @@ class Continuity:
 
     def release(self) -> None:
         """The call is past its commit point: only :meth:`remember` is left, and it needs
-        nothing of the request (``Call._release_request``)."""
+        nothing of the request (``CallState.release_request``)."""
         self.body = {}
         self._producers = None
 

@@ -4,7 +4,7 @@ Pure: the group's targets, the store's verdicts on them and what the call learne
 each (how its tries ended, the door's skips, a context window it exceeded) in; one
 line per target and the revivals for ``Retry-After`` out. The call reads the store,
 picks the status (502 when anything was tried, else 503) and sends the reply
-(``Call._exhausted``).
+(``routing.gateway.call``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from routing.engine.plan import ContextLimit
 from routing.engine.select import Verdict
 
 if TYPE_CHECKING:
-    from routing.gateway.retry import TargetOutcome
+    from routing.gateway.state import TargetOutcome
     from routing.gateway.table import TargetSpec
 
 

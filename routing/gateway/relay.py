@@ -1,23 +1,27 @@
 """A stream past its commit point: the relay from the upstream to the client.
 
-The call (``routing.gateway.call``) commits an attempt and hands its stream here. The
-relay sends the held-back prefix, then the live rest as each network read brings it,
-in the door's framing: a chat stream behind the chat door is re-framed as SSE
-(:meth:`CommittedStream.chat`), every other door/kind pair goes through its leg's
-encoder (:meth:`CommittedStream.leg`, ``routing.protocols.legs``). Past the commit point
-there is no retry and no switch: a failure is charged to the target and ends the stream
-with the door's error event, never a fake clean end, unless the group resumes it
-(SPEC §16; ``routing.gateway.rescue`` continues it elsewhere). However the stream ends
-(done, failed, the client gone before or during it), :meth:`CommittedStream._ended`
-closes the upstream, settles the usage and finishes the call's record once.
+The call's loop (``routing.gateway.call``) commits an attempt and hands its stream here
+with the call's state (``routing.gateway.state.CallState``). The relay sends the
+held-back prefix, then the live rest as each network read brings it, in the door's
+:class:`Framing`: a chat stream behind the chat door is re-framed as SSE (:data:`CHAT`),
+every other door/kind pair goes through its leg's encoder (:func:`leg_framing`,
+``routing.protocols.legs``); one loop (:meth:`CommittedStream.relay`) writes both. Past
+the commit point there is no retry and no switch: a failure is charged to the target and
+ends the stream with the door's error event, never a fake clean end, unless the group
+resumes it (SPEC §16; ``routing.gateway.rescue`` continues it elsewhere). However the
+stream ends (done, failed, the client gone before or during it),
+:meth:`CommittedStream._ended` closes the upstream, settles the usage and finishes the
+call's record once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from typing import Protocol as Interface
 
 import orjson
 
@@ -31,36 +35,91 @@ from routing.protocols.legs import PassThrough, Relay, relay_for
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
-    from routing.gateway.call import Call
+    from routing.gateway.state import CallState
     from routing.gateway.table import TargetSpec
 
 log = logging.getLogger("switchyard.gateway")
 
 
+class ErrorEvent(Interface):
+    def __call__(self, message: str, *, code: str) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Framing:
+    """How a committed stream is written in its door's framing: the held-back part, the
+    event that ends it after a failure, its end. ``relay`` is the door's leg (None: a chat
+    stream re-framed as SSE), which a rescue continues; ``ending`` names the error event
+    in the log."""
+
+    held: Callable[[Answer], bytes]
+    error: ErrorEvent
+    end: Callable[[], bytes]
+    relay: Relay | None
+    ending: str
+
+    def writes(self, reader: EventReader) -> Callable[[], Awaitable[bytes | None]]:
+        """The bytes of each next network read, None at the end: the upstream's own
+        events for a chat stream or a pass-through; for a translating leg, its encoding
+        of the items each read completed."""
+        relay = self.relay
+        if relay is None or isinstance(relay, PassThrough):
+            return reader.next_sse
+
+        async def translated() -> bytes | None:
+            batch = await reader.next_batch()
+            return None if batch is None else relay.encode(batch)
+
+        return translated
+
+
+def _chat_held(answer: Answer) -> bytes:
+    return _framed_prefix(answer.prefix)
+
+
+def _chat_end() -> bytes:
+    return SSE_DONE
+
+
+CHAT = Framing(_chat_held, sse_error, _chat_end, None, "an SSE error")
+
+
+def leg_framing(relay: Relay) -> Framing:
+    """A door/kind pair's leg: its encoder writes the held-back items and the rest."""
+    return Framing(
+        lambda answer: relay.encode(answer.items),
+        relay.error,
+        relay.end,
+        relay,
+        "the door's error event",
+    )
+
+
 def stream_reply(
-    call: Call, target: TargetSpec, answer: Answer, headers: dict[str, str]
+    call: CallState, target: TargetSpec, answer: Answer, headers: dict[str, str]
 ) -> StreamReply:
-    """The reply of a committed stream: the chat relay for a chat upstream behind the chat
-    door, the door's leg otherwise. Unless the group may rescue it (a rescue sends the
-    request again), the call lets its request go now."""
+    """The reply of a committed stream: the chat framing for a chat upstream behind the
+    chat door, the door's leg otherwise. Unless the group may rescue it (a rescue sends
+    the request again), the call lets its request go now."""
     stream = CommittedStream(call, target, answer)
     protocol = target.provider.protocol
     kind = protocol.kind
     if kind is call.door and protocol.canonical:  # chat to chat
-        if not call.rescuable:
-            call._release_request(answer)
-        return StreamReply(stream.chat(), headers=headers, abandon=stream.abandon)
-    reader = answer.reader
-    relay = relay_for(
-        call.door,
-        kind,
-        call.body,
-        reader.decoder if reader else None,
-        call.prepared.tool_names,
-    )
+        framing = CHAT
+    else:
+        reader = answer.reader
+        framing = leg_framing(
+            relay_for(
+                call.door,
+                kind,
+                call.body,
+                reader.decoder if reader else None,
+                call.prepared.tool_names,
+            )
+        )
     if not call.rescuable:
-        call._release_request(answer)
-    return StreamReply(stream.leg(relay), headers=headers, abandon=stream.abandon)
+        call.release_request(answer)
+    return StreamReply(stream.relay(framing), headers=headers, abandon=stream.abandon)
 
 
 class CommittedStream:
@@ -69,7 +128,7 @@ class CommittedStream:
 
     __slots__ = ("call", "target", "answer", "outcome", "error_code", "rescue")
 
-    def __init__(self, call: Call, target: TargetSpec, answer: Answer) -> None:
+    def __init__(self, call: CallState, target: TargetSpec, answer: Answer) -> None:
         self.call = call
         self.target = target
         self.answer = answer
@@ -83,68 +142,35 @@ class CommittedStream:
         self.outcome, self.error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
         await self._ended()
 
-    async def chat(self) -> AsyncIterator[bytes]:
-        """Send the held-back prefix, then the live rest. After the commit point a failure
-        is surfaced as an SSE error event: no retry, no switch, never a fake clean end."""
+    async def relay(self, framing: Framing) -> AsyncIterator[bytes]:
+        """Send the held-back prefix, then the live rest, one write per network read.
+        After the commit point a failure is surfaced as the door's error event: no retry,
+        no switch, never a fake clean end (unless a rescue continues it)."""
         answer = self.answer
         reader = answer.reader
         try:
-            yield _framed_prefix(answer.prefix)
+            yield framing.held(answer)
             answer.prefix, answer.items = [], []  # sent: not held for the stream's life
             if reader is not None:
+                writes = framing.writes(reader)
                 while True:
                     try:
-                        frames = await reader.next_sse()
+                        out = await writes()
                     except UpstreamFailure as exc:
                         failure = exc.failure
-                        await self._failed(failure, "an SSE error")
-                        async for out in self._rescue(reader, failure, None):
+                        await self._failed(failure, framing.ending)
+                        async for out in self._rescue(reader, failure, framing.relay):
                             yield out
                         if self._unrescued():
-                            yield sse_error(failure.client_message, code=failure.code.value)
-                        return
-                    if frames is None:
-                        break
-                    if frames:  # everything one network read brought, in one write
-                        yield frames
-                # Before [DONE]: a client's next request must find this turn remembered.
-                await self.call.continuity.remember(self.target, answer.turn)
-            yield SSE_DONE
-        except (asyncio.CancelledError, GeneratorExit):
-            self.outcome, self.error_code = CallOutcome.ABORTED, FailureCode.ABORTED.value
-            raise
-        finally:
-            await self._ended()
-
-    async def leg(self, relay: Relay) -> AsyncIterator[bytes]:
-        """``chat`` for every other door/kind pair: the same commit rules, the door's own
-        framing, end and after-commit error event (``routing.protocols.legs``). A
-        pass-through reads the upstream's own bytes (``next_sse``); the others translate
-        the items of each read."""
-        answer = self.answer
-        reader = answer.reader
-        try:
-            yield relay.encode(answer.items)
-            answer.prefix, answer.items = [], []  # sent: not held for the stream's life
-            if reader is not None:
-                while True:
-                    try:
-                        out = await _next_write(reader, relay)
-                    except UpstreamFailure as exc:
-                        failure = exc.failure
-                        await self._failed(failure, "the door's error event")
-                        async for out in self._rescue(reader, failure, relay):
-                            yield out
-                        if self._unrescued():
-                            yield relay.error(failure.client_message, code=failure.code.value)
+                            yield framing.error(failure.client_message, code=failure.code.value)
                         return
                     if out is None:
                         break
-                    if out:
+                    if out:  # everything one network read brought, in one write
                         yield out
                 # Before the end: a client's next request must find this turn remembered.
                 await self.call.continuity.remember(self.target, answer.turn)
-            tail = relay.end()
+            tail = framing.end()
             if tail:
                 yield tail
         except (asyncio.CancelledError, GeneratorExit):
@@ -169,7 +195,7 @@ class CommittedStream:
             failure.message,
             ending,
         )
-        await call._charge(self.target, failure, probe=False)
+        await call.charge(self.target, failure, probe=False)
 
     async def _rescue(
         self, reader: EventReader, failure: Failure, relay: Relay | None
@@ -220,7 +246,7 @@ class CommittedStream:
                 await call.runtime.store.inflight_add(self.target.key, -1)
         else:
             call.record.usage = answer.usage
-        call._finish(self.outcome, error_code=self.error_code)
+        call.finish(self.outcome, error_code=self.error_code)
 
 
 def _framed_prefix(payloads: list[bytes]) -> bytes:
@@ -244,12 +270,3 @@ def _is_usage_only(payload: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return bool(chunk.get("usage")) and not chunk.get("choices")
-
-
-async def _next_write(reader: EventReader, relay: Relay) -> bytes | None:
-    """The next bytes a committed non-chat relay writes, None at the end: a pass-through
-    sends the upstream's own events as read; the others translate each read's items."""
-    if isinstance(relay, PassThrough):
-        return await reader.next_sse()
-    batch = await reader.next_batch()
-    return None if batch is None else relay.encode(batch)

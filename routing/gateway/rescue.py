@@ -40,6 +40,7 @@ from routing.engine.rescue import (
 )
 from routing.gateway.attempt import Answer, EventReader, run_attempt
 from routing.gateway.replies import SSE_DONE, sse, sse_error
+from routing.gateway.walk import pick
 from routing.protocols import Protocol, messages, responses
 from routing.protocols.legs import Item, PassThrough, Relay, translate_body
 from routing.protocols.registry import PROTOCOLS
@@ -47,8 +48,8 @@ from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
-    from routing.gateway.call import Call
     from routing.gateway.events import AttemptRecord, CallRecord
+    from routing.gateway.state import CallState
     from routing.gateway.table import TargetSpec
 
 Chunk = dict[str, Any]
@@ -148,7 +149,9 @@ def _with_content(chunk: dict[str, Any], text: str) -> dict[str, Any]:
     return {**chunk, "choices": [choice, *chunk["choices"][1:]]}
 
 
-async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str | None) -> bytes:
+async def _outbound(
+    call: CallState, target: TargetSpec, kind: Protocol, prefill: str | None
+) -> bytes:
     """The original request for ``target``, with ``prefill`` as a last assistant message."""
     if kind is call.door and call.door_continuity is not None:  # a Messages pass-through
         outbound, _ = await call.door_continuity.outbound(target)
@@ -157,7 +160,7 @@ async def _outbound(call: Call, target: TargetSpec, kind: Protocol, prefill: str
         return orjson.dumps(outbound)
     outbound, rewrites = await call.continuity.outbound(target)
     if prefill is None:
-        body, _ = call._outbound_bytes(kind, target, outbound, rewrites)
+        body, _ = call.body_for(kind, target, outbound, rewrites)
         return body
     outbound = _with_prefill(outbound, prefill)
     body, _ = translate_body(kind, outbound, target.model)  # chat: as is, model rewritten
@@ -174,7 +177,7 @@ def trail_note(record: CallRecord) -> bytes:
 
 
 async def continue_elsewhere(
-    call: Call, failed: TargetSpec, partial: Partial, sink: Sink, rescue: Rescue
+    call: CallState, failed: TargetSpec, partial: Partial, sink: Sink, rescue: Rescue
 ) -> AsyncIterator[bytes]:
     """Continue a cut stream on the next eligible target (see the module docstring).
 
@@ -213,7 +216,7 @@ async def continue_elsewhere(
             failure.code.value,
             failure.message,
         )
-        await call._charge(target, failure, probe=False)  # it cut a stream: it pays
+        await call.charge(target, failure, probe=False)  # it cut a stream: it pays
         call.failed.add(target.key)
         if not may_rescue(
             call.group.resume,
@@ -233,16 +236,16 @@ async def continue_elsewhere(
 
 
 async def _answer(
-    call: Call, partial: Partial, rescue: Rescue
+    call: CallState, partial: Partial, rescue: Rescue
 ) -> tuple[TargetSpec, Answer, RescueMode] | None:
     """The next eligible target that answers the request for the rest (a prefill of
     ``partial``, or a restart), or None when none is left."""
     runtime = call.runtime
     while True:
-        pick = await call._pick(0)
-        if pick is None:
+        picked = await pick(call, 0)  # no ticket: the chain's order
+        if picked is None:
             return None
-        target, probe = pick
+        target, probe = picked
         protocol = target.provider.protocol
         kind = protocol.kind
         mode = rescue_mode(
@@ -270,7 +273,7 @@ async def _answer(
             )
         except UpstreamFailure as exc:
             f = exc.failure
-            record = call._attempt(target, 1, started, ok=False, probe=probe, failure=f)
+            record = call.attempt(target, 1, started, ok=False, probe=probe, failure=f)
             record.continuation, record.usage = True, exc.usage
             if mode is RescueMode.PREFILL and rejects_prefill(f.code, f.status):
                 # Learned: it does not take a prefill. The request was at fault, not the
@@ -279,10 +282,10 @@ async def _answer(
                 if probe:
                     await runtime.store.release_probe(target.key, runtime.clock())
                 continue
-            await call._charge(target, f, probe)
+            await call.charge(target, f, probe)
             call.failed.add(target.key)
             continue
-        record = call._attempt(target, 1, started, ok=True, probe=probe)
+        record = call.attempt(target, 1, started, ok=True, probe=probe)
         record.continuation = True
         rescue.target, rescue.mode, rescue.attempt = target.key, mode, record
         rescue.failure, rescue.broke = None, False

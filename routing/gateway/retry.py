@@ -1,52 +1,32 @@
 """The in-place retry loop: one target's attempts within a call (SPEC §3.6).
 
-The call's walk (``routing.gateway.call``) picks a target, prepares its request once
-(:class:`Outbound`) and hands both here. Each try is one attempt
-(``routing.gateway.attempt``), recorded on the call. A failure goes to
+The call's loop (``routing.gateway.call``) picks a target, has its request built once
+(:class:`~routing.gateway.state.Outbound`) and hands both here with the call's state
+(``routing.gateway.state.CallState``). Each try is one attempt
+(``routing.gateway.attempt``), recorded on the state. A failure goes to
 ``routing.engine.plan.decide``: RETRY here, after the decision's delay (a
 ``RetryEvent`` first, then the runtime's injectable sleep); anything else goes back to
-the walk with the decision, once the target's :class:`TargetOutcome` is on the call (it
-charges health and moves on, or surfaces the failure). An answer is the call's
-committed attempt.
+the loop with the decision, once the target's
+:class:`~routing.gateway.state.TargetOutcome` is on the state (the loop charges health
+and moves on, or surfaces the failure). An answer is the call's committed attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.plan import Action, Decision, decide
 from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.events import RetryEvent
-from routing.protocols import Protocol
+from routing.gateway.state import TargetOutcome
+from routing.gateway.walk import has_alternative
 from routing.upstream.openai import OpenAIClient, UpstreamFailure
 
 if TYPE_CHECKING:
-    from routing.gateway.call import Call
+    from routing.gateway.state import CallState, Outbound
     from routing.gateway.table import TargetSpec
-
-
-@dataclass(slots=True)
-class TargetOutcome:
-    """How a call's attempts on a target it gave up on ended (the exhaustion message)."""
-
-    failure: Failure
-    attempts: int
-    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
-    last_ms: float  # the last attempt alone
-
-
-@dataclass(frozen=True, slots=True)
-class Outbound:
-    """One target's request, ready to send as often as it is tried."""
-
-    kind: Protocol  # the target's protocol
-    body: bytes
-    headers: Mapping[str, str] | None  # the door's protocol headers it may carry
-    rewrites: list[str]  # what the outbound copy changed (x-switchyard-rewrites)
 
 
 class RetryInPlace:
@@ -54,7 +34,9 @@ class RetryInPlace:
 
     __slots__ = ("call", "target", "probe", "outbound", "client")
 
-    def __init__(self, call: Call, target: TargetSpec, probe: bool, outbound: Outbound) -> None:
+    def __init__(
+        self, call: CallState, target: TargetSpec, probe: bool, outbound: Outbound
+    ) -> None:
         self.call = call
         self.target = target
         self.probe = probe
@@ -73,14 +55,14 @@ class RetryInPlace:
             attempt_started = clock()
             sent = await self._send(tries, attempt_started)
             if isinstance(sent, Answer):
-                call.served = call._attempt(
+                call.served = call.attempt(
                     target, tries, attempt_started, ok=True, probe=probe, rewrites=rewrites
                 )
                 call.served.usage = sent.usage  # a stream's final usage at its end
                 call.rewrites = rewrites
                 return sent
             failure, usage = sent
-            record = call._attempt(
+            record = call.attempt(
                 target,
                 tries,
                 attempt_started,
@@ -97,7 +79,7 @@ class RetryInPlace:
                 switch_codes=group.switch_codes,
                 is_probe=probe,
                 time_left_s=call.deadline - clock(),
-                alternative=not probe and await call._has_alternative(target),
+                alternative=not probe and await has_alternative(call, target),
                 waited_s=waited_s,
                 rand=call.runtime.rand,
             )
@@ -146,7 +128,7 @@ class RetryInPlace:
         except UpstreamFailure as exc:
             return exc.failure, exc.usage
         except asyncio.CancelledError:
-            call._attempt(
+            call.attempt(
                 target,
                 tries,
                 started,

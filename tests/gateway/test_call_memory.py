@@ -34,8 +34,8 @@ import pytest
 from django.core.handlers.asgi import ASGIRequest
 
 from bench.streams import history as agent_history
-from routing.gateway.call import Call
 from routing.gateway.events import CallRecord
+from routing.gateway.state import CallState
 from routing.simulator.script import Fail, Reply
 from routing.upstream.transport import UpstreamResponse
 from tests.api.test_front_doors import THREE_KINDS
@@ -138,9 +138,9 @@ def test_an_open_stream_holds_no_copy_of_its_request(harness: Harness, door: str
     call_id = stream.response.headers["x-switchyard-request-id"]
     with stream:
         got = rest(next(first))  # the client has bytes: the call is past its commit point
-        found = live((ASGIRequest, Call, UpstreamResponse))  # one look, while it streams
+        found = live((ASGIRequest, CallState, UpstreamResponse))  # one look, while it streams
         requests = [r for r in found[ASGIRequest] if r.headers.get("x-test") == tag]
-        [call] = [c for c in found[Call] if c.call_id == call_id]
+        [call] = [c for c in found[CallState] if c.call_id == call_id]
         upstreams = [u for u in found[UpstreamResponse] if not u._response.is_closed]
         assert requests == []  # Django's request, with its copy of the body and its META
         assert call.body == {} and call.prepared.body == {} and call.prepared.bodies == {}

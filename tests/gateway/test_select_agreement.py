@@ -3,7 +3,8 @@
 Both render ``routing.engine.select``; this property test drives the health store through
 random sequences of real transitions (failures with and without ``Retry-After``, probes,
 force-revives, a broken credential, the clock moving on), then asks explain what the next
-call would do and lets a real ``Call`` pick, on the same store at the same instant.
+call would do and lets the real target walker (``routing.gateway.walk.pick``) pick, on
+the same store at the same instant.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from routing.config.policy import BUILTIN_DEFAULTS
 from routing.engine.algorithms import Candidate
 from routing.engine.failures import Failure, FailureCode
 from routing.engine.health import Availability, CircuitPolicy
-from routing.gateway.call import Call
 from routing.gateway.explain import route_explain
 from routing.gateway.runtime import Runtime
+from routing.gateway.state import CallState
 from routing.gateway.table import ProviderSpec, RoutingTable, TargetSpec, _build_group
+from routing.gateway.walk import pick
 from routing.state.memory import MemoryStore
 from routing.upstream.openai import Timeouts
 
@@ -127,10 +129,10 @@ def test_explain_names_the_target_a_call_picks(
         before = (await store.snapshot(group.keys, group.provider_names)).verdicts(
             group.members, now
         )
-        call = Call(
+        call = CallState(
             runtime, group, {"model": "auto", "messages": []}, stream=False, session=session
         )
-        picked = await call._pick(ticket=0)
+        picked = await pick(call, ticket=0)
 
         assert explained.next_target == (picked[0].key if picked else None)
         revived = picked is not None and before[picked[0].key].availability is Availability.COOLING
