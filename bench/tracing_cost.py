@@ -1,9 +1,10 @@
 """What tracing costs per call, in instructions (valgrind) and in CPU time, without the
 rest of the gateway: ``python -m bench.tracing_cost`` (about 3 min).
 
-A call's tracing work is replayed in process exactly as ``routing.gateway.call`` drives
-it (``start_call``, one attempt's ``attempt_started``/``attempt_ended``, ``committed``,
-``finish``), and its spans go through the real ``BatchSpanProcessor`` and the official
+A call's tracing work is replayed in process exactly as a call drives it (its state,
+``routing.gateway.state``: ``start_call``, one attempt's ``attempt_ended``, ``finish``;
+``attempt_started`` from ``routing.gateway.retry``, ``committed`` from
+``routing.gateway.call``), and its spans go through the real ``BatchSpanProcessor`` and the official
 OTLP/HTTP exporter to a loopback sink in another process that discards them, so encoding
 and sending are counted too. ``make bench BENCH_ARGS=--otlp`` measures the same cost
 inside the whole gateway, as CPU time on a machine whose speed drifts; instruction counts
