@@ -221,6 +221,7 @@ SWITCHYARD = {
     # subscribe cheap, non-blocking receivers to every call's events.
     "EVENT_SUBSCRIBERS": [
         "routing.audit.writer.attach",
+        "routing.observability.metrics.attach",
         "dashboard.broadcast.attach",
         "dashboard.stats.attach",
     ],

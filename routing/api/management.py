@@ -125,11 +125,6 @@ def unknown_path(request: HttpRequest, rest: str = "") -> HttpResponse:
     )
 
 
-def actor(request: HttpRequest) -> str:
-    """Who made this request, for config-change records."""
-    return getattr(request, "switchyard_actor", "unknown")
-
-
 from routing.api.observability import router as observability_router  # noqa: E402
 
 api.add_router("", observability_router)

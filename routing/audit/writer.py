@@ -47,7 +47,6 @@ from django.db import DataError, IntegrityError, close_old_connections, connecti
 
 from routing.audit.rows import Rows, rows_from, rows_write
 from routing.gateway.events import Event, EventHub
-from routing.observability import metrics
 
 log = logging.getLogger("switchyard.audit")
 
@@ -330,7 +329,7 @@ def get_writer() -> AuditWriter:
 
 
 def attach(hub: EventHub) -> None:
-    """Record and count ``hub``'s events, detaching from the previously attached hub."""
+    """Record ``hub``'s events, detaching from the previously attached hub."""
     global _hub
     writer = get_writer()
     with _lock:
@@ -341,7 +340,7 @@ def attach(hub: EventHub) -> None:
                 unsubscribe()
             except ValueError:  # that hub was cleared or replaced already
                 pass
-        _unsubscribe[:] = [hub.subscribe(writer.receive), hub.subscribe(metrics.observe)]
+        _unsubscribe[:] = [hub.subscribe(writer.receive)]
         _hub = hub
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import orjson
@@ -37,18 +39,33 @@ from routing.gateway.attempt import run_attempt
 from routing.upstream.openai import UpstreamFailure
 
 if TYPE_CHECKING:
-    from routing.gateway.runtime import Runtime
-    from routing.gateway.table import TargetSpec
+    from routing.engine.health import HealthEvent
+    from routing.gateway.table import ProviderSpec, RoutingTable, TargetSpec
+    from routing.state import HealthStore
+    from routing.upstream.openai import OpenAIClient
 
 log = logging.getLogger("switchyard.health")
 
 TICK_S = 1.0
 
 
-def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
-    """Every distinct target of the current table (groups share targets) whose provider
-    is checked at all: an interval above 0 and a configuration a request can carry."""
-    table = runtime.table
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """What a pass of checks uses of the gateway, read from it for each pass
+    (``Runtime.health_checks``): the table served now, the health store, the providers'
+    pooled clients, where health events go, and the two clocks."""
+
+    table: RoutingTable | None
+    store: HealthStore
+    client_for: Callable[[ProviderSpec], OpenAIClient]
+    publish: Callable[[list[HealthEvent]], None]
+    clock: Callable[[], float]  # wall-clock seconds: health and check slots
+    monotonic: Callable[[], float]  # a check's deadline
+
+
+def _targets(table: RoutingTable | None) -> dict[str, TargetSpec]:
+    """Every distinct target of ``table`` (groups share targets) whose provider is
+    checked at all: an interval above 0 and a configuration a request can carry."""
     if table is None:
         return {}
     found: dict[str, TargetSpec] = {}
@@ -60,15 +77,15 @@ def _targets(runtime: Runtime) -> dict[str, TargetSpec]:
     return found
 
 
-async def check_once(runtime: Runtime) -> list[str]:
+async def check_once(checks: Checks) -> list[str]:
     """One pass: check every cooling target whose check is due. Returns the keys checked."""
-    targets = _targets(runtime)
+    targets = _targets(checks.table)
     if not targets:
         return []
-    store = runtime.store
+    store = checks.store
     providers = tuple(dict.fromkeys(t.provider.name for t in targets.values()))
     snapshot = await store.snapshot(tuple(targets), providers)
-    now = runtime.clock()
+    now = checks.clock()
     due: list[TargetSpec] = []
     for key, health in snapshot.targets.items():
         target = targets.get(key)
@@ -82,15 +99,15 @@ async def check_once(runtime: Runtime) -> list[str]:
         if await store.try_begin_check(key, now, target.provider.check_interval_s):
             due.append(target)
     if due:
-        await asyncio.gather(*(_check(runtime, target) for target in due))
+        await asyncio.gather(*(_check(checks, target) for target in due))
     return [t.key for t in due]
 
 
-async def _check(runtime: Runtime, target: TargetSpec) -> None:
-    client = runtime.client_for(target.provider)
+async def _check(checks: Checks, target: TargetSpec) -> None:
+    client = checks.client_for(target.provider)
     body = orjson.dumps(client.test_body(target.model))  # each kind speaks its own protocol
     timeouts = target.provider.timeouts
-    deadline = runtime.monotonic() + min(timeouts.first_token_s, timeouts.total_s)
+    deadline = checks.monotonic() + min(timeouts.first_token_s, timeouts.total_s)
     try:
         await run_attempt(
             client,
@@ -101,7 +118,7 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
             deadline=deadline,
             door=client.protocol.kind,
             kind=client.protocol.kind,
-            clock=runtime.monotonic,
+            clock=checks.monotonic,
         )
     except UpstreamFailure as exc:
         if exc.failure.code is not FailureCode.EMPTY_RESPONSE:  # a 1-token answer may be empty
@@ -109,14 +126,16 @@ async def _check(runtime: Runtime, target: TargetSpec) -> None:
     except Exception:  # a check must never take the checker down
         log.exception("health check of %s crashed", target.key)
         return
-    events = await runtime.store.record_success(target.key, runtime.clock(), None)
-    runtime.hub.publish_all(events)
+    events = await checks.store.record_success(target.key, checks.clock(), None)
+    checks.publish(events)
 
 
-async def run_forever(runtime: Runtime) -> None:
+async def run_forever(checks: Callable[[], Checks]) -> None:
+    """A pass every tick, each with what ``checks()`` gives then (the runtime's table,
+    store, hub and clocks may be replaced between passes)."""
     while True:
         try:
-            await check_once(runtime)
+            await check_once(checks())
         except Exception:  # the store may be down for a while; try again next tick
             log.debug("health check pass failed", exc_info=True)
         await asyncio.sleep(TICK_S)

@@ -43,6 +43,7 @@ from routing.state import HealthStore, build_store
 from routing.upstream.openai import OpenAIClient
 
 if TYPE_CHECKING:
+    from routing.gateway.checker import Checks
     from routing.observability.spans import Tracing
 
 log = logging.getLogger("switchyard.gateway")
@@ -150,7 +151,21 @@ class Runtime:
             return
         from routing.gateway.checker import run_forever
 
-        self._checker = asyncio.get_running_loop().create_task(run_forever(self))
+        self._checker = asyncio.get_running_loop().create_task(run_forever(self.health_checks))
+
+    def health_checks(self) -> Checks:
+        """What a pass of the health checker uses (``routing.gateway.checker``): the
+        table, store, clients, hub and clocks as they are now."""
+        from routing.gateway.checker import Checks
+
+        return Checks(
+            table=self.table,
+            store=self.store,
+            client_for=self.client_for,
+            publish=self.hub.publish_all,
+            clock=self.clock,
+            monotonic=self.monotonic,
+        )
 
     def reload(self) -> RoutingTable:
         """Compile the table from the database and swap it in (sync; never per call).

@@ -1,7 +1,8 @@
 """Prometheus metrics for ``/metrics``, in a registry of their own.
 
 Counters and histograms move in :func:`observe`, a hub subscriber that only increments
-(no I/O, no awaits). Health is a gauge computed at scrape time from the state store, so
+(no I/O, no awaits), subscribed to every hub the runtime installs by :func:`attach`
+(listed in ``settings.SWITCHYARD["EVENT_SUBSCRIBERS"]``, beside the audit writer). Health is a gauge computed at scrape time from the state store, so
 it is right in every process of a Redis deployment, not just the one that saw the change.
 
 Labels are only ``group``, ``target``, ``code`` and ``outcome``: aggregate facts, never a
@@ -16,7 +17,7 @@ label, then ``other``) to keep a client from growing the series without bound.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -25,7 +26,14 @@ from prometheus_client.registry import Collector
 
 from routing.engine.health import HealthEvent, HealthState
 from routing.engine.refusals import KeylessRefusals
-from routing.gateway.events import CallOutcome, CallRecord, Event, FallbackEvent, RetryEvent
+from routing.gateway.events import (
+    CallOutcome,
+    CallRecord,
+    Event,
+    EventHub,
+    FallbackEvent,
+    RetryEvent,
+)
 from routing.gateway.runtime import Runtime
 
 LABEL_VALUES_MAX = 1000
@@ -192,6 +200,24 @@ def observe(event: Event) -> None:
     elif isinstance(event, HealthEvent):
         target = event.target or f"{event.provider}/*"
         _transitions(_target(target), event.code or "").inc()
+
+
+_attached: list[tuple[EventHub, Callable[[], None]]] = []  # the hub counted, and how to stop
+_attach_lock = threading.Lock()
+
+
+def attach(hub: EventHub) -> None:
+    """``EVENT_SUBSCRIBERS`` hook: count ``hub``'s events (:func:`observe`), detaching
+    from the previously attached hub, so the counters follow the hub the runtime installs."""
+    with _attach_lock:
+        if _attached and _attached[0][0] is hub:
+            return
+        for _, unsubscribe in _attached:
+            try:
+                unsubscribe()
+            except ValueError:  # that hub was cleared or replaced already
+                pass
+        _attached[:] = [(hub, hub.subscribe(observe))]
 
 
 def _usage(group: str, target: str, usage: dict[str, object], cost: float | None) -> None:
