@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -112,6 +112,24 @@ class SpanAttributes(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self.fixed) + sum(1 for key in self.own if key not in self.fixed)
+
+
+class SpanFields(NamedTuple):
+    """One span of a gateway call, as the walk over the call gives it to be made
+    (``routing.observability.spans.SpanMaker``): written by :meth:`SpanEncoder.call_span`,
+    or made a ``ReadableSpan``."""
+
+    span_id: int
+    parent_id: int | None  # None for a root span
+    remote: bool  # the parent is the client's (from its ``traceparent``)
+    name: str
+    kind: SpanKind
+    start: int
+    end: int
+    fixed: FixedAttributes | None  # the attributes shared with other spans
+    own: dict[str, Any]  # the span's own (no name in both)
+    marks: Sequence[tuple[str, int]]  # its events: a name and a time each, no attributes
+    status: Status
 
 
 def _varint(n: int) -> bytes:
@@ -359,25 +377,11 @@ class SpanEncoder:
                 out.append(self.event(event.name, event.timestamp))
         return b"".join(out)
 
-    def call_span(
-        self,
-        trace: bytes,
-        state: bytes,
-        span_id: int,
-        parent_id: int | None,
-        remote: bool,
-        name: str,
-        kind: SpanKind,
-        start: int,
-        end: int,
-        fixed: FixedAttributes | None,
-        own: Mapping[str, Any],
-        marks: Sequence[tuple[str, int]],
-        status: Status,
-    ) -> bytes:
-        """A gateway call's span (``routing.observability.spans.SpanMaker``): its
-        attributes as ``fixed``'s kept bytes and ``own``'s, its ``marks`` as attribute-less
-        events (a name and a time)."""
+    def call_span(self, trace: bytes, state: bytes, fields: SpanFields) -> bytes:
+        """A gateway call's span (``routing.observability.spans.SpanMaker``) in trace
+        ``trace`` (16 bytes) with trace state field ``state``: its attributes as
+        ``fixed``'s kept bytes and ``own``'s, its ``marks`` as attribute-less events."""
+        span_id, parent_id, remote, name, kind, start, end, fixed, own, marks, status = fields
         event = self.event
         return self.span(
             trace,

@@ -4,7 +4,8 @@ environment and nothing Switchyard-specific.
 On when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set,
 unless ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``. Off, nothing of the
 SDK is imported and ``Runtime.tracing`` is None: each hook on the call path is one ``is
-None`` test. On, ``routing.observability.spans`` builds the runtime's own tracer provider.
+None`` test. On, ``routing.observability.span_export`` builds the runtime's own tracing
+(``routing.observability.spans``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,6 @@ def build_tracing(env: Mapping[str, str]) -> Tracing | None:
     compression)."""
     if not tracing_wanted(env):
         return None
-    from routing.observability.spans import make_tracing
+    from routing.observability.span_export import make_tracing
 
     return make_tracing(env)

@@ -26,7 +26,8 @@ from routing.observability.otlp_wire import (
     SpanAttributes,
     SpanEncoder,
 )
-from routing.observability.spans import CallExporter, CallTrace, Tracing
+from routing.observability.span_export import CallExporter
+from routing.observability.spans import CallTrace, Tracing
 from routing.observability.tracing import build_tracing
 from routing.upstream.openai import Timeouts
 from tests.observability.otlp_receiver import OTLPReceiver
@@ -353,9 +354,9 @@ def test_a_call_s_token_counts_are_read_from_any_door_s_usage(
     """A count is a non-negative int under chat's name or the Messages/Responses one;
     anything else (a bool, a string, a float, a negative, one beyond OTLP's int64, which
     would corrupt the whole batch's bytes) is not sent."""
-    from routing.observability.spans import _usage
+    from routing.observability.span_attributes import usage_counts
 
-    got = _usage(usage)
+    got = usage_counts(usage)
     assert (got.get("gen_ai.usage.input_tokens"), got.get("gen_ai.usage.output_tokens")) == counts
     assert all(type(value) is int for value in got.values())
 

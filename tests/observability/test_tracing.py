@@ -374,7 +374,7 @@ def test_off_by_default_the_call_path_has_no_tracing_and_never_loads_the_sdk(
         "MemoryStore; from routing.observability.tracing import build_tracing; "
         "assert build_tracing(os.environ) is None; "
         "print(sorted(m for m in sys.modules if m.startswith(('opentelemetry.sdk.trace', "
-        "'opentelemetry.exporter', 'routing.observability.spans'))))"
+        "'opentelemetry.exporter', 'routing.observability.span'))))"
     )
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
     out = subprocess.run(
