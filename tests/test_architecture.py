@@ -85,6 +85,15 @@ def test_the_limits_rules_import_only_the_standard_library_and_the_engine(module
     assert sorted(name for name in imported if not _allowed(name)) == []
 
 
+def test_the_architecture_doc_lists_every_contract() -> None:
+    """docs/architecture.md's table of contracts names each contract of pyproject.toml,
+    and no other."""
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    table = doc.split("The contracts, as `[tool.importlinter]`", 1)[1].split("\n\n")[1]
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]]
+    assert sorted(rows) == sorted(c["name"] for c in CONTRACTS)
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     return grimp.build_graph("routing", "dashboard", "router_project", cache_dir=None)
