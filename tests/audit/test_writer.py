@@ -266,9 +266,9 @@ def test_attach_follows_a_replaced_hub() -> None:
     first, second = EventHub(), EventHub()
     module.attach(first)
     module.attach(first)  # idempotent
-    assert len(first._subscribers) == 2
+    assert first._subscribers == [module.get_writer().receive]  # the metrics attach apart
     module.attach(second)
-    assert first._subscribers == [] and len(second._subscribers) == 2
+    assert first._subscribers == [] and second._subscribers == [module.get_writer().receive]
     pending = module.get_writer().stats().accepted
     second.publish(
         RetryEvent(
@@ -298,3 +298,19 @@ def test_attach_follows_a_replaced_hub() -> None:
     )
     assert module.get_writer().stats().accepted == pending + 1
     assert module.flush(10)
+
+
+def test_the_metrics_attach_apart_and_follow_a_replaced_hub() -> None:
+    """The metrics are an event subscriber of their own (``EVENT_SUBSCRIBERS``), not the
+    writer's: attaching one leaves the other alone."""
+    from routing.audit import writer
+    from routing.observability import metrics
+
+    first, second = EventHub(), EventHub()
+    metrics.attach(first)
+    metrics.attach(first)  # idempotent
+    assert first._subscribers == [metrics.observe]
+    metrics.attach(second)
+    assert first._subscribers == [] and second._subscribers == [metrics.observe]
+    writer.attach(second)
+    assert second._subscribers == [metrics.observe, writer.get_writer().receive]
