@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -114,22 +114,27 @@ class SpanAttributes(Mapping[str, Any]):
         return len(self.fixed) + sum(1 for key in self.own if key not in self.fixed)
 
 
-class SpanFields(NamedTuple):
-    """One span of a gateway call, as the walk over the call gives it to be made
-    (``routing.observability.spans.SpanMaker``): written by :meth:`SpanEncoder.call_span`,
-    or made a ``ReadableSpan``."""
-
-    span_id: int
-    parent_id: int | None  # None for a root span
-    remote: bool  # the parent is the client's (from its ``traceparent``)
-    name: str
-    kind: SpanKind
-    start: int
-    end: int
-    fixed: FixedAttributes | None  # the attributes shared with other spans
-    own: dict[str, Any]  # the span's own (no name in both)
-    marks: Sequence[tuple[str, int]]  # its events: a name and a time each, no attributes
-    status: Status
+# One span of a gateway call, as the walk over the call gives it to be made
+# (``routing.observability.spans.SpanMaker``): written by :meth:`SpanEncoder.call_span`, or
+# made a ``ReadableSpan``. A plain tuple, unpacked by each maker in this order: span id,
+# parent's span id (None for a root span), whether the parent is the client's (from its
+# ``traceparent``), name, kind, start and end (ns), the attributes shared with other spans
+# (or None), the span's own (no name in both), its events (a name and a time each, no
+# attributes), status. A tuple costs a span nothing to build; a class or a NamedTuple
+# costs a Python call per span on the export thread.
+SpanFields = tuple[
+    int,
+    int | None,
+    bool,
+    str,
+    SpanKind,
+    int,
+    int,
+    FixedAttributes | None,
+    dict[str, Any],
+    Sequence[tuple[str, int]],
+    Status,
+]
 
 
 def _varint(n: int) -> bytes:

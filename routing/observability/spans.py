@@ -372,7 +372,7 @@ class CallTrace:
         error = record.outcome in ERROR_OUTCOMES  # a StrEnum: no .value needed to compare
         out.append(
             span(
-                SpanFields(
+                (
                     call_id,
                     parent_id,
                     True,
@@ -395,7 +395,7 @@ class CallTrace:
         code = record.error_code or record.outcome.value
         operation = "embeddings" if record.endpoint == "embeddings" else "chat"
         return span(
-            SpanFields(
+            (
                 self._span_id,
                 parent_id,
                 True,
@@ -455,7 +455,7 @@ def _attempt_span(
         else:
             status = error_status(result.code or "UNKNOWN")
     return span(
-        SpanFields(
+        (
             attempt.span_id,
             call_id,
             False,
