@@ -26,7 +26,7 @@ from routing.engine.plan import CommitPoint, SwitchReason
 from routing.gateway.events import CallOutcome
 from routing.gateway.table import ProviderSpec
 from routing.models import Provider
-from routing.observability.spans import PROVIDER_NAMES
+from routing.observability.span_attributes import PROVIDER_NAMES
 from routing.protocols import Protocol
 from routing.protocols.registry import DOOR_NAMES, KINDS, PLATFORMS, PROTOCOLS, PlatformName
 from routing.upstream.openai import OpenAIClient
