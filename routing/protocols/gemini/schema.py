@@ -1,0 +1,42 @@
+"""Gemini's two schema dialects and the JSON Schema the other protocols speak.
+
+``parameters`` and ``responseSchema`` are Gemini's OpenAPI 3.0 subset: upper-case type
+names (``OBJECT``, ``STRING``…), ``nullable``, ``propertyOrdering``. ``parametersJsonSchema``
+and ``responseJsonSchema`` are JSON Schema and pass unchanged. ``to_json_schema`` normalises
+the subset (lower-case types, ``nullable`` as a ``"null"`` type, Gemini-only keys left out)
+so a chat, Messages or Responses target gets a schema it reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Keys of the OpenAPI subset with no JSON Schema meaning (ordering is a generation hint).
+_GEMINI_ONLY = frozenset({"nullable", "propertyOrdering"})
+# Keys whose value is one schema, or a map / list of schemas.
+_ONE = ("items", "additionalProperties", "not")
+_MAP = ("properties", "$defs", "definitions")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def to_json_schema(schema: Any) -> Any:
+    """An OpenAPI-subset schema as JSON Schema (a copy; non-dict values unchanged)."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _GEMINI_ONLY:
+            continue
+        if key == "type" and isinstance(value, str):
+            out["type"] = value.lower()
+        elif key in _ONE:
+            out[key] = to_json_schema(value)
+        elif key in _MAP and isinstance(value, dict):
+            out[key] = {name: to_json_schema(sub) for name, sub in value.items()}
+        elif key in _LIST and isinstance(value, list):
+            out[key] = [to_json_schema(sub) for sub in value]
+        else:
+            out[key] = value
+    if schema.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
