@@ -7,6 +7,8 @@ Classification reads, in this order:
    ``{"error": {"message", "type", "code", "param"}}`` body (also ``{"error": "text"}``,
    ``{"message": ...}`` and ``{"detail": ...}``) — to refine ambiguous statuses
    (400/413/422) and to read status-less mid-stream error events;
+   Google's ``{"error": {"code", "message", "status", "details"}}`` (Gemini, Vertex) is
+   read by its ``status`` name and ``details`` first (:func:`_google`): SPEC §19's table;
 3. the message text, only as a last resort and only for the few refinements that
    providers do not reliably expose as codes (context window, content policy,
    "model does not exist"). Each pattern is covered by the classification table in
@@ -138,6 +140,9 @@ class _Fields:
     message: str
     tokens: frozenset[str]  # lower-cased ``code`` and ``type`` values
     numeric_code: int | None = None  # e.g. OpenRouter's {"error": {"code": 502}}
+    google: str | None = None  # Google's status name (``RESOURCE_EXHAUSTED``…)
+    reasons: frozenset[str] = frozenset()  # Google's ``details[].reason`` (``API_KEY_INVALID``)
+    retry_delay_s: float | None = None  # Google's ``RetryInfo.retryDelay``
 
 
 def _text(value: Any) -> str:
@@ -160,7 +165,27 @@ def _fields_from_mapping(obj: Mapping[str, Any]) -> _Fields:
     elif isinstance(inner, str) and inner.strip():
         return _fields(obj, message=inner.strip())
     message = _text(obj.get("message")) or _text(obj.get("detail"))
-    return _fields(obj, message=message)
+    fields = _fields(obj, message=message)
+    status = obj.get("status")
+    if isinstance(status, str) and status in _GOOGLE_CODES:
+        return _google_fields(fields, status, obj.get("details"))
+    return fields
+
+
+def _google_fields(fields: _Fields, status: str, details: Any) -> _Fields:
+    reasons: set[str] = set()
+    delay: float | None = None
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, Mapping):
+            continue
+        if isinstance(detail.get("reason"), str):
+            reasons.add(detail["reason"])
+        raw = detail.get("retryDelay")
+        if isinstance(raw, str) and raw.endswith("s"):
+            delay = _parse_seconds(raw[:-1])
+    return _Fields(
+        fields.message, fields.tokens, fields.numeric_code, status, frozenset(reasons), delay
+    )
 
 
 def _fields(obj: Mapping[str, Any], *, message: str) -> _Fields:
@@ -271,10 +296,50 @@ _BY_STATUS: dict[int, FailureCode] = {
 }
 
 
+# Google's status names (google.rpc.Code), SPEC §19: a quota whose message says it is spent
+# (billing, credits; and no RetryInfo saying when to come back) is QUOTA, else RATE_LIMIT.
+_GOOGLE_CODES: dict[str, FailureCode] = {
+    "RESOURCE_EXHAUSTED": F.RATE_LIMIT,
+    "UNAVAILABLE": F.SERVER,
+    "INTERNAL": F.SERVER,
+    "UNKNOWN": F.SERVER,
+    "DEADLINE_EXCEEDED": F.SERVER,
+    "ABORTED": F.SERVER,
+    "PERMISSION_DENIED": F.AUTH,
+    "UNAUTHENTICATED": F.AUTH,
+    "NOT_FOUND": F.UNKNOWN_MODEL,
+    "INVALID_ARGUMENT": F.BAD_REQUEST,
+    "OUT_OF_RANGE": F.BAD_REQUEST,
+    "FAILED_PRECONDITION": F.FORBIDDEN,  # e.g. the API is not offered in the caller's region
+    "CANCELLED": F.ABORTED,
+}
+_GOOGLE_AUTH_REASONS = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED", "ACCESS_TOKEN_EXPIRED"})
+_QUOTA_SPENT = re.compile(
+    r"billing|credits?\b|prepay|spend(ing)? (cap|limit)|quota .*\bspent", re.I
+)
+_GOOGLE_CONTEXT = re.compile(r"exceeds the maximum number of tokens", re.I)
+
+
+def _google(fields: _Fields) -> FailureCode:
+    """Google's error by its status name and details, the message refining two of them."""
+    code = _GOOGLE_CODES[fields.google or ""]
+    if fields.reasons & _GOOGLE_AUTH_REASONS or "api key not valid" in fields.message.lower():
+        return F.AUTH
+    if code is F.RATE_LIMIT and fields.retry_delay_s is None:
+        return F.QUOTA if _QUOTA_SPENT.search(fields.message) else code
+    if code is F.BAD_REQUEST:
+        if _GOOGLE_CONTEXT.search(fields.message):
+            return F.CONTEXT_WINDOW_EXCEEDED
+        return _by_text(fields.message) or code
+    return code
+
+
 def _classify(status: int | None, fields: _Fields) -> FailureCode:
     tokens = fields.tokens
     if status is not None and 200 <= status < 300:
         return F.UNKNOWN  # not a failure we can name; the caller asked anyway
+    if fields.google is not None:
+        return _google(fields)
     if "invalid_api_key" in tokens:
         return F.AUTH
     if status in (400, 429) and tokens & _QUOTA_TOKENS:
@@ -324,6 +389,8 @@ def classify_http(
     fields = _read_body(body)
     code = _classify(status, fields)
     retry_after = parse_retry_after(headers, now) if status == 429 or 500 <= status <= 599 else None
+    if retry_after is None and code is F.RATE_LIMIT:
+        retry_after = fields.retry_delay_s
     return Failure(
         code=code, message=_message(fields, status), status=status, retry_after_s=retry_after
     )
