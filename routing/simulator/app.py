@@ -6,6 +6,9 @@ Routes::
     POST /v1/messages           the same, in Anthropic Messages shapes (x-api-key auth)
     POST /v1/messages/count_tokens  ``{"input_tokens": n}`` (recorded; consumes no script)
     POST /v1/responses          the same, in OpenAI Responses shapes
+    POST /v1beta/models/{model}:generateContent  the same, in Gemini's shapes (the model
+                                and, with ``:streamGenerateContent?alt=sse``, the stream
+                                named by the path; ``x-goog-api-key`` auth); also under /v1
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
@@ -30,6 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
+from routing.simulator.gemini import model_and_stream
 from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
 from routing.simulator.script import Behaviour, Fail, behaviour_from_dict
@@ -60,6 +64,8 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_post("/v1/responses/compact", chat_completions)
     app.router.add_post("/v1/embeddings", chat_completions)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/v1beta/models/{target}", generate_content)
+    app.router.add_post("/v1/models/{target}", generate_content)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -76,6 +82,8 @@ def _error(status: int, message: str, code: str | None = None) -> web.Response:
 def _auth_failure(request: web.Request, api_key: str | None) -> Fail | None:
     if api_key is None:
         return None
+    if model_and_stream(request.path) is not None:
+        return _google_auth_failure(request, api_key)
     header = request.headers.get("Authorization", "")
     presented = header.removeprefix("Bearer ").strip()
     if request.path == "/v1/messages" and "x-api-key" in request.headers:
@@ -91,6 +99,20 @@ def _auth_failure(request: web.Request, api_key: str | None) -> Fail | None:
     return Fail(401, message, code="invalid_api_key", type="invalid_request_error")
 
 
+def _google_auth_failure(request: web.Request, api_key: str) -> Fail | None:
+    """Google's answers: a bearer token is taken for an OAuth token; a wrong key is a 400
+    (echoed here on purpose, like the others: the gateway under test must scrub it)."""
+    if "Authorization" in request.headers:
+        return Fail(
+            401,
+            "Request had invalid authentication credentials. Expected OAuth 2 access token.",
+        )
+    presented = request.headers.get("x-goog-api-key", "")
+    if presented == api_key:
+        return None
+    return Fail(400, f"API key not valid. Please pass a valid API key. ({presented})")
+
+
 async def _json_object(request: web.Request) -> dict[str, Any] | None:
     try:
         data = json.loads(await request.text())
@@ -100,13 +122,39 @@ async def _json_object(request: web.Request) -> dict[str, Any] | None:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    upstream = request.app[UPSTREAM]
     body = await _json_object(request)
     if body is None:
         return _error(400, "The request body must be a JSON object.")
-    model = str(body.get("model", ""))
+    return await _serve(request, body, str(body.get("model", "")), body)
+
+
+async def generate_content(request: web.Request) -> web.StreamResponse:
+    """Gemini's routes: the model and whether to stream are the path's; the body (recorded
+    as it came) has neither."""
+    named = model_and_stream(request.path)
+    body = await _json_object(request)
+    if named is None or body is None:
+        error = {"code": 400, "message": "Invalid JSON payload.", "status": "INVALID_ARGUMENT"}
+        return web.json_response({"error": error}, status=400 if body is None else 404)
+    model, stream = named
+    if stream and request.query.get("alt") != "sse":
+        error = {
+            "code": 400,
+            "message": "the simulator streams alt=sse only",
+            "status": "INVALID_ARGUMENT",
+        }
+        return web.json_response({"error": error}, status=400)
+    return await _serve(request, body, model, {**body, "model": model, "stream": stream})
+
+
+async def _serve(
+    request: web.Request, recorded: dict[str, Any], model: str, body: dict[str, Any]
+) -> web.StreamResponse:
+    """Answer with the model's next scripted behaviour; ``recorded`` is the body the
+    ledger keeps, ``body`` what the behaviours read."""
+    upstream = request.app[UPSTREAM]
     headers = {k.lower(): v for k, v in request.headers.items()}
-    record = upstream.ledger.begin(model, body, headers, request.path, await request.read())
+    record = upstream.ledger.begin(model, recorded, headers, request.path, await request.read())
     task = asyncio.current_task()
     if task is not None:
         upstream.handlers.add(task)

@@ -119,6 +119,8 @@ def usage_for(request_body: dict[str, Any], completion_text: str) -> dict[str, i
     messages = request_body.get("messages") or []
     prompt = sum(_words(m.get("content")) for m in messages if isinstance(m, dict))
     prompt += _words(request_body.get("input"))  # the Responses shape
+    for turn in request_body.get("contents") or ():  # the Gemini shape
+        prompt += _words(turn.get("parts")) if isinstance(turn, dict) else 0
     prompt = max(prompt, 1)
     completion = _words(completion_text)
     return {

@@ -59,7 +59,7 @@ from routing.simulator.script import (
     When,
 )
 from routing.simulator.state import Ledger
-from routing.simulator.wires import WIRES, ChatWire, Event, Wire
+from routing.simulator.wires import Event, Wire, wire_class
 
 CONTEXT_WINDOW = 8192
 
@@ -107,7 +107,7 @@ class Exchange:
 
     def wire(self) -> Wire:
         """The shapes of the protocol this request's path speaks (chat, messages, responses)."""
-        cls = WIRES.get(self.request.path, ChatWire)
+        cls = wire_class(self.request.path)
         return cls(self.model, include_usage=self.stream and self.include_usage)
 
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from routing.simulator.gemini import GeminiWire, model_and_stream
 from routing.simulator.payloads import (
     Completion,
     ToolSpec,
@@ -481,10 +482,19 @@ class ResponsesWire:
         return error_body(message, type_ or default_error_type(status), code)
 
 
-Wire = ChatWire | MessagesWire | ResponsesWire
-WIRES: dict[str, type[ChatWire] | type[MessagesWire] | type[ResponsesWire]] = {
+Wire = ChatWire | MessagesWire | ResponsesWire | GeminiWire
+WireClass = type[ChatWire] | type[MessagesWire] | type[ResponsesWire] | type[GeminiWire]
+WIRES: dict[str, WireClass] = {
     "/v1/chat/completions": ChatWire,
     "/v1/messages": MessagesWire,
     "/v1/responses": ResponsesWire,
     "/v1/responses/compact": ResponsesWire,  # answered like a JSON response
 }
+
+
+def wire_class(path: str) -> WireClass:
+    """The wire a request's path speaks: by path, or Gemini's ``…/models/{model}:action``."""
+    found = WIRES.get(path)
+    if found is not None:
+        return found
+    return GeminiWire if model_and_stream(path) is not None else ChatWire
