@@ -31,6 +31,28 @@ _REASONING_KEYS = frozenset((*REASONING_CHANNELS, *REASONING_ENVELOPES))
 _DROPPED: dict[str, Any] = {}  # placeholder for a turn left out of the outbound copy
 
 
+def _signed(call: Any) -> bool:
+    """A tool call carrying a Gemini thought signature (``extra_content.google``: where the
+    Gemini codec and Google's OpenAI-compatible API put it) — reasoning of its producer."""
+    extra = call.get("extra_content") if isinstance(call, dict) else None
+    google = extra.get("google") if isinstance(extra, dict) else None
+    return isinstance(google, dict) and "thought_signature" in google
+
+
+def _unsigned(call: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a signed tool call without its signature (other Google fields kept)."""
+    extra = dict(call["extra_content"])
+    google = {k: v for k, v in extra["google"].items() if k != "thought_signature"}
+    if google:
+        extra["google"] = google
+    else:
+        del extra["google"]
+    out = {k: v for k, v in call.items() if k != "extra_content"}
+    if extra:
+        out["extra_content"] = extra
+    return out
+
+
 def _lines_up(envelope: Any) -> bool:
     """An envelope runs parallel to the reasoning only as a list of objects."""
     return type(envelope) is list and all(type(item) is dict for item in envelope)
@@ -121,7 +143,10 @@ class ChatHistory:
             if message.get(name):
                 return True
         content = message.get("content")
-        return type(content) is list and any(p["type"] in THINKING_PARTS for p in content)
+        if type(content) is list and any(p["type"] in THINKING_PARTS for p in content):
+            return True
+        calls = message.get("tool_calls")
+        return type(calls) is list and any(_signed(call) for call in calls)
 
     def has_tool_calls(self, turn: int) -> bool:
         message = self._current(turn)
@@ -166,6 +191,10 @@ class ChatHistory:
             if len(kept) != len(content):
                 removed = True
                 stripped["content"] = kept if kept else None
+        calls = stripped.get("tool_calls")
+        if type(calls) is list and any(_signed(call) for call in calls):
+            removed = True  # a thought signature is only valid where it was made
+            stripped["tool_calls"] = [_unsigned(c) if _signed(c) else c for c in calls]
         if not removed and not misaligned:
             return Stripped.NOTHING
         if self._out is None:
