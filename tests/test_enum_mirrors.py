@@ -125,7 +125,11 @@ def test_a_client_of_each_kind_speaks_its_protocol_at_its_endpoint(kind: str) ->
     protocol = PROTOCOLS[Protocol(kind)]
     client = OpenAIClient(base_url="http://127.0.0.1:9/v1/", api_key="sk-x", protocol=protocol)
     assert client.kind == kind
-    assert client.url == "http://127.0.0.1:9/v1" + protocol.path
+    if protocol.model_path is None:
+        assert client.url == "http://127.0.0.1:9/v1" + protocol.path
+    else:  # the URL names the model and the stream (Gemini's)
+        expected = "http://127.0.0.1:9/v1" + protocol.model_path("m", True)
+        assert client.platform.endpoint_url(protocol, client.base_url, "m", True) == expected
     assert client.models_url == "http://127.0.0.1:9/v1/models"
     sent = client._headers
     if protocol.auth_header == "authorization":

@@ -63,6 +63,7 @@ class FrontDoor(models.TextChoices):
     CHAT = "chat", "chat completions"
     MESSAGES = "messages", "Anthropic messages"
     RESPONSES = "responses", "OpenAI responses"
+    GEMINI = "gemini", "Google Gemini"
     EMBEDDINGS = "embeddings", "embeddings"
 
 
@@ -72,6 +73,7 @@ class UpstreamKind(models.TextChoices):
     OPENAI = "openai", "OpenAI chat completions"
     ANTHROPIC = "anthropic", "Anthropic messages"
     OPENAI_RESPONSES = "openai-responses", "OpenAI responses"
+    GEMINI = "gemini", "Google Gemini (generateContent)"
 
 
 class ChangePath(models.TextChoices):

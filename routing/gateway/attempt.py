@@ -518,7 +518,11 @@ async def run_attempt(
     try:
         async with asyncio.timeout(min(total_at, first_token_at) - started):
             response = await client.send(
-                body, path=f"/{endpoint}" if endpoint else None, headers=headers
+                body,
+                path=f"/{endpoint}" if endpoint else None,
+                headers=headers,
+                model=model,
+                stream=stream,
             )
     except TimeoutError as exc:
         phase = "first-token" if first_token_at < total_at else "total"

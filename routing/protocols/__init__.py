@@ -42,6 +42,7 @@ class Protocol(StrEnum):
     CHAT = "openai"
     MESSAGES = "anthropic"
     RESPONSES = "openai-responses"
+    GEMINI = "gemini"
 
 
 class Unmappable(ValueError):

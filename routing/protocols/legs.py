@@ -78,9 +78,10 @@ class Prepared:
             object.__setattr__(self, "canonical", self.body)
 
     def request(self, kind: Protocol, model: str) -> bytes:
-        if kind is self.door:
-            return orjson.dumps({**self.body, "model": model})
-        return orjson.dumps({**self.bodies[kind], "model": model})
+        body = self.body if kind is self.door else self.bodies[kind]
+        if not PROTOCOLS[kind].model_in_body:  # the URL names it (Gemini)
+            return orjson.dumps(body)
+        return orjson.dumps({**body, "model": model})
 
 
 def translate_request(

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 import orjson
 
@@ -34,6 +35,9 @@ from routing.continuity.responses import ResponsesHistory
 from routing.engine.failures import Failure, classify_http
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
+from routing.protocols.gemini import reply as gemini_reply
+from routing.protocols.gemini import request as gemini_request
+from routing.protocols.gemini import stream as gemini_stream
 from routing.protocols.messages import reply as messages_reply
 from routing.protocols.messages import request as messages_request
 from routing.protocols.messages import stream as messages_stream
@@ -58,7 +62,9 @@ class ProtocolSpec:
     label: str  # display name (the provider form's choices, pages)
     door: str  # its front door's name on the ledger, events and traces
     vendor: str  # gen_ai.provider.name on spans (the GenAI conventions' well-known value)
-    history: History  # continuity's view of its request bodies
+    # Continuity's view of its request bodies at its own door (None: no door speaks it yet,
+    # so no body of its shape is ever rewritten; the Gemini door of SPEC §20 adds one).
+    history: History | None
     test_body: Callable[[str], dict[str, object]]  # the "test" button's and health check's
     error_body: Callable[..., bytes]  # (message, *, code, type, status, param) -> JSON
     error_event: Callable[..., bytes]  # (message, *, code, status) -> the failed stream's end
@@ -73,7 +79,12 @@ class ProtocolSpec:
     tool_names: Callable[[Body], ToolNames] | None = None  # tools a translated answer maps back
     # The vendor's own API (what the direct platform reaches):
     path: str = "/chat/completions"  # the endpoint under a base ending in /v1
-    versioned_base: bool = False  # its documented base has no /v1 (added unless present)
+    versioned_base: bool = False  # its documented base has no version (added unless present)
+    version: str = "/v1"  # the version a versioned base gets (Gemini's: /v1beta)
+    # The endpoint when the URL names the model and whether to stream (Gemini's
+    # ``/models/{model}:streamGenerateContent?alt=sse``); None: ``path``, the same for all.
+    model_path: Callable[[str, bool], str] | None = None
+    model_in_body: bool = True  # a request body names its model (Gemini's do not)
     auth_header: str = "authorization"  # the API key's header ("authorization": Bearer)
     headers: Mapping[str, str] = field(default_factory=dict)  # sent on every request
     embeddings: bool = False  # has <base>/embeddings
@@ -114,6 +125,31 @@ def _messages_completion(canonical: Body, names: ToolNames | None) -> bytes:
 
 def _responses_completion(canonical: Body, names: ToolNames | None) -> bytes:
     return orjson.dumps(responses_reply.completion_from_canonical(canonical, names))
+
+
+def _gemini_error_body(
+    message: str, *, code: str, type: str, status: int, param: str | None = None
+) -> bytes:
+    return gemini_reply.error_body(message, status=status)
+
+
+def _gemini_error_event(message: str, *, code: str, status: int = 502) -> bytes:
+    return gemini_stream.error_event(message, status=status)
+
+
+def _gemini_encoder(names: ToolNames | None) -> EventEncoder:
+    return gemini_stream.StreamEncoder()
+
+
+def _gemini_completion(canonical: Body, names: ToolNames | None) -> bytes:
+    return orjson.dumps(gemini_reply.completion_from_canonical(canonical))
+
+
+def _gemini_path(model: str, stream: bool) -> str:
+    name = quote(model.removeprefix("models/"), safe="")
+    if stream:
+        return f"/models/{name}:streamGenerateContent?alt=sse"
+    return f"/models/{name}:generateContent"
 
 
 # The protocol registry: one entry per provider kind.
@@ -177,6 +213,30 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             embeddings=True,
             prefill=False,
         ),
+        ProtocolSpec(
+            Protocol.GEMINI,
+            label="Google Gemini (generateContent)",
+            door="gemini",
+            vendor="gcp.gemini",
+            history=None,
+            test_body=gemini_request.test_body,
+            error_body=_gemini_error_body,
+            error_event=_gemini_error_event,
+            stream_error=chat.stream_error,  # {"error": {"code", "message", "status"}}
+            completion_for_door=_gemini_completion,
+            to_canonical=gemini_request.to_canonical,
+            from_canonical=gemini_request.from_canonical,
+            completion_to_canonical=gemini_reply.completion_to_canonical,
+            decoder=gemini_stream.StreamDecoder,
+            encoder=_gemini_encoder,
+            path="/models",
+            versioned_base=True,
+            version="/v1beta",
+            model_path=_gemini_path,
+            model_in_body=False,
+            auth_header="x-goog-api-key",
+            prefill=False,  # Gemini continues no model turn left open
+        ),
     )
 }
 
@@ -193,14 +253,20 @@ class PlatformSpec:
     classify: Callable[..., Failure] = classify_http  # (status, body, headers, *, now)
 
     def base(self, protocol: ProtocolSpec, base_url: str) -> str:
-        """The base the protocol's paths go under: a documented base without ``/v1``
-        (Anthropic's) gets it, unless it is there already."""
+        """The base the protocol's paths go under: a documented base without a version
+        (Anthropic's, Gemini's) gets the protocol's, unless one is there already."""
         base = base_url.rstrip("/")
-        if protocol.versioned_base and not base.endswith("/v1"):
-            return base + "/v1"
+        if protocol.versioned_base and not base.endswith(("/v1", protocol.version)):
+            return base + protocol.version
         return base
 
-    def endpoint_url(self, protocol: ProtocolSpec, base_url: str) -> str:
+    def endpoint_url(
+        self, protocol: ProtocolSpec, base_url: str, model: str = "", stream: bool = False
+    ) -> str:
+        """Where a request goes; ``model`` and ``stream`` matter to a protocol whose URL
+        names them (``model_path``)."""
+        if protocol.model_path is not None:
+            return self.base(protocol, base_url) + protocol.model_path(model, stream)
         return self.base(protocol, base_url) + protocol.path
 
     def models_url(self, protocol: ProtocolSpec, base_url: str) -> str:

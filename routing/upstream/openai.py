@@ -82,16 +82,28 @@ class OpenAIClient:
         return self.protocol.test_body(model)
 
     async def send(
-        self, body: bytes, *, path: str | None = None, headers: Mapping[str, str] | None = None
+        self,
+        body: bytes,
+        *,
+        path: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        model: str = "",
+        stream: bool = False,
     ) -> UpstreamResponse:
         """Send a request (to the kind's endpoint, or ``path`` under the base URL, e.g.
         ``/embeddings``) and return once the response headers arrived. ``headers`` are
         added to this request only (a pass-through's protocol headers, e.g. ``anthropic-beta``).
+        ``model`` and ``stream`` say the endpoint of a kind whose URL names them (Gemini's).
 
         Raises ``UpstreamFailure`` for transport errors and for any status >= 400 (whose
         bounded error body is read and classified). The caller owns closing the response.
         """
-        url = self.url if path is None else self.base_url + path
+        if path is not None:
+            url = self.base_url + path
+        elif self.protocol.model_path is None:
+            url = self.url
+        else:
+            url = self.platform.endpoint_url(self.protocol, self.base_url, model, stream)
         response = await self._pool.post(url, body, headers)
         if response.status_code >= 400:
             try:

@@ -21,8 +21,13 @@ from typing import Any
 
 import orjson
 
-from routing.limits.spec import usage_parts
-from routing.protocols.canonical import AnswerParts, chat_usage, read_completion, tool_call
+from routing.protocols.canonical import (
+    AnswerParts,
+    chat_usage,
+    read_completion,
+    tool_call,
+    usage_parts,
+)
 
 GEMINI_TO_FINISH = {
     "STOP": "stop",
