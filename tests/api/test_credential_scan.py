@@ -54,8 +54,14 @@ def _database_dump() -> str:
     return "\n".join(lines)
 
 
+# Each kind sends the key its own way (a bearer token; Gemini's x-goog-api-key, which the
+# simulator echoes in Google's 400 "API key not valid" text).
+BASES = {"openai": "", "gemini": "/v1"}
+
+
+@pytest.mark.parametrize("kind", list(BASES))
 def test_the_credential_is_never_shown_anywhere(
-    live: Harness, echoing: FakeUpstream, caplog: pytest.LogCaptureFixture
+    live: Harness, echoing: FakeUpstream, caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
     from routing.services.api_keys import generate_key
 
@@ -82,7 +88,8 @@ def test_the_credential_is_never_shown_anywhere(
                 "/providers",
                 json={
                     "name": "leaky",
-                    "base_url": echoing.base_url,
+                    "kind": kind,
+                    "base_url": echoing.base_url.removesuffix(BASES[kind]),
                     "api_key": CANARY,
                     "headers": {"x-org-token": HEADER_CANARY},
                     "models": ["m"],
