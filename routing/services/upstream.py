@@ -114,15 +114,30 @@ def _run(client: OpenAIClient, action: Callable[[], Awaitable[T]]) -> T:
     return async_to_sync(bounded)()
 
 
+def _listed(item: Any) -> Any:
+    """A model list item's id: OpenAI's ``id``, or Google's ``name`` (``models/…``) for a
+    model that can ``generateContent`` (Gemini lists embedding models beside them)."""
+    if not isinstance(item, dict):
+        return None
+    if "id" in item:
+        return item["id"]
+    methods = item.get("supportedGenerationMethods")
+    name = item.get("name")
+    if isinstance(methods, list) and "generateContent" not in methods:
+        return None
+    return name.removeprefix("models/") if isinstance(name, str) else None
+
+
 def _model_ids(body: Any) -> list[str]:
-    """Ids from an OpenAI ``{"data": [{"id": …}]}`` list, in upstream order, deduplicated;
-    ids the config schema would reject (blank, padded, too long) are dropped."""
-    items = body.get("data") if isinstance(body, dict) else None
+    """Ids from an OpenAI ``{"data": [{"id": …}]}`` list (Gemini's ``{"models": [{"name":
+    …}]}``), in upstream order, deduplicated; ids the config schema would reject (blank,
+    padded, too long) are dropped."""
+    items = body.get("data", body.get("models")) if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise ProviderCallError("the upstream's /models answer is not an OpenAI model list")
     ids: list[str] = []
     for item in items:
-        model = item.get("id") if isinstance(item, dict) else None
+        model = _listed(item)
         if isinstance(model, str) and model == model.strip() and 0 < len(model) <= MODEL_ID_MAX:
             if model not in ids:
                 ids.append(model)

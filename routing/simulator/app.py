@@ -64,6 +64,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_post("/v1/responses/compact", chat_completions)
     app.router.add_post("/v1/embeddings", chat_completions)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1beta/models", list_gemini_models)
     app.router.add_post("/v1beta/models/{target}", generate_content)
     app.router.add_post("/v1/models/{target}", generate_content)
     app.router.add_post("/_control/script", control_script)
@@ -217,6 +218,22 @@ async def list_models(request: web.Request) -> web.Response:
         for name in names
     ]
     return web.json_response({"object": "list", "data": data})
+
+
+async def list_gemini_models(request: web.Request) -> web.Response:
+    """Google's model list: ``models/``-prefixed names and what each can do (an embedding
+    model among them, as Gemini lists one)."""
+    upstream = request.app[UPSTREAM]
+    if upstream.api_key is not None and request.headers.get("x-goog-api-key") != upstream.api_key:
+        error = {"code": 400, "message": "API key not valid.", "status": "INVALID_ARGUMENT"}
+        return web.json_response({"error": error}, status=400)
+    names = upstream.models if upstream.models is not None else upstream.ledger.scripted_models()
+    models = [
+        {"name": f"models/{name}", "supportedGenerationMethods": ["generateContent"]}
+        for name in names
+    ]
+    models.append({"name": "models/sim-embedding", "supportedGenerationMethods": ["embedContent"]})
+    return web.json_response({"models": models})
 
 
 async def control_script(request: web.Request) -> web.Response:

@@ -156,6 +156,16 @@ def test_refresh_models_loads_the_upstream_list(api: Api, guarded: FakeUpstream)
     assert again.json()["version"] == 2  # same list: no new version
 
 
+def test_refresh_models_reads_a_gemini_list(api: Api, guarded: FakeUpstream) -> None:
+    """Google's ``{"models": [{"name": "models/…"}]}`` at ``<base>/v1beta/models`` with the
+    key in ``x-goog-api-key``; a model that cannot generateContent is left out."""
+    root = guarded.base_url.removesuffix("/v1")
+    api.provider("g1", kind="gemini", base_url=root, api_key=KEY)
+    refreshed = api.post("/providers/g1/refresh-models")
+    assert refreshed.status_code == 200, refreshed.content
+    assert refreshed.json()["models"] == ["m-large", "m-small"]
+
+
 def test_refresh_models_errors_are_424_and_never_echo_the_credential(
     api: Api, guarded: FakeUpstream, closed_port: int
 ) -> None:
