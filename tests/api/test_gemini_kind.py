@@ -14,7 +14,7 @@ import pytest
 
 from routing.simulator import Reply
 from routing.simulator.gemini import SIGNATURE
-from routing.simulator.script import Fail
+from routing.simulator.script import EndBeforeFinish, Fail, UsageThenError
 from tests.conftest import Harness
 
 GEMINI_KEY = "gemini-upstream-key-7f3a9c"
@@ -196,3 +196,23 @@ def test_the_chat_door_carries_the_signature_back_to_the_gemini_target(h: Harnes
             "thoughtSignature": SIGNATURE,
         }
     ]
+
+
+def test_a_gemini_stream_error_before_content_fails_over_and_a_cut_after_it_is_an_error(
+    h: Harness,
+) -> None:
+    h.upstream.script("g-down", UsageThenError(), then=UsageThenError())
+    h.upstream.script("c-model", Reply("chat streamed it"))
+    stream = h.client().chat.completions.create(
+        model="gemini-first", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text == "chat streamed it"
+
+    # Content, then the body ends without a finishReason: a cut, never a clean end.
+    h.upstream.script("g-model", EndBeforeFinish(), then=EndBeforeFinish())
+    with _messages(h).messages.stream(
+        model="via-gemini", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+    ) as events:
+        with pytest.raises(anthropic.APIStatusError):
+            events.get_final_message()
