@@ -505,7 +505,6 @@ async def run_attempt(
 
     ``door`` is the protocol the client speaks, ``kind`` the target's: a JSON answer is
     returned in the door's shape; a stream's items are left for the door's relay.
-
     ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
     started = clock()
     timeouts = client.timeouts
@@ -517,12 +516,9 @@ async def run_attempt(
     total_at = min(deadline, started + timeouts.total_s)
     try:
         async with asyncio.timeout(min(total_at, first_token_at) - started):
+            path = f"/{endpoint}" if endpoint else None
             response = await client.send(
-                body,
-                path=f"/{endpoint}" if endpoint else None,
-                headers=headers,
-                model=model,
-                stream=stream,
+                body, path=path, headers=headers, model=model, stream=stream
             )
     except TimeoutError as exc:
         phase = "first-token" if first_token_at < total_at else "total"
