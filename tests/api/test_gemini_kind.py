@@ -216,3 +216,20 @@ def test_a_gemini_stream_error_before_content_fails_over_and_a_cut_after_it_is_a
     ) as events:
         with pytest.raises(anthropic.APIStatusError):
             events.get_final_message()
+
+
+def test_thinking_reaches_gemini_as_thinking_config_and_thoughts_come_back(h: Harness) -> None:
+    h.upstream.script("g-model", Reply("42", reasoning="let me think"))
+    reply = _messages(h).messages.create(
+        model="via-gemini",
+        max_tokens=4000,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=[{"role": "user", "content": "answer"}],
+    )
+    assert [b.type for b in reply.content] == ["thinking", "text"]
+    assert reply.content[0].thinking == "let me think"  # type: ignore[union-attr]
+    config = _gemini_records(h)[0].body["generationConfig"]
+    assert config == {
+        "maxOutputTokens": 4000,
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 2048},
+    }
