@@ -21,13 +21,8 @@ from typing import Any
 
 import orjson
 
-from routing.protocols.canonical import (
-    AnswerParts,
-    chat_usage,
-    read_completion,
-    tool_call,
-    usage_parts,
-)
+from routing.limits.spec import usage_parts
+from routing.protocols.canonical import AnswerParts, chat_usage, read_completion, tool_call
 
 GEMINI_TO_FINISH = {
     "STOP": "stop",
