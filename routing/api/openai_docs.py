@@ -41,7 +41,8 @@ class Usage(BaseModel):
 
 
 class ChatCompletion(BaseModel):
-    """The upstream's answer as it is; ``model`` is the upstream model that answered."""
+    """The upstream's answer as it is, except ``model``: the name the request asked for (the
+    concrete model that answered is the ``x-switchyard-target`` header)."""
 
     model_config = ConfigDict(extra="allow")
     id: str

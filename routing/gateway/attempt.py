@@ -40,6 +40,7 @@ from routing.protocols.legs import (
     frame_for,
     stream_error,
 )
+from routing.protocols.naming import Renamer, carrier, renamed
 from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
 from routing.upstream.sse import DONE, PlainDeltas, SSEParser
@@ -101,9 +102,12 @@ class EventReader:
         kind: Protocol = Protocol.CHAT,
         scrub: Callable[[Failure], Failure] = lambda failure: failure,
         clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
-        """``started`` and ``deadline`` are instants on ``clock``."""
+        """``started`` and ``deadline`` are instants on ``clock``; ``name``: the model
+        every event names (the client's, ``routing.protocols.naming``), None: as sent."""
         self._scrub = scrub  # an in-stream error event is upstream text
+        self._renamer = None if name is None else Renamer(name)
         self._clock = clock
         self._response = response
         self._kind = kind
@@ -198,6 +202,8 @@ class EventReader:
             out = b"".join([frame(payload, event) for payload, event in events])
         else:
             out = b"".join([sse(payload) for payload in frames])
+        if frame is None and self._renamer is not None:
+            out = self._renamer.write(out)  # the chunks it did not parse too
         frames.clear()
         events.clear()
         self._verbatim = None
@@ -262,6 +268,7 @@ class EventReader:
             self._accept_decoded(payloads, self._decoder, read)
             return
         passed, framing, seen, done = 0, self._framing, self._seen, self._done
+        renamer, redone = self._renamer, False
         # Past the commit point most chunks are one content delta: scanned, not parsed
         # (``PlainDeltas``); what the parse below would learn from such a chunk is
         # exactly choice 0 seen and its content for continuity. A call that may be rescued
@@ -306,6 +313,10 @@ class EventReader:
                 self._finished = True
                 self._failure = self._scrub(classify_error_object(error, None))
                 break
+            if renamer is not None:  # a write renames the members it knows (``next_sse``)
+                named = renamer.chunk(payload, chunk, deferred=framing)
+                if named is not None and named is not payload:
+                    payload, redone = named, True
             usage = chunk.get("usage")
             if usage:
                 self.usage = usage
@@ -332,13 +343,15 @@ class EventReader:
                 passed += 1
             else:
                 self._ready.append((payload, chunk, (chunk,)))
-        if read is not None and passed == len(payloads) and self._parser.verbatim:
+        if read is not None and passed == len(payloads) and self._parser.verbatim and not redone:
             self._verbatim = read
 
     def _accept_decoded(
         self, payloads: list[bytes], decoder: Decoder, read: bytes | None = None
     ) -> None:
         passed, framing = 0, self._framing
+        name = None if self._renamer is None else self._renamer.name
+        redone = False
         for payload in payloads:
             if self._finished and decoder.finished:
                 break
@@ -356,6 +369,9 @@ class EventReader:
                 self._finished = True
                 self._failure = self._scrub(classify_error_object(error, None))
                 break
+            if name is not None and (held := carrier(event)) is not None:
+                if held["model"] != name:  # only the few events that name it
+                    payload, redone = renamed(payload, held, name, event), True
             chunks = decoder.decode(event)
             for canonical in chunks:
                 self.turn.feed(canonical)
@@ -373,7 +389,7 @@ class EventReader:
                 self.usage = decoder.usage
                 self._finished = True
                 break
-        if read is not None and passed == len(payloads) and self._parser.named:
+        if read is not None and passed == len(payloads) and self._parser.named and not redone:
             self._verbatim = read
 
     def release_request(self) -> None:
@@ -504,7 +520,9 @@ async def run_attempt(
     without vectors is ``EMPTY_RESPONSE``).
 
     ``door`` is the protocol the client speaks, ``kind`` the target's: a JSON answer is
-    returned in the door's shape; a stream's items are left for the door's relay.
+    returned in the door's shape; a stream's items are left for the door's relay. Either
+    way the answer names ``model``: the name the client asked for (SPEC §3, step 11).
+
     ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
     started = clock()
     timeouts = client.timeouts
@@ -547,6 +565,7 @@ async def run_attempt(
         kind=kind,
         scrub=client.upstream_failure,
         clock=clock,
+        name=model,
     )
     if partial:
         reader.partial = Partial()
@@ -637,6 +656,8 @@ async def _read_completion(
     if vectors:
         if not completion.get("data"):
             raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "no embeddings in answer"))
+        if completion.get("model") != model:
+            raw = renamed(raw, completion, model)
         ttft = clock() - started
         return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
     canonical = completion if kind is Protocol.CHAT else completion_to_canonical(kind, completion)
@@ -645,11 +666,11 @@ async def _read_completion(
             Failure(FailureCode.EMPTY_RESPONSE, "completion has no content"),
             usage=canonical.get("usage"),
         )
-    if not completion.get("model"):
-        completion["model"] = canonical["model"] = model
-        raw = orjson.dumps(completion)
     if door is not kind:
+        canonical["model"] = model
         raw = completion_for_door(door, canonical, names)
+    elif completion.get("model") != model:  # a pass-through: only its name rewritten
+        raw = renamed(raw, completion, model)
     ttft = clock() - started
     return Answer(
         prefix=[raw],

@@ -263,7 +263,7 @@ async def _answer(
                 body,
                 stream=True,
                 commit=CommitPoint.FIRST_CONTENT,
-                model=target.model,
+                model=call.asked_for,
                 deadline=call.deadline,
                 door=call.door,
                 kind=kind,

@@ -113,7 +113,7 @@ class RetryInPlace:
                 outbound.body,
                 stream=call.stream,
                 commit=call.group.commit,
-                model=target.model,
+                model=call.asked_for,
                 deadline=call.deadline,
                 door=call.door,
                 kind=outbound.kind,

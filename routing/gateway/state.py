@@ -158,15 +158,21 @@ class CallState:
             Continuity(store, self.body, scope, view=view) if view is not None else None,
         )
 
+    @property
+    def asked_for(self) -> str:
+        """The model name the client asked for (a group, alias or direct name): every
+        answer's ``model`` (SPEC §3, step 11; the concrete one is ``x-switchyard-target``)."""
+        model = self.body.get("model")
+        return model if isinstance(model, str) else self.group.name
+
     def _start_trace(self, headers: Mapping[str, str] | None) -> CallTrace:
         assert self.runtime.tracing is not None
-        model = self.body.get("model")
         trace = self.runtime.tracing.start_call(
             headers=headers,
             started_ns=time.time_ns() - int((self.runtime.monotonic() - self.started) * 1e9),
             door=self.record.door,
             endpoint=self.endpoint,
-            requested_model=model if isinstance(model, str) else self.group.name,
+            requested_model=self.asked_for,
             group=self.group.name,
             key_name=self.record.key_name,
             request_id=self.call_id,

@@ -127,6 +127,37 @@ def test_a_bash_tool_call_and_its_result_stream_through(h: Harness, claude: Clau
     assert messages_sent(h, "c-model") == []
 
 
+def test_signed_thinking_comes_back_byte_for_byte_in_the_tool_loop(
+    h: Harness, claude: Claude
+) -> None:
+    """Claude Code keeps its thinking blocks only when an answer's ``model`` is the name it
+    asked for; the gateway names that one, not the concrete ``a-model`` (SPEC §3, step 11),
+    so the tool loop's next request carries the first answer's signed thinking block as
+    the target wrote it — which a real Anthropic upstream with thinking on expects back."""
+    h.upstream.script(
+        "a-model",
+        then=When(
+            '"tool_result"',
+            Reply("The command printed hi-from-bash."),
+            otherwise=Reply("Running it.", reasoning="I should run it.", tool_call=BASH),
+        ),
+    )
+    events = claude.run("run echo hi-from-bash")
+    assert result(events) == "The command printed hi-from-bash."
+    first, second = messages_sent(h, "a-model")
+    assert "thinking" not in json.dumps(first.body["messages"])
+    turn = next(m for m in reversed(second.body["messages"]) if m["role"] == "assistant")
+    thinking = [b for b in turn["content"] if b["type"] == "thinking"]
+    assert thinking == [
+        {"type": "thinking", "thinking": "I should run it.", "signature": "sim-signature"}
+    ]
+    named = {e["message"]["model"] for e in events if e["type"] == "assistant"}
+    [asked] = named
+    assert asked.startswith("claude-") and asked != "a-model"  # the name Claude Code asked for
+    [record, _] = h.events(CallRecord, at_least=2)
+    assert record.served_by == "anthropic/a-model"  # the concrete model: on the record
+
+
 def test_an_anthropic_529_fails_over_to_a_chat_target(h: Harness, claude: Claude) -> None:
     h.upstream.script("a-model", then=Fail(529, "Overloaded", type="overloaded_error"))
     h.upstream.script("c-model", then=tool_loop("Done via chat.", needle='"role":"tool"'))

@@ -105,6 +105,7 @@ class Seen:
     tool_args: dict[str, Any] | None = None
     stop: str | None = None
     model: str | None = None
+    models: set[str] = field(default_factory=set)  # every streamed event's (SPEC §3.11)
     usage_out: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
@@ -148,6 +149,7 @@ class ChatDoor:
             **kwargs, stream=True, stream_options={"include_usage": True}
         ):
             seen.model = chunk.model
+            seen.models.add(chunk.model)
             if chunk.usage:
                 seen.usage_out = chunk.usage.completion_tokens
             if not chunk.choices:
@@ -209,7 +211,10 @@ class MessagesDoor:
         seen = Seen()
         if stream:
             with self.client.messages.stream(**self._kwargs(model)) as events:
-                seen.events = [event.type for event in events]
+                for event in events:
+                    seen.events.append(event.type)
+                    if event.type == "message_start":
+                        seen.models.add(event.message.model)
                 message = events.get_final_message()
         else:
             raw = self.client.messages.with_raw_response.create(**self._kwargs(model))
@@ -278,7 +283,10 @@ class ResponsesDoor:
         seen = Seen()
         if stream:
             with self.client.responses.stream(**self._kwargs(model)) as events:
-                seen.events = [event.type for event in events]
+                for event in events:
+                    seen.events.append(event.type)
+                    if hasattr(event, "response"):  # response.created, .in_progress, ...
+                        seen.models.add(event.response.model)
                 response = events.get_final_response()
         else:
             raw = self.client.responses.with_raw_response.create(**self._kwargs(model))
@@ -345,12 +353,14 @@ def _cells() -> list[Any]:
     ]
 
 
-def _check_answer(seen: Seen, door: Door, model: str) -> None:
+def _check_answer(seen: Seen, door: Door, asked: str) -> None:
     assert seen.text == "Sunny in Paris."
     assert seen.reasoning == "Need the weather tool."
     assert seen.tool_name == "get_weather" and seen.tool_args == {"city": "Paris"}
     assert seen.stop == door.stop_for_tools
-    assert seen.model == model  # the concrete upstream model that answered
+    # The name the client asked for, in the body and in every streamed event that names
+    # one (SPEC §3, step 11); the concrete model is on x-switchyard-target.
+    assert seen.model == asked and seen.models <= {asked}
     assert seen.usage_out and seen.usage_out > 0
 
 
@@ -382,7 +392,7 @@ def test_non_streaming_answer_with_tools_and_thinking(
     model = KINDS[kind][0]
     h.upstream.script(model, ANSWER)
     seen = door.call(f"via-{kind}", stream=False)
-    _check_answer(seen, door, model)
+    _check_answer(seen, door, f"via-{kind}")
     _check_upstream_request(h, kind)
     assert seen.headers["x-switchyard-target"].endswith("/" + model)
     assert seen.headers["x-switchyard-attempts"] == "1"
@@ -394,7 +404,8 @@ def test_streaming_answer_with_tools_and_thinking(h: Harness, door_cls: type, ki
     model = KINDS[kind][0]
     h.upstream.script(model, ANSWER)
     seen = door.call(f"via-{kind}", stream=True)
-    _check_answer(seen, door, model)
+    _check_answer(seen, door, f"via-{kind}")
+    assert seen.models == {f"via-{kind}"}
     _check_upstream_request(h, kind)
     if door.name == "messages":
         assert seen.events[0] == "message_start" and seen.events[-1] == "message_stop"
@@ -428,7 +439,7 @@ def test_failover_across_kinds_is_one_valid_answer(
     h.upstream.script(first, Fail(401, "bad key"))
     h.upstream.script(second, ANSWER)
     seen = door.call(group, stream=stream)
-    _check_answer(seen, door, second)
+    _check_answer(seen, door, group)
     assert h.upstream.count(first) == 1 and h.upstream.count(second) == 1
     assert h.upstream.requests[-1].path == PATH_OF_MODEL[second]
     if stream:
@@ -459,7 +470,7 @@ def test_a_preamble_sent_before_a_switch_across_kinds_is_held_back(
     h.upstream.script(first, UsageThenError())
     h.upstream.script(second, ANSWER)
     seen = door.call(group, stream=True)
-    _check_answer(seen, door, second)
+    _check_answer(seen, door, group)
     assert seen.events.count(PREAMBLE[door.name]) == 1
     [record] = h.events(CallRecord, at_least=1)
     assert [(a.kind, a.code) for a in record.attempts] == [
@@ -1051,7 +1062,8 @@ def test_the_demo_claude_group_fails_over_across_kinds(h: Harness) -> None:
         model="claude", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
     )
     reply = raw.parse()
-    assert reply.model == "steady-model" and reply.content[0].type == "text"
+    assert reply.model == "claude" and reply.content[0].type == "text"
+    assert raw.headers["x-switchyard-target"] == "sim/steady-model"
     assert raw.headers["x-switchyard-trail"] == (
         "sim-claude/broken-model:SERVER:503,sim-claude/broken-model:SERVER:503,sim/steady-model:ok"
     )
@@ -1238,7 +1250,7 @@ def test_a_broken_stream_of_each_kind_switches_before_content(
     h.upstream.script(first, behaviour)
     h.upstream.script(second, ANSWER)
     seen = door_cls(h).call(f"via-{kind}", stream=True)
-    _check_answer(seen, door_cls(h), second)
+    _check_answer(seen, door_cls(h), f"via-{kind}")
     assert seen.events.count(PREAMBLE[door_cls.name]) == 1
     [record] = h.events(CallRecord, at_least=1)
     assert [a.code for a in record.attempts] == [code, None]

@@ -39,7 +39,7 @@ def test_a_credential_the_secret_cannot_decrypt_fails_over_as_a_configuration_fa
     off_loop(set_p2_again)
     harness.runtime.invalidate()  # type: ignore[attr-defined]
     reply = harness.client().chat.completions.create(model="auto", messages=MESSAGES)
-    assert reply.model == "b"
+    assert reply.choices[0].message.content == "Hello from b."
     assert harness.upstream.count("a") == 0
     [call] = harness.events(CallRecord, at_least=1)
     assert call.outcome == "ok"

@@ -194,7 +194,8 @@ def test_groups_are_created_and_deleted_on_the_page(console: tuple[Harness, Clie
     html = created.content.decode()
     assert "Created group coding" in html and 'hx-swap-oob="afterbegin:#group-cards"' in html
     assert 'data-group="coding"' in html
-    assert h.client().chat.completions.create(model="coding", messages=MESSAGES).model == "b"
+    reply = h.client().chat.completions.create(model="coding", messages=MESSAGES)
+    assert reply.choices[0].message.content == "Hello from b."
     group = Group.objects.get(name="coding")
     stale = client.post("/groups/coding/delete/", {"based_on": group.version + 5}, **HTMX)
     assert stale.status_code == 409 and Group.objects.filter(name="coding").exists()

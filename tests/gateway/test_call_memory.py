@@ -89,7 +89,9 @@ def test_finished_calls_leave_no_reference_cycles(harness: Harness) -> None:
             assert r.get_final_response().output_text  # the Responses door's pass-through
         harness.upstream.script("c-model", Fail(401, "bad key"))
         switched = chat.chat.completions.create(model="via-openai", messages=MESSAGES)
-        assert switched.model == "a-model"  # broken credentials: the next target
+        assert (
+            switched.choices[0].message.content == "Hello from a-model."
+        )  # broken credentials: the next target
         with chat.chat.completions.create(
             model="via-openai", messages=MESSAGES, stream=True
         ) as left:

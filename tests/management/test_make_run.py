@@ -91,12 +91,13 @@ def test_make_run_serves_the_demo_and_the_printed_curl_works(tmp_path: Path) -> 
         assert body.strip().startswith("{"), result.stdout
         reply = json.loads(body)
         assert reply["choices"][0]["message"]["content"]
-        assert reply["model"] == "flaky-model"
+        assert reply["model"] == "auto"  # the name asked for (SPEC §3, step 11)
+        assert "x-switchyard-target: sim/flaky-model" in head.lower()
         example = subprocess.run(
             ["bash", "-c", "\n".join(python)], cwd=ROOT, capture_output=True, text=True, timeout=60
         )
         assert example.returncode == 0, example.stderr
-        assert example.stdout.startswith("flaky-model "), example.stdout
+        assert example.stdout.startswith("auto "), example.stdout
         # A clean stop closes the pooled upstream clients (issue 10 item 8): the output,
         # read to its end after SIGTERM, says so and has no aiohttp "Unclosed" warnings
         # (ResourceWarnings are shown, so a session left to the teardown would say so).

@@ -31,13 +31,23 @@ def test_calls_survive_redis_going_away_and_coming_back(harness: Harness) -> Non
     harness.configure(TWO_ROUTES)
     client = harness.client()
     try:
-        assert client.chat.completions.create(model="auto", messages=MESSAGES).model == "a"
+        assert (
+            client.chat.completions.create(model="auto", messages=MESSAGES)
+            .choices[0]
+            .message.content
+            == "Hello from a."
+        )
         assert status(harness, admin)["degraded"] is False
 
         server.kill()
         for _ in range(5):  # served on local state, no error, no long connect wait
             started = time.monotonic()
-            assert client.chat.completions.create(model="auto", messages=MESSAGES).model == "a"
+            assert (
+                client.chat.completions.create(model="auto", messages=MESSAGES)
+                .choices[0]
+                .message.content
+                == "Hello from a."
+            )
             assert time.monotonic() - started < 2
         store = status(harness, admin)
         assert store["degraded"] is True
