@@ -23,7 +23,8 @@ and test request); ``canonical`` (the canonical shapes' builders, and what the p
 share: the answer builders, the stream codecs' bases, the SSE framing); ``fields`` (what a
 translation does with each top-level field: map, drop with a note, refuse); ``legs`` (a
 front door paired with an upstream kind, looked up in the registry: pass-through or
-translation, and the kinds a request skips).
+translation, and the kinds a request skips); ``naming`` (an answer names the model the
+client asked for, renamed in the upstream's own bytes).
 
 Exception tree::
 
