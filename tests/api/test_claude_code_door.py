@@ -152,6 +152,28 @@ def test_a_chat_target_gets_the_system_message_in_place(h: Harness) -> None:
     assert "dropped context_management" in notes and "dropped cache_control" in notes
 
 
+@pytest.mark.parametrize("group", ["chat-only", "responses-only"])
+def test_claude_codes_long_user_id_reaches_openai_targets_as_a_stable_short_user(
+    h: Harness, group: str
+) -> None:
+    """OpenAI refuses a ``user`` over 64 characters; Claude Code's ``metadata.user_id`` is a
+    ~150-character JSON string. A stable digest goes instead (the same user, call after
+    call), and the rewrite says so."""
+    body = recorded("claude-code-tool-result.json")["body"]
+    assert len(body["metadata"]["user_id"]) > 64
+    first, second = send(h, body, model=group), send(h, body, model=group)
+    assert first.status_code == second.status_code == 200, first.text
+    users = [r.body["user"] for r in h.upstream.requests]
+    assert len(users) == 2 and users[0] == users[1] and 0 < len(users[0]) <= 64
+    assert users[0] not in body["metadata"]["user_id"]  # a digest, not a cut
+    note = "hashed metadata.user_id (over 64 characters) into user"
+    assert note in first.headers["x-switchyard-rewrites"].split(",")
+    h.upstream.reset()
+    short = {**body, "metadata": {"user_id": "session-7"}}
+    assert send(h, short, model=group).status_code == 200
+    assert h.upstream.requests[-1].body["user"] == "session-7"  # one that fits goes as it is
+
+
 def test_a_responses_target_gets_a_developer_item_in_place(h: Harness) -> None:
     body = recorded("claude-code-tool-result.json")["body"]
     response = send(h, body, model="responses-only")

@@ -6,6 +6,7 @@ an ``anthropic`` target gets. The mapping decisions are the package's (``message
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import orjson
@@ -148,8 +149,21 @@ def to_canonical(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         )
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and metadata.get("user_id"):
-        out["user"] = str(metadata["user_id"])
+        out["user"] = _user(str(metadata["user_id"]), notes)
     return out, notes
+
+
+# OpenAI refuses a ``user`` longer than this (chat and Responses).
+USER_MAX = 64
+
+
+def _user(user_id: str, notes: list[str]) -> str:
+    """``metadata.user_id`` as a chat/Responses ``user``: itself when it fits OpenAI's limit,
+    else a stable digest of it (Claude Code's is a ~150-character JSON string), noted."""
+    if len(user_id) <= USER_MAX:
+        return user_id
+    notes.append(f"hashed metadata.user_id (over {USER_MAX} characters) into user")
+    return "sha256:" + hashlib.sha256(user_id.encode()).hexdigest()[:48]
 
 
 def _marks_cache(body: dict[str, Any]) -> bool:
