@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.db import connections
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.urls import ResolverMatch, URLResolver, get_resolver, set_script_prefix
 
@@ -37,8 +38,18 @@ from routing.api.django_seam import (
 )
 from routing.api.edge import guard
 from routing.api.hosts import host_refusal
+from routing.gateway.runtime import get_runtime
 
 GATEWAY_MIDDLEWARE: list[str] = []
+# The doors' paths, resolved at start (``GatewayASGIHandler.warm``).
+DOOR_PATHS = (
+    "/v1/chat/completions",
+    "/v1/messages",
+    "/v1/messages/count_tokens",
+    "/v1/responses",
+    "/v1/embeddings",
+    "/v1/models",
+)
 MATCHES_KEPT = 256  # resolved paths the handler keeps (GatewayASGIHandler.resolve_request)
 STARTED = "switchyard.started"  # the scope key: the loop time the request reached us
 
@@ -73,6 +84,15 @@ class GatewayASGIHandler(ASGIHandler):
         super().__init__()
         self._resolver: URLResolver | None = None
         self._matches: dict[str, ResolverMatch] = {}
+
+    def warm(self) -> None:
+        """Resolve the doors' paths now, at start: the first resolution imports the whole
+        URLconf (every view, and every API schema django-ninja builds with pydantic: most
+        of what a start's first call used to spend) and compiles each pattern it walks."""
+        resolver = get_resolver()
+        self._resolver, self._matches = resolver, {}
+        for path in DOOR_PATHS:
+            self._matches[path] = resolver.resolve(path)
 
     def load_middleware(self, is_async: bool = False) -> None:
         with middleware_setting(GATEWAY_MIDDLEWARE):  # once, at start-up
@@ -236,8 +256,16 @@ def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:
     everything else (the page, websockets, lifespan) to ``default_app``; every HTTP request
     first through the edge's bounded-read rules (``routing.api.edge.guard``). It goes in front of
     the protocol router and calls ``handle`` itself: every coroutine between the server and
-    the relay is held by each open stream and resumed on each of its chunks."""
+    the relay is held by each open stream and resumed on each of its chunks.
+
+    What a first call would build is built here, at start (SPEC §20): the URLconf and the
+    doors' routes (``GatewayASGIHandler.warm``), the routing table and the providers'
+    pooled clients (``Runtime.warm``; it reads the database, whose connection is then
+    closed: this thread serves no query later)."""
     gateway_app = GatewayASGIHandler()
+    gateway_app.warm()
+    get_runtime().warm()
+    connections.close_all()
     handle = gateway_app.handle
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

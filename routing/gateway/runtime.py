@@ -21,6 +21,7 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
@@ -41,6 +42,7 @@ from routing.limits.gate import LimitGate
 from routing.observability.tracing import build_tracing
 from routing.state import HealthStore, build_store
 from routing.upstream.openai import OpenAIClient
+from routing.upstream.transport import tls_context
 
 if TYPE_CHECKING:
     from routing.gateway.checker import Checks
@@ -105,6 +107,7 @@ class Runtime:
         self.calls_open = 0  # calls begun and not yet finished (streams until their end)
         self._compile_failed: tuple[float, str] | None = None  # (when, why) with no table
         self.keyless = KeylessRefusals()  # refusals without a valid key: counted, sampled
+        self._checker_due = False  # a table compiled before serving: start it on the loop
 
     def use_store(self, store: HealthStore) -> None:
         """Replace the health store (tests; a store rebuilt): the limit counters move with
@@ -139,6 +142,9 @@ class Runtime:
                 log.error("no routing table to serve: compiling it failed (%r)", exc)
                 raise TableUnavailable(type(exc).__name__) from exc
             self._compile_failed = None
+            self._start_checker()
+        elif self._checker_due:  # the table was compiled at start (``warm``), off the loop
+            self._checker_due = False
             self._start_checker()
         return table
 
@@ -191,6 +197,24 @@ class Runtime:
                 for group in table.groups.values():
                     log.info("%s", group_summary(group))
             return table
+
+    def warm(self) -> None:
+        """Build before serving what a first call would otherwise build (SPEC §20: the
+        first call costs what later ones cost): the routing table and every provider's
+        pooled client, on the TLS context they share. Sync, for start-up: it reads the
+        database. A table that cannot be compiled yet is left to the first call, as before.
+        """
+        tls_context()
+        import_module("routing.gateway.checker")  # what starting the checker imports
+        try:
+            table = self.reload()
+        except Exception as exc:
+            log.warning("no routing table compiled at start (%r): the first call tries", exc)
+            return
+        self._checker_due = True
+        for provider in table.providers.values():
+            if not provider.config_error:
+                self.client_for(provider)
 
     def invalidate(self) -> None:
         """Configuration changed: the next call compiles a fresh table."""

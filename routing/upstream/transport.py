@@ -30,7 +30,9 @@ silence.
 from __future__ import annotations
 
 import errno
+import functools
 import socket
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from importlib.metadata import version
 
@@ -89,6 +91,15 @@ class CookielessTransport(AiohttpTransport):
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context every provider's pool shares (httpx's default one, so
+    ``SSL_CERT_FILE`` and ``SSL_CERT_DIR`` still apply). Loading the CA bundle costs about
+    a fifth of a second: once per process, at start (``Runtime.warm``), not in each
+    provider's first call."""
+    return httpx.create_ssl_context()
+
+
 def installed_versions() -> dict[str, str]:
     return {name: version(name) for name in WRITTEN_FOR}
 
@@ -144,7 +155,7 @@ class Pool:
             max_connections=max_connections, max_keepalive_connections=max_connections
         )
         self._client = httpx.AsyncClient(
-            transport=CookielessTransport(limits=limits),
+            transport=CookielessTransport(limits=limits, verify=tls_context()),
             timeout=httpx.Timeout(
                 connect=timeouts.connect_s,
                 read=None,
