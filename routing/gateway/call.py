@@ -164,7 +164,12 @@ class Call:
             return self._unsendable(target, probe)
         outbound = await state.outbound(target)
         state.group.algorithm.on_dispatch(target.candidate)
-        return await RetryInPlace(state, target, probe, outbound).run()
+        tried = await RetryInPlace(state, target, probe, outbound).run()
+        if isinstance(tried, tuple) and state.learned_no_mid_system(target, outbound, tried[1]):
+            # The request was at fault, not the target: no health charge; again, folded.
+            outbound = await state.outbound(target)
+            tried = await RetryInPlace(state, target, probe, outbound).run()
+        return tried
 
     def _unsendable(self, target: TargetSpec, probe: bool) -> tuple[Decision, Failure]:
         """A stored credential or header no request can carry (SPEC §9): a configuration

@@ -94,6 +94,9 @@ class Runtime:
         # Targets a 400 taught not to take an assistant prefill (SPEC §16): rescues restart
         # there instead. Per process, and never charged to health.
         self.no_prefill: set[str] = set()
+        # Chat targets a 400 taught to take no system message mid-conversation: they get it
+        # folded into a user turn (routing.continuity.system). Per process, never charged.
+        self.no_mid_system: set[str] = set()
         self.table: RoutingTable | None = None
         self._last_good: RoutingTable | None = None
         self._generation = 0

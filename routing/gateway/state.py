@@ -16,6 +16,7 @@ none imports the loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from routing.continuity.system import FOLDED, fold_mid_system, has_mid_system, refuses_mid_system
 from routing.engine.failures import Failure
 from routing.engine.health import HealthEvent
 from routing.engine.plan import ContextLimit
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from routing.gateway.table import GroupSpec, KeySpec, TargetSpec
     from routing.limits.gate import Admission, LimitGate
     from routing.observability.spans import CallTrace
+
+log = logging.getLogger("switchyard.gateway")
 
 
 @dataclass(slots=True)
@@ -196,6 +200,8 @@ class CallState:
             body = orjson.dumps(outbound)
         else:
             outbound, rewrites = await self.continuity.outbound(target)
+            if target.key in self.runtime.no_mid_system and has_mid_system(outbound):
+                outbound, rewrites = fold_mid_system(outbound), [*rewrites, FOLDED]
             body, rewrites = self.body_for(kind, target, outbound, rewrites)
         protocol_headers = self.protocol_headers if kind is self.door else None
         if protocol_headers:
@@ -207,6 +213,28 @@ class CallState:
         # orjson's output keeps its growth buffer (about twice the body); the request, and
         # with it the body, lives as long as the stream: keep an exact-size copy.
         return Outbound(kind, bytes(memoryview(body)), protocol_headers, rewrites)
+
+    def learned_no_mid_system(
+        self, target: TargetSpec, outbound: Outbound, failure: Failure
+    ) -> bool:
+        """A chat target just refused a system message mid-conversation (a 400 about system
+        messages; ``routing.continuity.system``): learned, when this request had one."""
+        learned = self.runtime.no_mid_system
+        if (
+            outbound.kind is not Protocol.CHAT
+            or target.key in learned
+            or not refuses_mid_system(failure.status, failure.message)
+            or not has_mid_system(self.prepared.canonical)
+        ):
+            return False
+        learned.add(target.key)
+        log.warning(
+            "learned: target=%s takes no system message mid-conversation (%s); folding them "
+            "into user turns from now on",
+            target.key,
+            failure.message,
+        )
+        return True
 
     def body_for(
         self, kind: Protocol, target: TargetSpec, outbound: dict[str, Any], rewrites: list[str]

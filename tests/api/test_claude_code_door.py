@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from routing.engine.health import HealthEvent
 from routing.gateway.events import CallOutcome, CallRecord
-from routing.simulator.script import Fail, Reply
+from routing.simulator.script import Fail, Reply, When
 from tests.conftest import Harness
 
 RECORDED = Path(__file__).parents[1] / "agents" / "recorded"
@@ -37,7 +38,14 @@ providers:
     kind: openai-responses
     base_url: {upstream}
     api_key: upstream-key-resp
+  - name: strict
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-strict
 groups:
+  - name: one-system-only
+    targets:
+      - {provider: strict, model: c-model}
   - name: anthropic-only
     aliases: ["claude-*"]
     targets:
@@ -172,6 +180,65 @@ def test_claude_codes_long_user_id_reaches_openai_targets_as_a_stable_short_user
     short = {**body, "metadata": {"user_id": "session-7"}}
     assert send(h, short, model=group).status_code == 200
     assert h.upstream.requests[-1].body["user"] == "session-7"  # one that fits goes as it is
+
+
+def test_a_chat_target_that_refuses_a_mid_conversation_system_message_is_learned(
+    h: Harness,
+) -> None:
+    """Many open models' chat templates take one leading system message only: their server
+    answers Claude Code's mid-conversation one with a 400 about system messages. The target
+    is learned (as a refused prefill is), the request goes again at once with the message
+    folded into a user turn as a marked note, and nothing is charged to its health; the
+    next call goes folded at once."""
+    refusal = "System messages are only allowed at the beginning of the conversation"
+    h.upstream.script(
+        "c-model",
+        then=When("[system message:", Reply("folded"), otherwise=Fail(400, refusal), scope="body"),
+    )
+    body = recorded("claude-code-tool-result.json")["body"]
+    mid = body["messages"][1]
+    assert mid["role"] == "system"
+    try:
+        response = send(h, {**body, "stream": False}, model="one-system-only")
+        assert response.status_code == 200, response.text
+        assert response.json()["content"][-1]["text"] == "folded"
+        refused, folded = h.upstream.requests
+        assert [m["role"] for m in refused.body["messages"]] == [
+            "system",
+            "user",
+            "system",
+            "assistant",
+            "tool",
+        ]
+        assert [m["role"] for m in folded.body["messages"]] == [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+        ]
+        user = folded.body["messages"][1]  # no user turn follows it: the one before
+        content = user["content"]
+        texts = [content] if isinstance(content, str) else [p.get("text", "") for p in content]
+        assert any(f"[system message: {mid['content']}]" in text for text in texts)
+        assert "folded mid-conversation system messages into user turns" in response.headers[
+            "x-switchyard-rewrites"
+        ].split(",")
+        [record] = h.events(CallRecord, at_least=1)
+        assert [a.code for a in record.attempts] == ["BAD_REQUEST", None]
+        assert record.outcome is CallOutcome.OK
+        assert not [e for e in h.events(HealthEvent) if e.target == "strict/c-model"]
+        h.upstream.reset()
+        h.upstream.script(
+            "c-model",
+            then=When(
+                "[system message:", Reply("at once"), otherwise=Fail(400, refusal), scope="body"
+            ),
+        )
+        again = send(h, {**body, "stream": False}, model="one-system-only")
+        assert again.json()["content"][-1]["text"] == "at once"
+        assert len(h.upstream.requests) == 1  # learned: folded from the first try
+    finally:
+        h.runtime.no_mid_system.discard("strict/c-model")  # type: ignore[attr-defined]
 
 
 def test_a_responses_target_gets_a_developer_item_in_place(h: Harness) -> None:
