@@ -905,6 +905,7 @@ def test_embeddings_are_routed_through_groups_and_skip_anthropic_targets(h: Harn
     reply = raw.parse()
     assert [len(d.embedding) for d in reply.data] == [4, 4]
     assert raw.headers["x-switchyard-target"] == "resp/r-model"  # claude/a-model skipped
+    assert reply.model == "via-anthropic"  # the name asked for, as every answer's
     assert [r.path for r in h.upstream.requests] == ["/v1/embeddings"]
     h.upstream.script("r-model", Fail(404, "no such model"))
     with pytest.raises(openai.APIStatusError) as info:
