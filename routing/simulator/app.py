@@ -4,7 +4,8 @@ Routes::
 
     POST /v1/chat/completions   next scripted behaviour for the body's "model"
     POST /v1/messages           the same, in Anthropic Messages shapes (x-api-key auth)
-    POST /v1/messages/count_tokens  ``{"input_tokens": n}`` (recorded; consumes no script)
+    POST /v1/messages/count_tokens  ``{"input_tokens": n}`` (recorded; consumes no script;
+                                    400 with no messages)
     POST /v1/responses          the same, in OpenAI Responses shapes
     POST /v1beta/models/{model}:generateContent  the same, in Gemini's shapes (the model
                                 and, with ``:streamGenerateContent?alt=sse``, the stream
@@ -204,6 +205,12 @@ async def count_tokens(request: web.Request) -> web.Response:
             {"type": "error", "error": {"type": "authentication_error", "message": denied.message}},
             status=401,
         )
+    if not body.get("messages"):  # as Anthropic answers a request with nothing to count
+        error = {
+            "type": "invalid_request_error",
+            "message": "messages: at least one message is required",
+        }
+        return web.json_response({"type": "error", "error": error}, status=400)
     return web.json_response({"input_tokens": usage_for(body, "")["prompt_tokens"]})
 
 

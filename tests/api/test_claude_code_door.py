@@ -359,6 +359,29 @@ def test_count_tokens_skips_the_targets_whose_protocol_cannot_count(h: Harness) 
     assert seen.headers["x-api-key"] == "upstream-key-claude2"
 
 
+def test_count_tokens_answers_an_upstream_4xx_as_the_doors_and_names_itself(h: Harness) -> None:
+    """An upstream's 4xx about the request is the door's 4xx in Anthropic's shape, not a
+    200 estimate; every answer carries the x-switchyard-* headers a call's does."""
+    path = "/v1/messages/count_tokens"
+    bad = send(h, {"messages": []}, model="anthropic-only", path=path)
+    assert bad.status_code == 400, bad.text
+    assert bad.json()["type"] == "error"
+    assert bad.json()["error"]["type"] == "invalid_request_error"
+    assert "at least one message" in bad.json()["error"]["message"]
+    assert "x-switchyard-estimate" not in bad.headers
+    assert bad.headers["x-switchyard-trail"] == "claude2/a-model:BAD_REQUEST:400"
+    one = {"messages": [{"role": "user", "content": "three little words"}]}
+    counted = send(h, one, model="anthropic-only", path=path)
+    assert counted.status_code == 200 and counted.json() == {"input_tokens": 3}
+    assert counted.headers["x-switchyard-target"] == "claude2/a-model"
+    assert counted.headers["x-switchyard-attempts"] == "1"
+    estimated = send(h, one, model="chat-only", path=path)  # no target that counts
+    assert estimated.headers["x-switchyard-estimate"] == "true"
+    assert estimated.headers["x-switchyard-attempts"] == "0"
+    ids = {r.headers["x-switchyard-request-id"] for r in (bad, counted, estimated)}
+    assert len(ids) == 3
+
+
 def test_head_and_get_root_answer_json_to_agents_and_redirect_browsers(h: Harness) -> None:
     head = httpx.head(h.gateway.url + "/")
     assert head.status_code == 200
