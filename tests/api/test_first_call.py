@@ -74,7 +74,7 @@ CALLS = [
 async def main():
     transport = httpx.ASGITransport(app=application)
     headers = {"authorization": "Bearer " + key, "x-api-key": key}
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
         statuses = []
         for stream in (False, True):
             for path, body in CALLS:
