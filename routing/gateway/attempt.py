@@ -656,7 +656,7 @@ async def _read_completion(
     if vectors:
         if not completion.get("data"):
             raise UpstreamFailure(Failure(FailureCode.EMPTY_RESPONSE, "no embeddings in answer"))
-        if completion.get("model") != model:
+        if completion.get("model") not in (None, model):
             raw = renamed(raw, completion, model)
         ttft = clock() - started
         return Answer(prefix=[raw], reader=None, usage=completion.get("usage"), ttft_s=ttft)
@@ -669,7 +669,7 @@ async def _read_completion(
     if door is not kind:
         canonical["model"] = model
         raw = completion_for_door(door, canonical, names)
-    elif completion.get("model") != model:  # a pass-through: only its name rewritten
+    elif completion.get("model") not in (None, model):  # a pass-through: its name alone
         raw = renamed(raw, completion, model)
     ttft = clock() - started
     return Answer(
