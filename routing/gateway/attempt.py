@@ -296,18 +296,9 @@ class EventReader:
             if payload == DONE:
                 self._finished = True
                 break
-            try:
-                chunk = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                self.malformed += 1
-                self._last_malformed = True
-                log.warning("skipped a malformed stream line (%d bytes)", len(payload))
+            chunk = self._parsed(payload)
+            if chunk is None:
                 continue
-            if not isinstance(chunk, dict):
-                self.malformed += 1
-                self._last_malformed = True
-                continue
-            self._last_malformed = False
             error = chunk.get("error")
             if error:
                 self._finished = True
@@ -345,6 +336,22 @@ class EventReader:
                 self._ready.append((payload, chunk, (chunk,)))
         if read is not None and passed == len(payloads) and self._parser.verbatim and not redone:
             self._verbatim = read
+
+    def _parsed(self, payload: bytes) -> dict[str, Any] | None:
+        """A chat chunk's object, or None for a malformed line (counted and skipped)."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            self.malformed += 1
+            self._last_malformed = True
+            log.warning("skipped a malformed stream line (%d bytes)", len(payload))
+            return None
+        if not isinstance(chunk, dict):
+            self.malformed += 1
+            self._last_malformed = True
+            return None
+        self._last_malformed = False
+        return chunk
 
     def _accept_decoded(
         self, payloads: list[bytes], decoder: Decoder, read: bytes | None = None
@@ -505,6 +512,7 @@ async def run_attempt(
     commit: str,
     model: str,
     deadline: float,
+    name: str | None = None,
     door: Protocol = Protocol.CHAT,
     kind: Protocol = Protocol.CHAT,
     endpoint: str | None = None,
@@ -521,35 +529,31 @@ async def run_attempt(
 
     ``door`` is the protocol the client speaks, ``kind`` the target's: a JSON answer is
     returned in the door's shape; a stream's items are left for the door's relay. Either
-    way the answer names ``model``: the name the client asked for (SPEC §3, step 11).
+    way the answer names ``name`` (default ``model``, the target's model, which also goes
+    into a URL that names it): the name the client asked for (SPEC §3, step 11).
 
     ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
     started = clock()
     timeouts = client.timeouts
+    if name is None:
+        name = model
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
     # Streamed or not, an upstream that has sent nothing by ``first_token_s`` is silent
     # (SPEC §3.8): a JSON call must not sit on a dead route for the whole ``total_s``.
     first_token_at = started + timeouts.first_token_s
     total_at = min(deadline, started + timeouts.total_s)
-    try:
-        async with asyncio.timeout(min(total_at, first_token_at) - started):
-            path = f"/{endpoint}" if endpoint else None
-            response = await client.send(
-                body, path=path, headers=headers, model=model, stream=stream
-            )
-    except TimeoutError as exc:
-        phase = "first-token" if first_token_at < total_at else "total"
-        raise UpstreamFailure(
-            Failure(FailureCode.TIMEOUT, f"{phase} timeout: no response headers")
-        ) from exc
+    phase = "first-token" if first_token_at < total_at else "total"
+    path = f"/{endpoint}" if endpoint else None
+    send = client.send(body, path=path, headers=headers, model=model, stream=stream)
+    response = await _headers_in_time(send, min(total_at, first_token_at) - started, phase)
     if not stream:
         return await _read_completion(
             response,
             timeouts,
             started=started,
             deadline=deadline,
-            model=model,
+            model=name,
             door=door,
             kind=kind,
             vectors=endpoint == "embeddings",
@@ -565,7 +569,7 @@ async def run_attempt(
         kind=kind,
         scrub=client.upstream_failure,
         clock=clock,
-        name=model,
+        name=name,
     )
     if partial:
         reader.partial = Partial()
@@ -580,6 +584,20 @@ async def run_attempt(
     except BaseException:
         await reader.aclose()
         raise
+
+
+async def _headers_in_time(
+    send: Awaitable[UpstreamResponse], within: float, phase: str
+) -> UpstreamResponse:
+    """The upstream's response headers, or a TIMEOUT failure naming the ``phase`` whose
+    timeout came first."""
+    try:
+        async with asyncio.timeout(within):
+            return await send
+    except TimeoutError as exc:
+        raise UpstreamFailure(
+            Failure(FailureCode.TIMEOUT, f"{phase} timeout: no response headers")
+        ) from exc
 
 
 async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
