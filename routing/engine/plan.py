@@ -11,9 +11,11 @@ match wins:
    (the same prompt cannot fit the same window). The wait is the upstream's
    ``Retry-After`` when given — one beyond ``max_delay_ms`` means "switch now" — else
    exponential backoff. A wait that would outlast the call's deadline counts as retries
-   exhausted, and so does one that would take the waits ``waited_s`` already spent on this
-   target past ``switch_after_ms`` while another target of the chain is eligible (``alternative``)
+   exhausted, and so does one that would take the time ``spent_s`` already spent on this
+   target — every attempt's duration and the waits between them — past
+   ``switch_after_ms`` while another target of the chain is eligible (``alternative``)
    and the code is a switch code: switch fast when there is somewhere to go (SPEC §16).
+   A stalled, timed-out or cut attempt that used the budget by itself switches at once.
    The last eligible target keeps the full schedule;
 4. otherwise SWITCH when the code is a switch code, else SURFACE.
 
@@ -81,11 +83,12 @@ def decide(
     committed: bool = False,
     time_left_s: float | None = None,
     alternative: bool = False,
-    waited_s: float = 0.0,
+    spent_s: float = 0.0,
     rand: Callable[[], float],
 ) -> Decision:
     """Next step after ``failure`` on a target already retried ``retries_done`` times,
-    after waiting ``waited_s`` seconds in place on it."""
+    ``spent_s`` seconds after the first attempt on it was sent (a fact the driver measures
+    on its injected clock: the attempts and the waits between them)."""
     code = failure.code
     if committed or code is FailureCode.ABORTED:
         return SURFACE
@@ -102,12 +105,44 @@ def decide(
             delay = backoff_ms(policy, retries_done + 1, rand) / 1000.0
         if time_left_s is not None and delay >= time_left_s:
             return _move_on(code, switch_codes, SwitchReason.RETRY_EXHAUSTED)
-        over_budget = (waited_s + delay) * 1000 > policy.switch_after_ms
-        if alternative and over_budget and code in switch_codes:
+        if alternative and code in switch_codes and over_budget(policy, spent_s + delay):
             return Decision(Action.SWITCH, reason=SwitchReason.RETRY_EXHAUSTED)
         return Decision(Action.RETRY, delay_s=delay)
     reason = SwitchReason.RETRY_EXHAUSTED if retryable else SwitchReason.NOT_RETRYABLE
     return _move_on(code, switch_codes, reason)
+
+
+def over_budget(policy: RetryPolicy, spent_s: float) -> bool:
+    """Would ``spent_s`` seconds on one target pass ``switch_after_ms``?"""
+    return spent_s * 1000 > policy.switch_after_ms
+
+
+def retries_allowed(
+    policy: RetryPolicy,
+    *,
+    retries_done: int,
+    spent_s: float,
+    budgeted: bool,
+) -> int:
+    """How many more retries in place :func:`decide` can still allow on a target retried
+    ``retries_done`` times after ``spent_s`` seconds there (the count a retry's log line
+    gives). ``budgeted``: another target is eligible and the code is a switch code, so
+    ``switch_after_ms`` bounds them too. The waits are the nominal (unjittered) backoff and
+    the attempts are counted as taking no time, so this is an upper bound."""
+    left = max(0, policy.max_retries - retries_done)
+    if not budgeted:
+        return left
+    allowed, total = 0, spent_s
+    for number in range(retries_done + 1, retries_done + left + 1):
+        total += backoff_ms(policy, number, _no_jitter) / 1000.0
+        if over_budget(policy, total):
+            break
+        allowed += 1
+    return allowed
+
+
+def _no_jitter() -> float:
+    return 0.5
 
 
 def context_window_allows(failed_window: int | None, candidate_window: int | None) -> bool:

@@ -21,8 +21,9 @@ class RetryPolicy:
     """At most ``max_retries`` retries per target, for ``retry_codes`` only.
 
     Delays grow ``initial_delay_ms · 2^(n−1)`` up to ``max_delay_ms``, ±``jitter_ratio``.
-    ``switch_after_ms`` bounds the waits spent on one target while another target of the
-    chain is eligible (SPEC §16: switch fast when there is somewhere to go).
+    ``switch_after_ms`` bounds the time spent on one target — its attempts and the waits
+    between them — while another target of the chain is eligible (SPEC §16: switch fast
+    when there is somewhere to go).
     Values are validated by the configuration schema, not here. The defaults are the
     engine's own (stdlib only); tests/config/test_policy_fields.py holds them to the declared
     built-in policy (``routing.config.schema.RetryPolicyIn``).

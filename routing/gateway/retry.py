@@ -17,7 +17,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from routing.engine.failures import Failure, FailureCode
-from routing.engine.plan import Action, Decision, decide
+from routing.engine.plan import Action, Decision, decide, retries_allowed
 from routing.gateway.attempt import Answer, run_attempt
 from routing.gateway.events import RetryEvent
 from routing.gateway.state import TargetOutcome
@@ -48,8 +48,8 @@ class RetryInPlace:
         call, target, probe, rewrites = self.call, self.target, self.probe, self.outbound.rewrites
         group, clock = call.group, call.runtime.monotonic
         tries = 0
-        first_started = clock()
-        waited_s = 0.0  # in place on this target (what was asked for: a faked sleep too)
+        # On this target: each attempt as measured, each wait as asked (a faked sleep too).
+        spent_s = 0.0
         while True:
             tries += 1
             attempt_started = clock()
@@ -62,6 +62,7 @@ class RetryInPlace:
                 call.rewrites = rewrites
                 return sent
             failure, usage = sent
+            spent_s += clock() - attempt_started
             record = call.attempt(
                 target,
                 tries,
@@ -72,6 +73,7 @@ class RetryInPlace:
                 rewrites=rewrites,
             )
             record.usage = usage
+            alternative = not probe and await has_alternative(call, target)
             decision = decide(
                 failure,
                 retries_done=tries - 1,
@@ -79,19 +81,23 @@ class RetryInPlace:
                 switch_codes=group.switch_codes,
                 is_probe=probe,
                 time_left_s=call.deadline - clock(),
-                alternative=not probe and await has_alternative(call, target),
-                waited_s=waited_s,
+                alternative=alternative,
+                spent_s=spent_s,
                 rand=call.runtime.rand,
             )
             if decision.action is not Action.RETRY:
                 call.outcomes[target.key] = TargetOutcome(
-                    failure, tries, (clock() - first_started) * 1000, record.elapsed_ms
+                    failure, tries, spent_s * 1000, record.elapsed_ms
                 )
                 group.algorithm.on_failure(target.candidate, failure.code)
                 return decision, failure
             record.will_retry = True
-            await self._wait(tries, failure, decision.delay_s)
-            waited_s += decision.delay_s
+            spent_s += decision.delay_s
+            budgeted = alternative and failure.code in group.switch_codes
+            left = retries_allowed(
+                group.retry, retries_done=tries, spent_s=spent_s, budgeted=budgeted
+            )
+            await self._wait(tries, failure, decision.delay_s, left)
 
     async def _send(
         self, tries: int, started: float
@@ -146,8 +152,9 @@ class RetryInPlace:
             if call.track_inflight and not (committed and answer.reader is not None):
                 await store.inflight_add(target.key, -1)
 
-    async def _wait(self, tries: int, failure: Failure, delay_s: float) -> None:
-        """Announce the retry, then wait its delay (upstream time: not overhead)."""
+    async def _wait(self, tries: int, failure: Failure, delay_s: float, left: int) -> None:
+        """Announce the retry (``left``: the retries still allowed after it), then wait its
+        delay (upstream time: not overhead)."""
         call, runtime = self.call, self.call.runtime
         group = call.group
         runtime.hub.publish(
@@ -161,7 +168,7 @@ class RetryInPlace:
                 delay_s=delay_s,
                 message=failure.message,
                 at=runtime.clock(),
-                retries_left=group.retry.max_retries - tries,
+                retries_left=left,
             )
         )
         slept_from = runtime.monotonic()

@@ -55,7 +55,7 @@ class TargetOutcome:
 
     failure: Failure
     attempts: int
-    elapsed_ms: float  # from the first attempt's dispatch to the last one's failure
+    elapsed_ms: float  # on the target: its attempts and the waits between them
     last_ms: float  # the last attempt alone
 
 

@@ -7,8 +7,16 @@ from typing import Any
 import pytest
 
 from routing.engine.failures import DEFAULT_SWITCH_CODES, Failure, FailureCode
-from routing.engine.plan import Action, Decision, SwitchReason, context_window_allows, decide
+from routing.engine.plan import (
+    Action,
+    Decision,
+    SwitchReason,
+    context_window_allows,
+    decide,
+    retries_allowed,
+)
 from routing.engine.retry import RetryPolicy
+from routing.upstream.base import Timeouts
 
 F = FailureCode
 R = SwitchReason
@@ -131,13 +139,13 @@ DECIDE: list[tuple[str, Failure, dict[str, Any], Decision]] = [
     (
         "budget-fits",
         Failure(F.SERVER, "x"),
-        {"alternative": True, "retries_done": 1, "waited_s": 0.5},
+        {"alternative": True, "retries_done": 1, "spent_s": 0.5},
         retry(1.0),
     ),
     (
         "budget-passed-switches",
         Failure(F.SERVER, "x"),
-        {"alternative": True, "retries_done": 2, "waited_s": 1.5},
+        {"alternative": True, "retries_done": 2, "spent_s": 1.5},
         switch(R.RETRY_EXHAUSTED),
     ),
     (
@@ -156,13 +164,13 @@ DECIDE: list[tuple[str, Failure, dict[str, Any], Decision]] = [
     (
         "budget-last-target",
         Failure(F.SERVER, "x"),
-        {"retries_done": 3, "waited_s": 3.5},
+        {"retries_done": 3, "spent_s": 3.5},
         retry(4.0),
     ),
     (
         "budget-not-a-switch-code-keeps-retrying",
         Failure(F.SERVER, "x"),
-        {"alternative": True, "waited_s": 5.0, "switch_codes": frozenset({F.AUTH})},
+        {"alternative": True, "spent_s": 5.0, "switch_codes": frozenset({F.AUTH})},
         retry(0.5),
     ),
     (
@@ -208,7 +216,7 @@ def test_switch_after_on_a_clock(alternative: bool, sleeps: list[float]) -> None
             policy=POLICY,
             switch_codes=DEFAULT_SWITCH_CODES,
             alternative=alternative,
-            waited_s=sum(slept),
+            spent_s=clock,
             rand=lambda: 0.5,
         )
         if decision.action is not Action.RETRY:
@@ -248,3 +256,88 @@ def test_decide_uses_jitter_from_rand() -> None:
 )
 def test_context_window_allows(failed: int | None, candidate: int | None, allowed: bool) -> None:
     assert context_window_allows(failed, candidate) is allowed
+
+
+# -- issue 41 item 1: the switch deadline counts the time spent on a target -----------------
+TIMEOUTS = Timeouts()  # the shipped defaults: first token and idle 60 s
+
+
+def seconds_to_switch(attempt: tuple[float, Failure], *, alternative: bool = True) -> float:
+    """Drive decide() as the call does against a target whose every attempt takes
+    ``attempt[0]`` seconds and ends in ``attempt[1]``: the instant it moves on, on the
+    call's clock (attempts as measured, waits as asked)."""
+    took, failure = attempt
+    spent, tries = 0.0, 0
+    while True:
+        spent += took
+        decision = decide(
+            failure,
+            retries_done=tries,
+            policy=POLICY,
+            switch_codes=DEFAULT_SWITCH_CODES,
+            alternative=alternative,
+            spent_s=spent,
+            rand=lambda: 0.5,
+        )
+        if decision.action is not Action.RETRY:
+            assert decision.action is Action.SWITCH
+            return spent
+        spent += decision.delay_s
+        tries += 1
+
+
+def test_s09_a_stream_that_stalls_then_closes_switches_within_idle_plus_one_backoff() -> None:
+    """S09: the stream stalls, then the upstream closes it (a cut, TRANSPORT, a retry code)
+    before the idle timeout, or the idle timeout ends it first (TIMEOUT). Either way the
+    fallback is reached within idle_s plus one backoff, not after three 30 s stalls."""
+    one_backoff = POLICY.initial_delay_ms / 1000
+    for stalled_s in (30.0, TIMEOUTS.idle_s - 1):
+        cut = (stalled_s, Failure(F.TRANSPORT, "stream ended before a finish reason"))
+        assert seconds_to_switch(cut) <= TIMEOUTS.idle_s + one_backoff
+        assert seconds_to_switch(cut) == stalled_s  # at once: the attempt used the budget
+    idle = (TIMEOUTS.idle_s, Failure(F.TIMEOUT, "idle timeout"))
+    assert seconds_to_switch(idle) == TIMEOUTS.idle_s
+
+
+def test_s06_no_response_at_all_switches_at_the_first_token_timeout() -> None:
+    silent = (TIMEOUTS.first_token_s, Failure(F.TIMEOUT, "first-token timeout"))
+    assert seconds_to_switch(silent) == TIMEOUTS.first_token_s
+
+
+def test_s07_a_slow_first_token_then_a_cut_is_not_retried_in_place() -> None:
+    """S07: 20 s before the first token, then the stream is cut before the commit point:
+    one attempt, then the fallback (the arithmetic before counted only the waits: 3 tries
+    and 61.5 s)."""
+    slow = (20.0, Failure(F.TRANSPORT, "stream ended before a finish reason"))
+    assert seconds_to_switch(slow) == 20.0
+
+
+def test_the_last_target_keeps_every_retry_however_long_its_attempts() -> None:
+    cut = (30.0, Failure(F.TRANSPORT, "cut"))
+    assert seconds_to_switch(cut, alternative=False) == 6 * 30.0 + 0.5 + 1 + 2 + 4 + 8
+
+
+def test_fast_failures_keep_the_budgets_retries() -> None:
+    """A 529 in 50 ms: 0.05 + 0.5 + 0.05 + 1 + 0.05 = 1.65 s, the next 2 s wait passes 2 s."""
+    assert seconds_to_switch((0.05, Failure(F.SERVER, "overloaded", 529))) == pytest.approx(1.65)
+
+
+@pytest.mark.parametrize(
+    ("retries_done", "spent_s", "budgeted", "expected"),
+    [
+        (0, 0.0, False, 5),  # the last target: every retry
+        (4, 10.0, False, 1),
+        (5, 0.0, False, 0),
+        (1, 0.5, True, 1),  # 0.5 waited; +1 fits 2 s, +2 more does not
+        (2, 1.5, True, 0),
+        (1, 30.5, True, 0),  # a 30 s stall used the budget
+        (0, 0.0, True, 2),  # 0.5 + 1 fit, + 2 does not
+    ],
+)
+def test_retries_allowed_counts_what_the_budget_allows(
+    retries_done: int, spent_s: float, budgeted: bool, expected: int
+) -> None:
+    assert (
+        retries_allowed(POLICY, retries_done=retries_done, spent_s=spent_s, budgeted=budgeted)
+        == expected
+    )

@@ -17,8 +17,10 @@ from routing.gateway.events import CallRecord, FallbackEvent
 from routing.simulator.script import (
     ContentFilter,
     ContextLength,
+    Delay,
     DropAfter,
     Empty,
+    EndBeforeFinish,
     Fail,
     Malformed,
     NoDone,
@@ -145,10 +147,12 @@ def test_retry_after_beyond_max_delay_switches_at_once(h: Harness) -> None:
 
 
 def test_retry_after_within_max_delay_replaces_the_backoff(h: Harness) -> None:
-    h.upstream.script("a", Fail(429, "slow down", headers={"Retry-After": "2"}), Reply())
+    # 1 s, not the 0.5 s backoff; within switch_after_ms (2 s) with the attempt's own time
+    # (a wait of the whole 2 s plus the attempt would pass it: b is eligible, so a switch)
+    h.upstream.script("a", Fail(429, "slow down", headers={"Retry-After": "1"}), Reply())
     reply = h.client().chat.completions.create(model="auto", messages=MESSAGES)
     assert reply.choices[0].message.content == "Hello from a."
-    assert h.sleeps.delays == [2.0]
+    assert h.sleeps.delays == [1.0]
 
 
 def test_stream_cut_after_commit_surfaces_an_error_and_never_a_second_answer(h: Harness) -> None:
@@ -226,6 +230,33 @@ def test_failures_before_commit_fail_over(
     [call] = harness.events(CallRecord, at_least=1)
     assert call.attempts[0].code == code
     assert call.served_by == "p2/b"
+
+
+def test_a_stream_that_stalls_then_closes_switches_once_it_used_the_budget(
+    harness: Harness,
+) -> None:
+    """Issue 41 S09: the stalled attempt's own time counts toward ``switch_after_ms``, not
+    only the waits between attempts. Scaled down: a budget of 300 ms with 50 ms backoff,
+    and a stream that stalls 0.5 s before its body ends without a finish (a cut, a retry
+    code). Counting only the waits (50 + 100 ms) the target was tried three times; the
+    first cut already used the budget, so the call switches at once."""
+    harness.configure(
+        FAST_TIMEOUTS.replace("idle_s: 0.6", "idle_s: 5").replace(
+            "    commit: complete\n",
+            "    commit: complete\n    retry: {switch_after_ms: 300, initial_delay_ms: 50}\n",
+        )
+    )
+    harness.runtime.rand = lambda: 0.5
+    harness.upstream.script("a", then=Delay(0.5, EndBeforeFinish()))
+    stream = harness.client().chat.completions.create(model="safe", messages=MESSAGES, stream=True)
+    text, _ = stream_text(stream)
+    assert text == "Hello from b."
+    assert harness.upstream.count("a") == 1
+    assert harness.sleeps.delays == []
+    [call] = harness.events(CallRecord, at_least=1)
+    assert [a.code for a in call.attempts] == ["TRANSPORT", None]
+    [fallback] = harness.events(FallbackEvent)
+    assert fallback.reason == "retry-exhausted"
 
 
 def test_context_window_error_is_never_resent_to_the_same_target(h: Harness) -> None:
@@ -335,7 +366,9 @@ def test_one_warning_per_retry_and_per_switch_and_none_for_a_success(
     retries = [line for line in lines if line.startswith("retry ")]
     switches = [line for line in lines if line.startswith("switch ")]
     [retry] = retries
-    assert "target=p1/a try=1 code=SERVER status=503 in 0.500s (4 retries left)" in retry
+    # b is eligible: after this 0.5 s wait, switch_after_ms (2 s) allows one more (1 s),
+    # not the 4 max_retries would (issue 41)
+    assert "target=p1/a try=1 code=SERVER status=503 in 0.500s (1 retry left)" in retry
     assert retry.endswith(": busy key [redacted]")  # scrubbed upstream text
     [switch] = switches
     assert "from=p1/a to=p2/b reason=not-retryable after 2 attempts code=AUTH status=401" in switch

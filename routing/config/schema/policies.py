@@ -59,8 +59,9 @@ class RetryPolicyIn(PolicyBlock):
         le=3_600_000,
         title="Switch after",
         description=(
-            "While another target is eligible, stop retrying in place once the waits "
-            "would pass this, and switch. The last eligible target keeps every retry."
+            "While another target is eligible, stop retrying in place once the time on "
+            "the target (its attempts and the waits between them) would pass this, and "
+            "switch. The last eligible target keeps every retry."
         ),
     )
 
