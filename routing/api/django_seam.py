@@ -2,7 +2,7 @@
 (``routing.api.asgi``): as ``routing/upstream/transport.py`` is for aiohttp and httpx.
 
 The handler skips what the gateway path does not need (per-request signals, thread hops,
-the page's middleware), and that takes five things Django does not promise:
+the page's middleware), and that takes six things Django does not promise:
 
 - ``HttpRequest.body`` keeps what it read in ``_body`` and a ``BytesIO`` over it in
   ``_stream``, and nowhere else: :func:`forget_body` drops both, so a stream relayed for
@@ -21,6 +21,10 @@ the page's middleware), and that takes five things Django does not promise:
   with ``get_script_prefix``): ``GatewayASGIHandler.handle`` is that method without the
   signals and thread hops, so it was copied from the source :data:`HANDLE_SHA256` digests.
   ``ASGIRequest.scope`` is the connection's scope (:func:`asgi_scope`).
+- ``BaseHandler.get_response_async`` logs every response of status 400 or more on
+  ``django.request`` unless ``django.utils.log.log_response`` finds ``_has_been_logged``
+  set on it: :func:`mark_logged` sets it on a reply the gateway logged itself (an
+  exhausted call's one ERROR line), so the same failure is not logged twice.
 
 They were written for the Django series in :data:`WRITTEN_FOR` (pinned in pyproject.toml);
 ``tests/api/test_django_seam_contract.py`` checks each one and fails loudly when an upgrade
@@ -89,6 +93,11 @@ def middleware_setting(middleware: list[str]) -> Iterator[None]:
         yield
     finally:
         settings.MIDDLEWARE = full
+
+
+def mark_logged(response: HttpResponseBase) -> None:
+    """Tell Django the response was logged already (no second ``django.request`` line)."""
+    response._has_been_logged = True  # type: ignore[attr-defined]
 
 
 def asgi_scope(request: HttpRequest) -> Mapping[str, Any]:

@@ -31,6 +31,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from routing.api.asgi import RelayResponse, started_at
+from routing.api.django_seam import mark_logged
 from routing.gateway.call import Call
 from routing.gateway.events import CallOutcome, CallRecord
 from routing.gateway.replies import ErrorReply, Reply, StreamReply
@@ -389,6 +390,8 @@ def render(reply: Reply) -> HttpResponseBase:
         # The gateway already retried and switched: a client retry would replay the chain
         # (a limit's refusal says itself whether waiting helps).
         response.setdefault("x-should-retry", "false")
+        if reply.logged:
+            mark_logged(response)
     return response
 
 

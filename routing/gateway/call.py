@@ -317,4 +317,5 @@ class Call:
             type="upstream_error",
             headers=headers,
             door=state.door,
+            logged=True,  # one ERROR line per exhausted call: Django's is not added
         )

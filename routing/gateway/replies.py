@@ -41,6 +41,7 @@ class ErrorReply:
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     door: Protocol = Protocol.CHAT  # the error leaves in this protocol's shape
+    logged: bool = False  # the gateway logged it already (an exhausted call's ERROR line)
 
     @property
     def body(self) -> bytes:

@@ -25,6 +25,7 @@ from django.core.handlers.asgi import ASGIHandler, ASGIRequest
 from django.core.signals import request_finished
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.test import override_settings
+from django.utils.log import log_response
 
 from routing.api.asgi import GatewayASGIHandler, started_at
 from routing.api.django_seam import (
@@ -34,6 +35,7 @@ from routing.api.django_seam import (
     close_response,
     forget_body,
     installed_versions,
+    mark_logged,
     release_request,
 )
 
@@ -132,6 +134,21 @@ def finished() -> Iterator[list[object]]:
     request_finished.connect(receiver, weak=False)
     yield sent
     request_finished.disconnect(receiver)
+
+
+def test_django_does_not_log_a_response_mark_logged_marked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``log_response`` (what ``get_response_async`` calls for a status >= 400) skips a
+    response marked by mark_logged, and logs an unmarked one at ERROR."""
+    caplog.set_level(logging.INFO, logger="django.request")
+    request = HttpRequest()
+    plain, marked = HttpResponse(status=502), HttpResponse(status=502)
+    mark_logged(marked)
+    log_response("%s: %s", "Bad Gateway", "/v1/x", response=marked, request=request)
+    assert [r for r in caplog.records if r.name == "django.request"] == []
+    log_response("%s: %s", "Bad Gateway", "/v1/x", response=plain, request=request)
+    assert [r.levelno for r in caplog.records if r.name == "django.request"] == [logging.ERROR]
 
 
 def test_django_closes_a_response_by_its_closers_and_then_the_signal(

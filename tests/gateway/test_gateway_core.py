@@ -329,6 +329,22 @@ def test_all_targets_failing_returns_routes_exhausted_naming_each(h: Harness) ->
     assert h.upstream.count("a") == 3 and h.upstream.count("b") == 6
 
 
+def test_an_exhausted_call_logs_exactly_one_error_line(
+    h: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The gateway's own ``exhausted call=…`` line says it all; Django's ``django.request``
+    logged the same 502 a second time ("Bad Gateway: /v1/chat/completions", issue 41)."""
+    caplog.set_level(logging.INFO)
+    h.upstream.script("a", then=Fail(503, "a is down"))
+    h.upstream.script("b", then=Fail(500, "b is down"))
+    with pytest.raises(openai.APIStatusError):
+        h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" ", 1)[0] for r in errors] == ["exhausted"], [
+        (r.name, r.getMessage()) for r in errors
+    ]
+
+
 def test_only_real_switches_are_fallbacks_and_exhaustion_lines_give_both_times(
     h: Harness,
 ) -> None:
