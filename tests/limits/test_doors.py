@@ -254,3 +254,29 @@ def test_concurrency_counts_a_stream_until_its_end(harness: Harness, clock: Cloc
     ask(client)
     ok = records(harness, CallOutcome.OK)
     assert len(ok) == 2 and ok[0].stream and ok[0].cost is not None  # a stream is priced too
+
+
+def test_retries_and_switches_inside_a_call_take_no_new_request_slot(
+    harness: Harness, clock: Clock
+) -> None:
+    """A call is admitted once (issue 41): its in-place retries and its switch to another
+    target are not new requests, so they count neither against ``rpm`` nor against
+    ``concurrency``. Three 503s on a, then b answers: one call, one slot of each."""
+    from routing.simulator.script import Fail
+
+    harness.configure(
+        GROUP.replace("{LIMITS}", "{rpm: 2, concurrency: 1}").replace(
+            "      - {provider: p1, model: a, price: {input: 2.0, output: 10.0, cached_input: 0.5}}",
+            "      - {provider: p1, model: a}\n      - {provider: p1, model: b}",
+        )
+    )
+    harness.upstream.script("a", Fail(503), Fail(503), Fail(503))
+    client = harness.client().with_options(max_retries=0)
+    assert ask(client).model == "b"  # concurrency 1 held by this call through every attempt
+    assert (harness.upstream.count("a"), harness.upstream.count("b")) == (3, 1)
+    ask(client)  # rpm 2: the first call took one slot, not four
+    with pytest.raises(openai.RateLimitError) as caught:
+        ask(client)
+    assert caught.value.code == "rpm_limit"
+    served = records(harness, CallOutcome.OK)
+    assert [len(r.attempts) for r in served] == [4, 1]
