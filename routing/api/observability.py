@@ -102,6 +102,7 @@ class AttemptOut(Schema):
     rewrites: list[str]  # what this attempt's outbound copy changed (SPEC §13)
     upstream_kind: KindName  # the protocol spoken (§12; routing.protocols.registry)
     continuation: bool  # a mid-stream rescue of a cut stream (§16)
+    cooldown_s: float | None = None  # the cooling its failure earned the target (issue 41)
 
 
 class CallOut(Schema):
@@ -156,6 +157,7 @@ class HealthOut(Schema):
     cooldown_s: float | None
     actor: str | None
     message: str | None
+    call_id: str | None = None  # the call whose failure or probe caused it
 
 
 class ConfigChangeOut(Schema):
@@ -292,6 +294,7 @@ def _call_out(call: Call) -> dict[str, Any]:
                 "rewrites": [r for r in a.rewrites.split(",") if r],
                 "upstream_kind": a.upstream_kind,
                 "continuation": a.continuation,
+                "cooldown_s": a.cooldown_s,
             }
             for a in call.attempts.all()
         ],
@@ -328,6 +331,7 @@ def _event_out(row: EventRow) -> dict[str, Any]:
             "cooldown_s": row.cooldown_s,
             "actor": row.actor or None,
             "message": row.message or None,
+            "call_id": row.call_id or None,
         }
     assert isinstance(row, ConfigChange)
     return {

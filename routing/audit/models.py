@@ -160,6 +160,7 @@ class Attempt(models.Model):
     probe = models.BooleanField(default=False)
     # what the outbound copy of the request changed, comma-separated (SPEC §13)
     rewrites = models.CharField(max_length=500, blank=True, default="")
+    cooldown_s = models.FloatField(null=True, blank=True, verbose_name="cooling earned (s)")
     # the target's upstream kind when the attempt was made (rows older than it: openai)
     upstream_kind = models.CharField(
         max_length=20, choices=UpstreamKind.choices, default=UpstreamKind.OPENAI
@@ -209,6 +210,7 @@ class HealthTransition(models.Model):
     ok = models.BooleanField(null=True, blank=True, verbose_name="probe ok")
     cooldown_s = models.FloatField(null=True, blank=True)
     actor = models.CharField(max_length=200, blank=True, default="")
+    call_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     message = models.TextField(blank=True, default="")
 
     class Meta:

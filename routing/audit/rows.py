@@ -119,6 +119,7 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
                 rewrites=",".join(attempt.rewrites)[:500],
                 upstream_kind=attempt.kind,
                 continuation=attempt.continuation,
+                cooldown_s=attempt.cooldown_s,
             )
         )
 
@@ -151,6 +152,7 @@ def _health_row(event: HealthEvent, clean: _Cleaner) -> HealthTransition:
         cooldown_s=event.cooldown_s,
         actor=event.actor[:200],
         message=message,
+        call_id=event.call_id,
     )
 
 

@@ -153,6 +153,7 @@ class HealthEvent:
     cooldown_s: float | None = None
     message: str = ""
     actor: str = ""  # who, for operator actions (reset, re-enable)
+    call_id: str = ""  # the call whose failure or probe caused it ("" for checks, operators)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": self.kind.value}

@@ -149,6 +149,7 @@ class Call:
             if failure.code is FailureCode.CONTEXT_WINDOW_EXCEEDED:
                 state.context_limit = ContextLimit(target.context_window)
             cooldown = next((e.cooldown_s for e in events if e.kind is EventKind.COOLING), None)
+            state.cooled(target, cooldown)
             cooled = any(e.kind is EventKind.COOLING for e in events)
             reason = switch_reason(decision.reason, cooled=cooled)
             switched_from = SwitchedFrom(target, failure, reason, cooldown)

@@ -70,6 +70,7 @@ class AttemptRecord:
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
     continuation: bool = False  # a mid-stream rescue of a cut stream (SPEC §16)
     usage: dict[str, Any] | None = None  # what the upstream reported for it (priced, §17)
+    cooldown_s: float | None = None  # the cooling its failure earned the target (the last try)
 
 
 class CallOutcome(StrEnum):
@@ -194,10 +195,11 @@ def _log(event: Event) -> None:
         )
     elif isinstance(event, HealthEvent):
         log.warning(
-            "health %s target=%s provider=%s code=%s until=%s",
+            "health %s target=%s provider=%s code=%s until=%s call=%s",
             event.kind,
             event.target or "-",
             event.provider or "-",
             event.code or "-",
             f"{event.until:.0f}" if event.until else "-",
+            event.call_id or "-",
         )

@@ -45,10 +45,11 @@ class Exhaustion:
             status = f" (HTTP {f.status})" if f.status is not None else ""
             said = f.message if detail else f.client_message
             # the last attempt's own time, then the total spent on the target
+            cooled = "" if outcome.cooldown_s is None else f"; cooling {outcome.cooldown_s:.0f} s"
             return (
                 f"{f.code.value}{status}: {said} ({outcome.last_ms:.0f} ms; "
                 f"{attempts} attempt{'s' if attempts != 1 else ''} "
-                f"in {outcome.elapsed_ms / 1000:.1f} s)"
+                f"in {outcome.elapsed_ms / 1000:.1f} s{cooled})"
             )
         if target.key in self.skipped:
             return f"skipped: {self.skipped[target.key]}"

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -57,6 +57,7 @@ class TargetOutcome:
     attempts: int
     elapsed_ms: float  # on the target: its attempts and the waits between them
     last_ms: float  # the last attempt alone
+    cooldown_s: float | None = None  # the cooling giving up on it earned the target
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,8 +320,21 @@ class CallState:
                 events = await store.record_success(target.key, now, None)
             case Charge.NOTHING:
                 events = []
+        # each transition names the call that caused it (the last target's cooling too)
+        events = [replace(event, call_id=self.call_id) for event in events]
         self.runtime.hub.publish_all(events)
         return events
+
+    def cooled(self, target: TargetSpec, cooldown_s: float | None) -> None:
+        """Put the cooling giving up on ``target`` earned on its last attempt's record and
+        its outcome (the exhaustion line), before the call moves on or ends."""
+        if cooldown_s is None:
+            return
+        if self.record.attempts and self.record.attempts[-1].target == target.key:
+            self.record.attempts[-1].cooldown_s = cooldown_s
+        outcome = self.outcomes.get(target.key)
+        if outcome is not None:
+            outcome.cooldown_s = cooldown_s
 
     def trail_headers(self) -> dict[str, str]:
         """The headers every error reply of the call carries: its attempts and trail."""

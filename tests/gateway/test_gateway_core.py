@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from routing.engine.health import EventKind, HealthEvent
 from routing.gateway.events import CallRecord, FallbackEvent
 from routing.simulator.script import (
     ContentFilter,
@@ -342,6 +343,31 @@ def test_an_exhausted_call_logs_exactly_one_error_line(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert [r.getMessage().split(" ", 1)[0] for r in errors] == ["exhausted"], [
         (r.name, r.getMessage()) for r in errors
+    ]
+
+
+def test_every_failed_attempt_carries_its_cooling_and_each_transition_its_call(
+    h: Harness,
+) -> None:
+    """Issue 41: the cooling the last target's failure earned was tied to no call (only a
+    switch's fallback event carried it). Now each target's last attempt, its exhaustion
+    line and each health transition say what it earned, and which call earned it."""
+    slow_down = Fail(429, "slow down", headers={"Retry-After": "30"})
+    h.upstream.script("a", then=slow_down)
+    h.upstream.script("b", then=slow_down)
+    with pytest.raises(openai.APIStatusError) as caught:
+        h.client().chat.completions.create(model="auto", messages=MESSAGES)
+    [call] = h.events(CallRecord, at_least=1)
+    assert [(a.target, a.cooldown_s) for a in call.attempts] == [
+        ("p1/a", pytest.approx(30, abs=1)),
+        ("p2/b", pytest.approx(30, abs=1)),
+    ]
+    lines = caught.value.message.splitlines()[1:]
+    assert all(line.endswith("; cooling 30 s)") for line in lines), lines
+    cooling = [e for e in h.events(HealthEvent) if e.kind is EventKind.COOLING]
+    assert [(e.target, e.call_id) for e in cooling] == [
+        ("p1/a", call.call_id),
+        ("p2/b", call.call_id),
     ]
 
 
