@@ -1,21 +1,26 @@
 """Mid-stream rescue (SPEC §16): what to do when a committed stream breaks.
 
 After the commit point a failure is normally surfaced as the door's error event. A group
-with ``resume: continuation`` may instead continue the answer on the next eligible
-target, when the stream was cut or stalled (``TRANSPORT``, ``TIMEOUT``) while the
+with ``resume: continuation`` (or ``restart``) may instead continue the answer on the next
+eligible target, when the stream was cut or stalled (``TRANSPORT``, ``TIMEOUT``) while the
 assistant was producing text, and never once a tool call has begun (half a tool call
 cannot be continued safely). A cut inside reasoning is not a cut in the text: with no
 text yet there is nothing to continue, and after text the client holds a reasoning
 fragment no other target can finish (see :func:`may_rescue`). Two ways, decided here and
 carried out by the driver:
 
-- PREFILL: the target takes an assistant prefill (declared ``capabilities.prefill``, not
-  since learned otherwise): the original request plus the partial text as a final
-  assistant message; whatever it streams is the remainder.
-- RESTART: the original request again; nothing reaches the client until the restart's
-  text has reproduced, byte for byte, what the client already has (:class:`Reproduction`),
-  then only the surplus flows. A restart that diverges ends in the error event: two
-  different answers are never spliced.
+- PREFILL: the target takes an assistant prefill (an Anthropic Messages target, which
+  takes a trailing assistant turn natively, or any target declaring
+  ``capabilities.prefill: true``; not one declaring ``false`` or since learned otherwise):
+  the original request plus the partial text as a final assistant message; whatever it
+  streams is the remainder. This is what works with real models, a different model too.
+- RESTART, only under ``resume: restart`` (opt-in: fit only for deterministic upstreams):
+  the original request again; nothing reaches the client until the restart's text has
+  reproduced, byte for byte, what the client already has (:class:`Reproduction`), then
+  only the surplus flows. A restart that diverges ends in the error event: two different
+  answers are never spliced. Under ``continuation`` a target that takes no prefill is
+  passed over, so with none left the stream ends in the error event at once, without
+  paying for a second answer that a real model would almost never reproduce.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from .failures import FailureCode
 
 class Resume(StrEnum):
     OFF = "off"
-    CONTINUATION = "continuation"
+    CONTINUATION = "continuation"  # by prefill only
+    RESTART = "restart"  # by prefill, else restart-and-compare (deterministic upstreams)
 
 
 class RescueMode(StrEnum):
@@ -53,7 +59,7 @@ def may_rescue(
     thoughts with another's answer. The door's error event ends the stream, and with no
     text delivered yet the client's own retry loses nothing of the answer."""
     return (
-        resume is Resume.CONTINUATION
+        resume is not Resume.OFF
         and code in RESCUABLE
         and bool(text)
         and not tool_began
@@ -61,8 +67,18 @@ def may_rescue(
     )
 
 
-def rescue_mode(*, prefill: bool, learned_no_prefill: bool) -> RescueMode:
-    return RescueMode.PREFILL if prefill and not learned_no_prefill else RescueMode.RESTART
+def rescue_mode(
+    resume: Resume, *, prefill: bool | None, trailing_assistant: bool, learned_no_prefill: bool
+) -> RescueMode | None:
+    """How a target may go on with a cut answer, or None: not at all (pass it over).
+
+    ``prefill`` is the target's declared capability (None: not declared);
+    ``trailing_assistant``: its protocol takes a trailing assistant turn natively (Anthropic
+    Messages), so an undeclared one is tried; ``learned_no_prefill``: it refused one (400)."""
+    takes = trailing_assistant if prefill is None else prefill
+    if takes and not learned_no_prefill:
+        return RescueMode.PREFILL
+    return RescueMode.RESTART if resume is Resume.RESTART else None
 
 
 def rejects_prefill(code: FailureCode, status: int | None) -> bool:

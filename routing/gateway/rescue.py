@@ -249,9 +249,16 @@ async def _answer(
         protocol = target.provider.protocol
         kind = protocol.kind
         mode = rescue_mode(
-            prefill=target.prefill and protocol.prefill,
+            call.group.resume,
+            prefill=target.prefill if protocol.prefill else False,
+            trailing_assistant=kind is Protocol.MESSAGES,
             learned_no_prefill=target.key in runtime.no_prefill,
         )
+        if mode is None:  # takes no prefill, and no restart was asked for: pass it over
+            call.failed.add(target.key)
+            if probe:
+                await runtime.store.release_probe(target.key, runtime.clock())
+            continue
         body = await _outbound(
             call, target, kind, partial.text if mode is RescueMode.PREFILL else None
         )
@@ -278,7 +285,8 @@ async def _answer(
             record.continuation, record.usage = True, exc.usage
             if mode is RescueMode.PREFILL and rejects_prefill(f.code, f.status):
                 # Learned: it does not take a prefill. The request was at fault, not the
-                # target: no health charge; the next round restarts there instead.
+                # target: no health charge; the next round restarts there under
+                # ``resume: restart``, else passes it over for the next eligible target.
                 runtime.no_prefill.add(target.key)
                 if probe:
                     await runtime.store.release_probe(target.key, runtime.clock())

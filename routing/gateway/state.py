@@ -143,7 +143,7 @@ class CallState:
         )
         # A chat stream of a group that resumes keeps its text and request past the commit
         # point, to continue elsewhere if it breaks (SPEC §16; routing.gateway.rescue).
-        self.rescuable = group.resume is Resume.CONTINUATION and stream and not endpoint
+        self.rescuable = group.resume is not Resume.OFF and stream and not endpoint
         self.key = key
         self.admission: Admission | None = None  # limits taken for this call (SPEC §17)
         self.gate: LimitGate | None = None  # where they were taken (settled there at the end)

@@ -107,7 +107,7 @@ class TargetSpec:
     reasoning_effort: EffortPolicy = EffortPolicy.INHERIT
     efforts: tuple[str, ...] = ()
     circuit: CircuitPolicy | None = None  # None: the group's
-    prefill: bool = False  # takes an assistant prefill (capabilities.prefill, SPEC §16)
+    prefill: bool | None = None  # takes an assistant prefill (capabilities.prefill, §16)
     price: Price | None = None  # per million tokens (SPEC §17); None: cost unknown
     continuity: TargetContinuity = field(init=False)
 
@@ -339,8 +339,8 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
     if options.get("efforts"):
         out["efforts"] = tuple(options["efforts"])
     capabilities = options.get("capabilities")
-    if isinstance(capabilities, Mapping) and capabilities.get("prefill"):
-        out["prefill"] = True
+    if isinstance(capabilities, Mapping) and capabilities.get("prefill") is not None:
+        out["prefill"] = bool(capabilities["prefill"])
     if options.get("price"):
         out["price"] = Price.of(options["price"])
     return out

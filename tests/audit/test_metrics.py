@@ -106,7 +106,7 @@ def test_a_mid_stream_rescue_is_counted_and_on_the_record(audit: Audit) -> None:
     from routing.simulator.script import DropAfter, Reply
 
     audit.h.configure(
-        RETRY_TWICE.replace("  - name: auto\n", "  - name: auto\n    resume: continuation\n")
+        RETRY_TWICE.replace("  - name: auto\n", "  - name: auto\n    resume: restart\n")
     )
     before = scrape(audit)
     audit.h.upstream.script("a", DropAfter(2, content="One two "))

@@ -188,7 +188,7 @@ INVALID: list[tuple[str, Mutation, str, str]] = [
         "unknown resume value",
         lambda d: _group(d).update(resume="sometimes"),
         "groups.0.resume",
-        "must be 'off' or 'continuation'",
+        "must be 'off', 'continuation' or 'restart'",
     ),
     (
         "unknown capability",

@@ -73,16 +73,37 @@ def test_partial(
     )
 
 
+C, RS = Resume.CONTINUATION, Resume.RESTART
+
+
 @pytest.mark.parametrize(
-    ("prefill", "learned", "mode"),
+    ("resume", "prefill", "trailing", "learned", "mode"),
     [
-        (True, False, RescueMode.PREFILL),
-        (True, True, RescueMode.RESTART),  # a 400 taught us otherwise
-        (False, False, RescueMode.RESTART),
+        (C, True, False, False, RescueMode.PREFILL),  # a chat target that declares it
+        (C, None, True, False, RescueMode.PREFILL),  # Anthropic, undeclared: tried
+        (C, None, False, False, None),  # chat, undeclared: passed over, never restarted
+        (C, False, True, False, None),  # declared false
+        (C, True, False, True, None),  # a 400 taught us otherwise
+        (C, None, True, True, None),
+        (RS, True, False, False, RescueMode.PREFILL),  # a prefill first, even when opted in
+        (RS, None, False, False, RescueMode.RESTART),  # restart only when opted in
+        (RS, True, False, True, RescueMode.RESTART),
     ],
 )
-def test_rescue_mode(prefill: bool, learned: bool, mode: RescueMode) -> None:
-    assert rescue_mode(prefill=prefill, learned_no_prefill=learned) is mode
+def test_rescue_mode(
+    resume: Resume, prefill: bool | None, trailing: bool, learned: bool, mode: RescueMode | None
+) -> None:
+    assert (
+        rescue_mode(
+            resume, prefill=prefill, trailing_assistant=trailing, learned_no_prefill=learned
+        )
+        is mode
+    )
+
+
+def test_restart_is_a_resume_too_and_keeps_the_tool_call_rule() -> None:
+    assert may_rescue(RS, F.TRANSPORT, text="partial", tool_began=False)
+    assert not may_rescue(RS, F.TRANSPORT, text="partial", tool_began=True)
 
 
 def test_a_400_rejects_prefill() -> None:

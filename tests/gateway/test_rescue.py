@@ -29,7 +29,7 @@ providers:
     api_key: upstream-key-p2
 groups:
   - name: auto
-    resume: continuation
+    resume: restart
     targets:
       - {provider: p1, model: a}
       - {provider: p2, model: b}
@@ -121,7 +121,7 @@ def test_a_refused_prefill_is_learned_without_a_health_charge(harness: Harness) 
 
 
 def test_without_resume_the_honest_error_event_stands(harness: Harness) -> None:
-    harness.configure(RESUMING.replace("    resume: continuation\n", ""))
+    harness.configure(RESUMING.replace("    resume: restart\n", ""))
     harness.upstream.script("a", DropAfter(2, content=SENT))
     text, error = stream(harness)
     assert text == SENT and error is not None
@@ -141,12 +141,12 @@ providers:
     api_key: upstream-key-chat
 groups:
   - name: claudes
-    resume: continuation
+    resume: restart
     targets:
       - {provider: claude, model: a1}
       - {provider: claude, model: a2, capabilities: {prefill: PREFILL}}
   - name: chats
-    resume: continuation
+    resume: restart
     targets:
       - {provider: chat, model: c1}
       - {provider: chat, model: c2}
@@ -262,7 +262,7 @@ providers:
     timeouts: {connect_s: 2, first_token_s: 0.6, idle_s: 0.6, total_s: 10}
 groups:
   - name: resps
-    resume: continuation
+    resume: restart
     targets:
       - {provider: resp, model: r1}
       - {provider: resp, model: r2, capabilities: {prefill: true}}
@@ -402,7 +402,7 @@ def test_a_stream_that_was_not_rescued_carries_no_comment(harness: Harness, door
     header, text = raw_stream(harness, path, body)
     assert header == f"{record(harness).trail()}"
     assert not text.startswith(":") and "\n:" not in text
-    harness.configure(config.replace("    resume: continuation\n", ""))
+    harness.configure(config.replace("    resume: restart\n", ""))
     harness.upstream.script(first, DropAfter(2, content=SENT))  # cut, and resume is off
     _, text = raw_stream(harness, path, body)
     assert not text.startswith(":") and "\n:" not in text
@@ -453,3 +453,117 @@ def test_a_rescue_no_target_answered_still_names_what_it_tried(harness: Harness)
     assert SENT.split()[-1] in before  # after what the client had got
     assert after.startswith("data: {") and "[DONE]" not in after  # the first cut's error
     assert record(harness).outcome == "failed"
+
+
+# -- resume: continuation rescues by prefill only (issue 41 item 3) -------------------------
+LEARNING = """
+providers:
+  - name: claude
+    kind: anthropic
+    base_url: {upstream}
+    api_key: upstream-key-claude
+  - name: chat
+    kind: openai
+    base_url: {upstream}
+    api_key: upstream-key-chat
+groups:
+  - name: claudes
+    resume: continuation
+    targets:
+      - {provider: claude, model: a1}
+      - {provider: claude, model: a2}
+      - {provider: claude, model: a3}
+  - name: chats
+    resume: continuation
+    targets:
+      - {provider: chat, model: c1}
+      - {provider: chat, model: c2, capabilities: {prefill: true}}
+      - {provider: chat, model: c3, capabilities: {prefill: true}}
+"""
+REST = "forty-two, as everyone knows."
+
+
+def _chat_door(h: Harness) -> tuple[str, Exception | None]:
+    text, error = "", None
+    try:
+        for chunk in h.client().chat.completions.create(
+            model="chats", messages=MESSAGES, stream=True
+        ):
+            if chunk.choices and chunk.choices[0].delta.content:
+                text += chunk.choices[0].delta.content
+    except openai.APIError as exc:
+        error = exc
+    return text, error
+
+
+def _messages_door(h: Harness) -> tuple[str, Exception | None]:
+    text, error, _ = messages_stream(h, "claudes")
+    return text, error
+
+
+def _responses_door(h: Harness) -> tuple[str, Exception | None]:
+    text, error = "", None
+    try:
+        with h.client().responses.stream(model="chats", input="hi") as events:
+            for event in events:
+                if event.type == "response.output_text.delta":
+                    text += event.delta
+    except openai.APIError as exc:
+        error = exc
+    return text, error
+
+
+LEARNING_DOORS = {
+    # door: how to call it, the targets (cut, refuses a prefill, takes it), their provider
+    "chat": (_chat_door, ("c1", "c2", "c3"), "chat"),
+    "messages": (_messages_door, ("a1", "a2", "a3"), "claude"),  # undeclared: Anthropic
+    "responses": (_responses_door, ("c1", "c2", "c3"), "chat"),  # translated
+}
+
+
+@pytest.mark.parametrize("door", LEARNING_DOORS)
+def test_a_refused_prefill_is_learned_and_the_next_target_continues(
+    harness: Harness, door: str
+) -> None:
+    """A 400 to a prefill teaches ``prefill: false`` without a health charge, and the next
+    eligible target is tried with the prefill, never a restart: an Anthropic target takes
+    one undeclared, a chat target when it declares it."""
+    from asgiref.sync import async_to_sync
+
+    call_door, (cut, refuses, takes), provider = LEARNING_DOORS[door]
+    harness.configure(LEARNING)
+    harness.runtime.no_prefill.clear()  # learned per process: not from another door's run
+    harness.upstream.script(cut, DropAfter(2, content=SENT))
+    harness.upstream.script(refuses, Fail(400, "assistant prefill is not supported"))
+    harness.upstream.script(takes, Reply(REST, chunks=3))
+    text, error = call_door(harness)
+    assert error is None and text == WHOLE
+    [_, refused, prefilled] = harness.upstream.requests
+    assert refused.body["messages"][-1]["role"] == "assistant"
+    assert prefilled.body["messages"][-1] == {"role": "assistant", "content": SENT}
+    assert f"{provider}/{refuses}" in harness.runtime.no_prefill
+    snapshot = async_to_sync(harness.runtime.store.snapshot)([f"{provider}/{refuses}"], [provider])
+    assert f"{provider}/{refuses}" not in snapshot.targets  # the request was at fault
+    assert record(harness).trail().endswith(f"{provider}/{takes}:continuation")
+
+
+def test_without_a_prefill_target_continuation_ends_at_once_without_a_second_answer(
+    harness: Harness,
+) -> None:
+    """b is a chat target that declares no prefill: under ``continuation`` it is passed
+    over (a restart is opt-in, ``resume: restart``), so the honest error event ends the
+    stream at once and b is never asked for an answer it would almost never reproduce."""
+    harness.configure(RESUMING.replace("resume: restart", "resume: continuation"))
+    harness.upstream.script("a", DropAfter(2, content=SENT))
+    text, error = stream(harness)
+    assert text == SENT and error is not None
+    assert harness.upstream.count("b") == 0
+    assert [a.continuation for a in record(harness).attempts] == [False]
+
+
+def test_restart_keeps_the_never_after_a_tool_call_began_rule(harness: Harness) -> None:
+    harness.configure(RESUMING)  # resume: restart
+    harness.upstream.script("a", DropAfter(2, content=SENT, tool_call=True))
+    text, error = stream(harness)
+    assert error is not None
+    assert harness.upstream.count("b") == 0

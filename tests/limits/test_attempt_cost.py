@@ -99,7 +99,7 @@ def test_an_error_without_usage_adds_nothing(harness: Harness) -> None:
 def test_a_rescued_stream_pays_for_the_cut_attempt_and_its_continuation(
     harness: Harness,
 ) -> None:
-    harness.configure(TWO_TARGETS.replace("    retry:", "    resume: continuation\n    retry:"))
+    harness.configure(TWO_TARGETS.replace("    retry:", "    resume: restart\n    retry:"))
     harness.upstream.script("a", DropAfter(2, content=SENT, usage_first=True))
     harness.upstream.script("b", Reply(WHOLE, chunks=6))
     assert stream(harness) == WHOLE

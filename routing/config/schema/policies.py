@@ -165,11 +165,13 @@ class PolicyIn(PolicyBlock):
         description="When the answer starts flowing to the client (failover is "
         "invisible before it).",
     )
-    resume: Annotated[Literal["off", "continuation"] | None, Policy("off")] = Field(
+    resume: Annotated[Literal["off", "continuation", "restart"] | None, Policy("off")] = Field(
         None,
         title="Mid-stream rescue",
         description="continuation: a stream cut or stalled after the commit point while "
-        "producing text continues on the next eligible target (never spliced).",
+        "producing text continues on the next eligible target that takes a prefill (never "
+        "spliced); restart: else restarts there and relays only a byte-identical "
+        "reproduction's surplus (deterministic upstreams only).",
     )
     context_window: Annotated[ContextWindow | None, Policy(None, unit="tokens")] = Field(
         None,

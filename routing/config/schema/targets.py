@@ -31,9 +31,10 @@ class TargetCircuitIn(CircuitPolicyIn):
 class CapabilitiesIn(StrictModel):
     """What a target's upstream is known to accept (SPEC §16). ``prefill``: an assistant
     message last in the request is continued, not answered (a mid-stream rescue sends the
-    partial text that way)."""
+    partial text that way). Not declared: an Anthropic target is tried (the Messages API
+    takes a trailing assistant turn), another is not; a 400 to one is learned."""
 
-    prefill: bool = False
+    prefill: bool | None = None
 
 
 class PriceIn(StrictModel):
