@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("audit", "0009_call_cost"),
+        ("audit", "0010_gemini_kind"),
     ]
 
     operations = [
