@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from routing.var_files import owner_only_dir, owner_only_sqlite, read_or_create_secret
+from routing.var_files import owner_only_dir, read_or_create_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Owner-only (0700; its files 0600): it holds the database, the secrets and the demo key.
@@ -143,8 +143,6 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
-        owner_only_sqlite(Path(DATABASES["default"]["NAME"]))  # 0600; its WAL inherits it
     # A file-backed test database lets the live server thread and the tests share it;
     # one file per test process so concurrent runs never clobber each other.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}

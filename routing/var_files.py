@@ -7,9 +7,12 @@ every recorded call. Decisions:
 
 - The directory is created 0700, and an existing one is narrowed to 0700 (an install
   made before this rule is fixed at its next start).
-- The SQLite file is created here, empty and 0600, before SQLite opens it: SQLite gives
-  its ``-wal`` and ``-shm`` files the database file's own mode, so they are owner-only
-  too; an existing file (and its companions) is narrowed to 0600.
+- The SQLite file is narrowed to 0600 as each connection opens (``routing.apps``), not at
+  settings import, so a command refused before it touches the database writes no file:
+  SQLite gives its ``-wal`` and ``-shm`` files the database file's own mode, so those
+  made later are owner-only too, and any made before are narrowed with it. The file is
+  0644 only between SQLite creating it and the first connection's signal, inside the
+  0700 var dir that no one else can enter.
 - A generated secret is written to a temporary file, then linked to its name: the link
   fails if the name exists, so processes started at once (daphne workers, pytest-xdist)
   agree on one secret and none ever reads a half-written file.

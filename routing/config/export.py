@@ -3,8 +3,9 @@
 Decisions:
 
 - Credentials are written as ``${<NAME>_API_KEY}`` placeholders, never plaintext; header
-  values (write-only too: they often carry credentials) as ``""``, which keeps the stored
-  value when loaded on the same installation and must be filled in on a new one.
+  values (write-only too: they often carry credentials) as ``${<NAME>_HEADER_<HEADER>}``:
+  set, the variable gives the value; unset, the stored value is kept (refused, naming
+  the header, where none is stored).
 - The ``defaults:`` block is the file layer merged with the global settings layer, so
   ``export -> load (empty database) -> export`` reproduces the text byte for byte.
 - Literal ``${`` in values is written ``$${`` so interpolation gives it back on load.
@@ -12,6 +13,7 @@ Decisions:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,7 +33,8 @@ TIMEOUT_FIELDS: dict[str, str] = {
 EXPORT_HEADER = (
     "# Switchyard configuration (manage.py exportconfig).\n"
     "# Credentials are ${<PROVIDER>_API_KEY} placeholders: set those variables to load it.\n"
-    "# Header values are '' (kept from the stored ones): give them to load it elsewhere.\n"
+    "# Header values are ${<PROVIDER>_HEADER_<NAME>} placeholders: unset, the stored value\n"
+    "# is kept; set them to load it elsewhere.\n"
 )
 
 
@@ -67,6 +70,13 @@ def env_var_for(provider_name: str) -> str:
     return provider_name.upper().replace("-", "_") + "_API_KEY"
 
 
+def header_var_for(provider_name: str, header: str) -> str:
+    """The placeholder variable for a header value: ``my-llm``, ``x-team`` ->
+    ``MY_LLM_HEADER_X_TEAM``."""
+    name = re.sub(r"[^A-Za-z0-9]", "_", header).upper()
+    return provider_name.upper().replace("-", "_") + "_HEADER_" + name
+
+
 def _literal(text: str) -> str:
     """Escape ``${`` so interpolation gives the text back on load."""
     return text.replace("${", "$${")
@@ -100,7 +110,10 @@ def _export_provider(provider: Provider) -> dict[str, Any]:
     if provider.has_api_key:
         out["api_key"] = "${" + env_var_for(provider.name) + "}"
     if provider.header_names:  # values are write-only: "" keeps the stored one on a load
-        out["headers"] = {name: "" for name in sorted(provider.header_names)}
+        out["headers"] = {
+            name: "${" + header_var_for(provider.name, name) + "}"
+            for name in sorted(provider.header_names)
+        }
     if provider.betas:
         out["betas"] = _Flow({k: _flow_values(v) for k, v in provider.betas.items()})
     if provider.models:

@@ -8,6 +8,7 @@ Decisions:
 - A credential written as one ``${VAR}`` whose variable is unset is dropped from the
   document (absent = keep the stored credential) and listed in ``unset_credentials``;
   the apply (``routing.services.config_apply``) checks there is a stored one to keep.
+  A header value written so becomes ``""``, which keeps the stored value the same way.
 - Schema errors and missing environment variables are collected and raised together as
   one ConfigError. Nothing here touches the database: writing is the services' job.
 """
@@ -116,6 +117,7 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> tuple[Any
 
 
 _CREDENTIAL_PATH = re.compile(r"^providers\.(\d+)\.api_key$")
+_HEADER_PATH = re.compile(r"^providers\.(\d+)\.headers\.(.+)$")
 _WHOLE_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
@@ -128,6 +130,8 @@ def _unset_credentials(
     kept: dict[str, str] = {}
     remaining: list[FieldError] = []
     for error in env_errors:
+        if _unset_header(raw, interpolated, error, env):
+            continue
         match = _CREDENTIAL_PATH.match(error.path)
         provider = interpolated["providers"][int(match.group(1))] if match else None
         written = raw["providers"][int(match.group(1))].get("api_key") if match else None
@@ -144,6 +148,21 @@ def _unset_credentials(
         else:
             remaining.append(error)
     return kept, remaining
+
+
+def _unset_header(raw: Any, interpolated: Any, error: FieldError, env: Mapping[str, str]) -> bool:
+    """A header value written as one ``${VAR}`` whose variable is unset becomes ``""``: keep
+    the stored value (the apply refuses it when there is none to keep, naming the header)."""
+    match = _HEADER_PATH.match(error.path)
+    if match is None:
+        return False
+    index, header = int(match.group(1)), match.group(2)
+    written = raw["providers"][index].get("headers", {}).get(header)
+    whole = _WHOLE_REF.match(written) if isinstance(written, str) else None
+    if whole is None or whole.group(1) in env:
+        return False
+    interpolated["providers"][index]["headers"][header] = ""
+    return True
 
 
 def load_text(text: str, *, env: Mapping[str, str] | None = None) -> ConfigFileIn:

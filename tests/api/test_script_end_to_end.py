@@ -205,5 +205,6 @@ def test_an_exported_configuration_loads_back_identically(
     Group.objects.all().delete()
     Provider.objects.all().delete()
     monkeypatch.setenv("P1_API_KEY", "k-123456789012")
+    monkeypatch.setenv("P1_HEADER_X_TEAM", "ops")  # header values are placeholders too
     call_command("loadconfig", str(path))
     assert script.get("/config/export").text == exported.text
