@@ -588,13 +588,13 @@ def test_anthropic_overloaded_529_is_retried_in_place(h: Harness, door_cls: type
 
 def test_anthropic_rate_limit_keeps_retry_after(h: Harness) -> None:
     h.upstream.script(
-        "a-model", Fail(429, "slow down", headers={"retry-after": "2"}), Reply("later")
-    )
+        "a-model", Fail(429, "slow down", headers={"retry-after": "1"}), Reply("later")
+    )  # within switch_after_ms (2 s), waits included: retried in place, not switched
     raw = h.client().chat.completions.with_raw_response.create(
         model="via-anthropic", messages=[{"role": "user", "content": "hi"}]
     )
     assert raw.parse().choices[0].message.content == "later"
-    assert h.sleeps.delays == [2.0]
+    assert h.sleeps.delays == [1.0]
     assert raw.headers["x-switchyard-trail"].startswith("claude/a-model:RATE_LIMIT:429")
 
 

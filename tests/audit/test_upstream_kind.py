@@ -21,6 +21,7 @@ from django.test import Client
 from websockets.sync.client import connect
 
 from routing.audit.models import Attempt, Call
+from routing.protocols.registry import PROTOCOLS
 from routing.simulator.script import Fail, Reply
 from tests.api.test_front_doors import THREE_KINDS
 from tests.audit.conftest import Audit
@@ -82,9 +83,8 @@ def test_the_calls_api_gives_each_attempts_upstream_kind(kinds: Audit) -> None:
     ]
     schema = kinds.api.get("/api/v1/openapi.json").json()["components"]["schemas"]
     assert schema["AttemptOut"]["properties"]["upstream_kind"]["enum"] == [
-        "openai",
-        "anthropic",
-        "openai-responses",
+        protocol.value
+        for protocol in PROTOCOLS  # the registry's kinds, in its order
     ]
 
 

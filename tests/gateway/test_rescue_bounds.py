@@ -149,7 +149,12 @@ FURTHER = "The answer is forty-two,"  # what the first continuation gets to befo
 def with_third(name: str) -> tuple[Door, str]:
     door = DOOR_CASES[name]
     line, provider, model = THIRD[name]
-    config = door.config.replace(line, f"{line}\n      - {{provider: {provider}, model: {model}}}")
+    # an Anthropic target takes a prefill unless it declares not to (issue 41): the third
+    # restarts too, as the second does
+    extra = ", capabilities: {prefill: false}" if provider == "claude" else ""
+    config = door.config.replace(
+        line, f"{line}\n      - {{provider: {provider}, model: {model}{extra}}}"
+    )
     assert config != door.config
     return Door(config, door.cut, door.rescuer, door.read), model
 
