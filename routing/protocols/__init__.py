@@ -34,6 +34,7 @@ Exception tree::
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class Protocol(StrEnum):
@@ -81,3 +82,22 @@ def effort_for_budget(budget: int) -> str:
         if budget <= ceiling:
             return effort
     return "high"
+
+
+def function_tool(tool: dict[str, Any], index: int, kind: str) -> dict[str, Any]:
+    """The name, description and parameters of chat tool ``index`` as a target ``kind``
+    declares a function: ``{"name", "parameters"[, "description"]}`` (an empty object
+    schema when it has none); Unmappable when it is not a function tool."""
+    function = tool.get("function") if tool.get("type") == "function" else None
+    if not isinstance(function, dict):
+        raise Unmappable(
+            f"tools[{index}] is not a function tool; {kind} targets take function tools only.",
+            param="tools",
+        )
+    out: dict[str, Any] = {
+        "name": function.get("name"),
+        "parameters": function.get("parameters") or {"type": "object", "properties": {}},
+    }
+    if function.get("description"):
+        out["description"] = function["description"]
+    return out

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget
+from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget, function_tool
 from routing.protocols.canonical import function_choice, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
@@ -416,17 +416,9 @@ def _image_mime(url: str) -> str:
 
 
 def _declaration_out(tool: dict[str, Any], index: int) -> dict[str, Any]:
-    function = tool.get("function") if tool.get("type") == "function" else None
-    if not isinstance(function, dict):
-        raise Unmappable(
-            f"tools[{index}] is not a function tool; gemini targets take function tools only.",
-            param="tools",
-        )
-    out: dict[str, Any] = {
-        "name": function.get("name"),
-        "parametersJsonSchema": function.get("parameters") or {"type": "object", "properties": {}},
-    }
-    if function.get("description"):
+    function = function_tool(tool, index, "gemini")
+    out = {"name": function["name"], "parametersJsonSchema": function["parameters"]}
+    if "description" in function:
         out["description"] = function["description"]
     return out
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget
+from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget, function_tool
 from routing.protocols.canonical import function_choice, image_source, image_url, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
@@ -445,17 +445,9 @@ def _blocks_out(message: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
 
 
 def _tool_out(tool: dict[str, Any], index: int) -> dict[str, Any]:
-    function = tool.get("function") if tool.get("type") == "function" else None
-    if not isinstance(function, dict):
-        raise Unmappable(
-            f"tools[{index}] is not a function tool; anthropic targets take function tools only.",
-            param="tools",
-        )
-    out: dict[str, Any] = {
-        "name": function.get("name"),
-        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
-    }
-    if function.get("description"):
+    function = function_tool(tool, index, "anthropic")
+    out = {"name": function["name"], "input_schema": function["parameters"]}
+    if "description" in function:
         out["description"] = function["description"]
     return out
 
