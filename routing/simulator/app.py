@@ -10,6 +10,11 @@ Routes::
     POST /v1beta/models/{model}:generateContent  the same, in Gemini's shapes (the model
                                 and, with ``:streamGenerateContent?alt=sse``, the stream
                                 named by the path; ``x-goog-api-key`` auth); also under /v1
+    POST /model/{modelId}/invoke | /invoke-with-response-stream | /converse |
+         /converse-stream       Amazon Bedrock (``bedrock``): the model is the path's,
+                                streams are event-stream frames, SigV4 checked against
+                                ``aws_keys`` (or a Bedrock API key as Bearer)
+    POST /model/{modelId}/count-tokens  ``{"inputTokens": n}`` for an InvokeModel body
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
@@ -34,6 +39,7 @@ from typing import Any
 
 from aiohttp import web
 
+from routing.simulator import bedrock
 from routing.simulator.gemini import model_and_stream
 from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
@@ -48,6 +54,7 @@ class Upstream:
     ledger: Ledger
     api_key: str | None = None
     models: list[str] | None = None
+    aws_keys: dict[str, str] | None = None  # Bedrock: access key id -> secret (SigV4)
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
     stopping: bool = False
 
@@ -68,6 +75,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_get("/v1beta/models", list_gemini_models)
     app.router.add_post("/v1beta/models/{target}", generate_content)
     app.router.add_post("/v1/models/{target}", generate_content)
+    app.router.add_post("/model/{tail:.+}", invoke_model)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -149,11 +157,49 @@ async def generate_content(request: web.Request) -> web.StreamResponse:
     return await _serve(request, body, model, {**body, "model": model, "stream": stream})
 
 
+async def invoke_model(request: web.Request) -> web.StreamResponse:
+    """Bedrock's runtime routes: the model and the action are the (raw) path's; the
+    credentials are checked before anything else, as AWS does."""
+    upstream = request.app[UPSTREAM]
+    raw = await request.read()
+    named = bedrock.model_and_action(request.raw_path.replace("/count-tokens", "/invoke"))
+    denied = bedrock.auth_failure(
+        request.method,
+        request.raw_path,
+        request.headers,
+        raw,
+        aws_keys=upstream.aws_keys,
+        api_key=upstream.api_key,
+    )
+    if named is None or denied is not None:
+        status, kind, message = denied or (404, "UnknownOperationException", "not found")
+        return web.json_response(
+            {"message": message}, status=status, headers={"x-amzn-ErrorType": kind}
+        )
+    model, action = named
+    body = await _json_object(request)
+    problem = bedrock.invalid_body(action, body)
+    if problem is not None:
+        return web.json_response(
+            {"message": problem}, status=400, headers={"x-amzn-ErrorType": "ValidationException"}
+        )
+    assert body is not None
+    if request.raw_path.endswith("/count-tokens"):
+        return web.json_response({"inputTokens": bedrock.count_tokens(body)})
+    stream = action in bedrock.STREAMS
+    return await _serve(request, body, model, {**body, "model": model, "stream": stream}, False)
+
+
 async def _serve(
-    request: web.Request, recorded: dict[str, Any], model: str, body: dict[str, Any]
+    request: web.Request,
+    recorded: dict[str, Any],
+    model: str,
+    body: dict[str, Any],
+    check_key: bool = True,
 ) -> web.StreamResponse:
     """Answer with the model's next scripted behaviour; ``recorded`` is the body the
-    ledger keeps, ``body`` what the behaviours read."""
+    ledger keeps, ``body`` what the behaviours read; ``check_key``: the route's
+    credential is not checked yet."""
     upstream = request.app[UPSTREAM]
     headers = {k.lower(): v for k, v in request.headers.items()}
     record = upstream.ledger.begin(model, recorded, headers, request.path, await request.read())
@@ -161,7 +207,9 @@ async def _serve(
     if task is not None:
         upstream.handlers.add(task)
     try:
-        behaviour: Behaviour | None = _auth_failure(request, upstream.api_key)
+        behaviour: Behaviour | None = (
+            _auth_failure(request, upstream.api_key) if check_key else None
+        )
         if behaviour is None:
             behaviour = upstream.ledger.next_behaviour(model)
         exchange = Exchange(

@@ -40,11 +40,13 @@ class FakeUpstream:
         default: Behaviour = _REPLY,
         models: list[str] | None = None,
         api_key: str | None = None,
+        aws_keys: dict[str, str] | None = None,
     ) -> None:
+        """``aws_keys``: access key id -> secret the Bedrock routes check SigV4 with."""
         self.host = host
         self.port = port
         self._ledger = Ledger(default)
-        self._upstream = Upstream(self._ledger, api_key=api_key, models=models)
+        self._upstream = Upstream(self._ledger, api_key=api_key, models=models, aws_keys=aws_keys)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None

@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from routing.simulator import bedrock
+from routing.simulator.bedrock import ConverseWire
 from routing.simulator.gemini import GeminiWire, model_and_stream
 from routing.simulator.payloads import (
     Completion,
@@ -482,8 +484,27 @@ class ResponsesWire:
         return error_body(message, type_ or default_error_type(status), code)
 
 
-Wire = ChatWire | MessagesWire | ResponsesWire | GeminiWire
-WireClass = type[ChatWire] | type[MessagesWire] | type[ResponsesWire] | type[GeminiWire]
+class BedrockMessagesWire(MessagesWire):
+    """Anthropic Messages on Bedrock (InvokeModel): Bedrock's error bodies, and a stream
+    failure as an exception frame."""
+
+    def stream_error(self) -> list[Event]:
+        return bedrock.exception_events("modelStreamErrorException", "Overloaded")
+
+    def error(
+        self, message: str, type_: str | None, code: str | None, status: int
+    ) -> dict[str, Any]:
+        return {"message": message}
+
+
+Wire = ChatWire | MessagesWire | ResponsesWire | GeminiWire | ConverseWire
+WireClass = (
+    type[ChatWire]
+    | type[MessagesWire]
+    | type[ResponsesWire]
+    | type[GeminiWire]
+    | type[ConverseWire]
+)
 WIRES: dict[str, WireClass] = {
     "/v1/chat/completions": ChatWire,
     "/v1/messages": MessagesWire,
@@ -497,4 +518,7 @@ def wire_class(path: str) -> WireClass:
     found = WIRES.get(path)
     if found is not None:
         return found
+    named = bedrock.model_and_action(path)
+    if named is not None:
+        return ConverseWire if named[1].startswith("converse") else BedrockMessagesWire
     return GeminiWire if model_and_stream(path) is not None else ChatWire

@@ -1,0 +1,83 @@
+"""Converse answers (``ConverseResponse``) -> the canonical ``chat.completion``; Bedrock's
+error body.
+
+An answer is ``{"output": {"message": {"role": "assistant", "content": [blocks]}},
+"stopReason", "usage": {"inputTokens", "outputTokens", "totalTokens",
+"cacheReadInputTokens", "cacheWriteInputTokens"}, "metrics"}``: no id and no model (the
+URL named it), so the canonical answer gets a fresh id and the model the call asked for.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+
+from routing.protocols.canonical import AnswerParts, chat_usage, tool_call
+
+CONVERSE_TO_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+}
+
+
+def finish_reason(reason: Any) -> str:
+    return CONVERSE_TO_FINISH.get(str(reason), "stop")
+
+
+def answer_id() -> str:
+    return f"msg_bdrk_{uuid.uuid4().hex[:24]}"
+
+
+def tool_use_call(block: dict[str, Any]) -> dict[str, Any]:
+    """A ``toolUse`` block (``{"toolUseId", "name", "input"}``) as a canonical tool call."""
+    arguments = orjson.dumps(block.get("input") or {}).decode()
+    return tool_call(block.get("toolUseId"), block.get("name"), arguments)
+
+
+def canonical_usage(usage: Any) -> dict[str, Any] | None:
+    """Converse's usage as the canonical one (``inputTokens`` excludes cached input)."""
+    if not isinstance(usage, dict):
+        return None
+    return chat_usage(
+        input_tokens=int(usage.get("inputTokens") or 0),
+        output_tokens=int(usage.get("outputTokens") or 0),
+        cache_read=int(usage.get("cacheReadInputTokens") or 0),
+        cache_write=int(usage.get("cacheWriteInputTokens") or 0),
+    )
+
+
+def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``bedrock-converse`` target's JSON answer as the canonical ``chat.completion``."""
+    parts = AnswerParts()
+    message = (body.get("output") or {}).get("message") or {}
+    for block in message.get("content") or ():
+        if not isinstance(block, dict):
+            continue
+        if "text" in block:
+            parts.text.append(str(block["text"]))
+        elif "toolUse" in block:
+            parts.tool_calls.append(tool_use_call(block["toolUse"] or {}))
+        elif "reasoningContent" in block:
+            text = ((block["reasoningContent"] or {}).get("reasoningText") or {}).get("text")
+            if text:
+                parts.reasoning.append(str(text))
+        elif block:  # images, documents, citations…: content the gateway cannot translate
+            parts.opaque.append(next(iter(block)))
+    answer = {"id": answer_id(), "model": body.get("model") or ""}
+    return parts.completion(
+        answer,
+        finish_reason=finish_reason(body.get("stopReason")),
+        usage=canonical_usage(body.get("usage")),
+    )
+
+
+def error_body(message: str, *, status: int) -> bytes:
+    """Bedrock's error body (the error's type travels in ``x-amzn-errortype``)."""
+    return orjson.dumps({"message": message})
