@@ -74,6 +74,7 @@ class UpstreamKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic messages"
     OPENAI_RESPONSES = "openai-responses", "OpenAI responses"
     GEMINI = "gemini", "Google Gemini (generateContent)"
+    BEDROCK_CONVERSE = "bedrock-converse", "Amazon Bedrock Converse"
 
 
 class ChangePath(models.TextChoices):

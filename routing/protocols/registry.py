@@ -35,6 +35,9 @@ from routing.continuity.responses import ResponsesHistory
 from routing.engine.failures import Failure, classify_http
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
+from routing.protocols.converse import reply as converse_reply
+from routing.protocols.converse import request as converse_request
+from routing.protocols.converse import stream as converse_stream
 from routing.protocols.gemini import reply as gemini_reply
 from routing.protocols.gemini import request as gemini_request
 from routing.protocols.gemini import stream as gemini_stream
@@ -60,7 +63,7 @@ class ProtocolSpec:
 
     kind: Protocol
     label: str  # display name (the provider form's choices, pages)
-    door: str  # its front door's name on the ledger, events and traces
+    door: str | None  # its front door's name on the ledger, events and traces (None: none)
     vendor: str  # gen_ai.provider.name on spans (the GenAI conventions' well-known value)
     # Continuity's view of its request bodies at its own door (None: no door speaks it yet,
     # so no body of its shape is ever rewritten; the Gemini door of SPEC §20 adds one).
@@ -143,6 +146,25 @@ def _gemini_encoder(names: ToolNames | None) -> EventEncoder:
 
 def _gemini_completion(canonical: Body, names: ToolNames | None) -> bytes:
     return orjson.dumps(gemini_reply.completion_from_canonical(canonical))
+
+
+def _converse_error_body(
+    message: str, *, code: str, type: str, status: int, param: str | None = None
+) -> bytes:
+    return converse_reply.error_body(message, status=status)
+
+
+def _converse_error_event(message: str, *, code: str, status: int = 502) -> bytes:
+    return b"data: " + converse_reply.error_body(message, status=status) + b"\n\n"
+
+
+def _converse_completion(canonical: Body, names: ToolNames | None) -> bytes:
+    return orjson.dumps(converse_reply.completion_from_canonical(canonical))
+
+
+def _no_stream_error(event: Body) -> None:
+    """Converse streams carry no error events: an exception frame is the reader's failure."""
+    return None
 
 
 def _gemini_path(model: str, stream: bool) -> str:
@@ -237,6 +259,24 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             auth_header="x-goog-api-key",
             prefill=False,  # Gemini continues no model turn left open
         ),
+        ProtocolSpec(  # Amazon Bedrock's Converse: a target only, on the bedrock platform
+            Protocol.CONVERSE,
+            label="Amazon Bedrock Converse",
+            door=None,
+            vendor="aws.bedrock",
+            history=None,
+            test_body=converse_request.test_body,
+            error_body=_converse_error_body,
+            error_event=_converse_error_event,
+            stream_error=_no_stream_error,
+            completion_for_door=_converse_completion,
+            from_canonical=converse_request.from_canonical,
+            completion_to_canonical=converse_reply.completion_to_canonical,
+            decoder=converse_stream.StreamDecoder,
+            path="/converse",
+            model_in_body=False,
+            prefill=False,  # not every Converse model continues an assistant turn
+        ),
     )
 }
 
@@ -286,7 +326,9 @@ PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (D
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}
 KINDS: tuple[str, ...] = tuple(kind.value for kind in PROTOCOLS)
 KIND_CHOICES: list[tuple[str, str]] = [(kind.value, spec.label) for kind, spec in PROTOCOLS.items()]
-DOOR_NAMES: dict[str, str] = {kind.value: spec.door for kind, spec in PROTOCOLS.items()}
+DOOR_NAMES: dict[str, str] = {  # the kinds a front door speaks
+    kind.value: spec.door for kind, spec in PROTOCOLS.items() if spec.door is not None
+}
 VENDORS: dict[str, str] = {kind.value: spec.vendor for kind, spec in PROTOCOLS.items()}
 
 if TYPE_CHECKING:  # a Literal mypy reads as str; pydantic (at runtime) as the registry's

@@ -14,7 +14,8 @@ from typing import Any
 
 import orjson
 
-from routing.protocols.canonical import AnswerParts, chat_usage, tool_call
+from routing.limits.spec import usage_parts
+from routing.protocols.canonical import AnswerParts, chat_usage, read_completion, tool_call
 
 CONVERSE_TO_FINISH = {
     "end_turn": "stop",
@@ -24,6 +25,14 @@ CONVERSE_TO_FINISH = {
     "model_context_window_exceeded": "length",
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
+}
+
+FINISH_TO_CONVERSE = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "content_filtered",
 }
 
 
@@ -81,3 +90,30 @@ def completion_to_canonical(body: dict[str, Any]) -> dict[str, Any]:
 def error_body(message: str, *, status: int) -> bytes:
     """Bedrock's error body (the error's type travels in ``x-amzn-errortype``)."""
     return orjson.dumps({"message": message})
+
+
+def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
+    """A canonical answer as a ``ConverseResponse`` (what a Converse door would send)."""
+    answer = read_completion(body)
+    blocks: list[dict[str, Any]] = []
+    if answer.reasoning:
+        blocks.append({"reasoningContent": {"reasoningText": {"text": answer.reasoning}}})
+    if answer.text:
+        blocks.append({"text": answer.text})
+    for call in answer.tool_calls:
+        try:
+            arguments = orjson.loads(call.arguments or "{}")
+        except orjson.JSONDecodeError:
+            arguments = {}
+        blocks.append({"toolUse": {"toolUseId": call.id, "name": call.name, "input": arguments}})
+    uncached, output, cache_read, cache_write = usage_parts(body.get("usage"))
+    usage = {
+        "inputTokens": uncached,
+        "outputTokens": output,
+        "totalTokens": uncached + cache_read + cache_write + output,
+        "cacheReadInputTokens": cache_read,
+        "cacheWriteInputTokens": cache_write,
+    }
+    stop = FINISH_TO_CONVERSE.get(answer.finish_reason or "stop", "end_turn")
+    message = {"role": "assistant", "content": blocks}
+    return {"output": {"message": message}, "stopReason": stop, "usage": usage}
