@@ -9,9 +9,8 @@ Timeouts per attempt (SPEC §3.8): connect (the pooled client), first token (sen
 content/reasoning/tool-call delta for a stream; send → response headers for a JSON call),
 idle (between chunks), total (whole attempt, also capped by the call's deadline).
 
-Deadlines are instants on the ``clock`` the call passes in (the runtime's injectable
-``monotonic``); the loop's timers are given what is left until them, so a test's clock
-and the loop's need not agree.
+Deadlines are instants on the ``clock`` the call passes in (the runtime's ``monotonic``);
+the loop's timers get what is left until them, so a test's clock and the loop's may differ.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.engine.rescue import Partial
 from routing.gateway.continuity import ServedTurn
 from routing.gateway.replies import sse
+from routing.platforms.base import StreamReader
 from routing.protocols import Protocol, responses
 from routing.protocols.canonical import OPAQUE
 from routing.protocols.legs import (
@@ -103,9 +103,11 @@ class EventReader:
         scrub: Callable[[Failure], Failure] = lambda failure: failure,
         clock: Callable[[], float] = time.monotonic,
         name: str | None = None,
+        body: StreamReader | None = None,
     ) -> None:
         """``started`` and ``deadline`` are instants on ``clock``; ``name``: the model
-        every event names (the client's, ``routing.protocols.naming``), None: as sent."""
+        every event names (``routing.protocols.naming``), None: as sent; ``body``: the
+        stream as protocol bytes (``OpenAIClient.reader``), default as sent."""
         self._scrub = scrub  # an in-stream error event is upstream text
         self._renamer = None if name is None else Renamer(name)
         self._clock = clock
@@ -113,7 +115,7 @@ class EventReader:
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
         self._frame = None if self._decoder is None else frame_for(kind)
-        self._body = response.reader()
+        self._body: StreamReader = response.reader() if body is None else body
         self._watch = ReadDeadline(clock)
         self._parser = SSEParser()
         self._plain = PlainDeltas()
@@ -535,8 +537,7 @@ async def run_attempt(
     ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
     started = clock()
     timeouts = client.timeouts
-    if name is None:
-        name = model
+    name = model if name is None else name
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
     # Streamed or not, an upstream that has sent nothing by ``first_token_s`` is silent
@@ -570,6 +571,7 @@ async def run_attempt(
         scrub=client.upstream_failure,
         clock=clock,
         name=name,
+        body=client.reader(response),
     )
     if partial:
         reader.partial = Partial()
@@ -589,8 +591,7 @@ async def run_attempt(
 async def _headers_in_time(
     send: Awaitable[UpstreamResponse], within: float, phase: str
 ) -> UpstreamResponse:
-    """The upstream's response headers, or a TIMEOUT failure naming the ``phase`` whose
-    timeout came first."""
+    """The response headers, or a TIMEOUT failure naming the ``phase`` that came first."""
     try:
         async with asyncio.timeout(within):
             return await send

@@ -42,7 +42,9 @@ async def count_tokens(
         if not provider.protocol.count_tokens or provider.config_error:
             continue
         client = runtime.client_for(provider)
-        path = client.url.removeprefix(client.base_url) + "/count_tokens"
+        path = client.count_tokens_url(target.model)
+        if path is None:
+            continue  # reached on a platform that cannot count
         sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
         try:
             response = await asyncio.wait_for(

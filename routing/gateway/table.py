@@ -36,7 +36,15 @@ from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
 from routing.limits.spec import GroupLimits, LimitSet, Price
 from routing.protocols import Protocol
-from routing.protocols.registry import DIRECT, KIND_PROTOCOLS, PROTOCOLS, PlatformSpec, ProtocolSpec
+from routing.protocols.registry import (
+    DIRECT,
+    KIND_PROTOCOLS,
+    PLATFORMS,
+    PROTOCOLS,
+    PlatformSettings,
+    PlatformSpec,
+    ProtocolSpec,
+)
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -64,6 +72,7 @@ class ProviderSpec:
     betas_allow: frozenset[str] | None = None
     betas_strip: frozenset[str] = frozenset()
     platform: PlatformSpec = DIRECT  # where and how it is reached (SPEC §19)
+    settings: PlatformSettings = PlatformSettings()  # the platform's fields
     # Its kind's protocol, looked up in the registry once, here (an unknown kind, stored
     # before validation said so, fails its targets at dispatch like a bad credential).
     protocol: ProtocolSpec = field(init=False)
@@ -80,7 +89,7 @@ class ProviderSpec:
     def secrets(self) -> tuple[str, ...]:
         """What upstream text is scrubbed of (SPEC §9): the credential and every header
         value (they often carry credentials too)."""
-        return (self.api_key, *self.headers.values())
+        return (self.api_key, *self.headers.values(), *self.settings.secrets)
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -88,6 +97,7 @@ class ProviderSpec:
         return (
             self.kind,
             self.platform.name,
+            self.settings,
             self.base_url,
             self.api_key,
             tuple(sorted(self.headers.items())),
@@ -385,6 +395,30 @@ def _credential(row: Provider) -> tuple[str, dict[str, str], str]:
         return "", {}, str(exc)
 
 
+def _platform(row: Provider) -> tuple[PlatformSpec, PlatformSettings, str]:
+    """A provider's platform and its fields, or why its targets cannot be reached (an
+    unknown platform or a missing field stored before validation said so, a secret the
+    secret key cannot decrypt): that provider's failure at dispatch, not the table's."""
+    from routing.crypto import CredentialDecryptError
+
+    platform = PLATFORMS.get(row.platform)
+    if platform is None:
+        return DIRECT, PlatformSettings(), f"unknown platform '{row.platform}'"
+    try:
+        settings = row.platform_settings()
+    except CredentialDecryptError as exc:
+        log.error("provider %s cannot be used: %s", row.name, exc)
+        return platform, PlatformSettings(), str(exc)
+    problems = platform.check(row.kind, row.base_url, "", settings)
+    return platform, settings, "; ".join(problems.values())
+
+
+def _default_endpoint(kind: str, platform: PlatformSpec, settings: PlatformSettings) -> str:
+    """The platform's own endpoint for a provider without ``base_url`` (SPEC §19)."""
+    protocol = KIND_PROTOCOLS.get(kind)
+    return platform.default_base_url(protocol, settings) if protocol is not None else ""
+
+
 def compile_table() -> RoutingTable:
     """Read the whole configuration (sync ORM) and compile it. Runs off the request path."""
     from routing.config.policy import BUILTIN_DEFAULTS
@@ -431,17 +465,20 @@ def _compile_providers() -> dict[str, ProviderSpec]:
 
 def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
     api_key, headers, unreadable = _credential(row)
+    platform, settings, unreachable = _platform(row)
     return ProviderSpec(
         name=row.name,
         kind=row.kind,
-        base_url=row.base_url,
+        platform=platform,
+        settings=settings,
+        base_url=row.base_url or _default_endpoint(row.kind, platform, settings),
         api_key=api_key,
         headers=headers,
         models=frozenset(row.models or ()),
         check_interval_s=(
             default_check_s if row.health_check_s is None else float(row.health_check_s)
         ),
-        config_error=unreadable or unsendable(api_key, headers, row.base_url),
+        config_error=unreadable or unreachable or unsendable(api_key, headers, row.base_url),
         betas_allow=(
             frozenset(row.betas["allow"])
             if isinstance(row.betas, dict) and row.betas.get("allow") is not None

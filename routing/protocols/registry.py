@@ -5,9 +5,9 @@ codecs (request to and from the canonical view, answers, the stream decoder and 
 its history view (continuity), its error shapes, its display name and its door's name, and
 what its upstream's API offers (embeddings, token counting, an assistant prefill). A
 **platform** is where and how a protocol is reached: the URL layout, the authentication
-headers, the stream framing and the error shape (``direct``, the vendor's own API at
-``base_url``, is the only one today; section 19 adds ``bedrock``, ``vertex``, ``azure``).
-A platform wraps a protocol; it never re-translates it.
+headers, the stream framing and the error shape: ``direct`` (the vendor's own API at
+``base_url``) and one module each in ``routing.platforms`` (section 19: ``bedrock``,
+``vertex``, ``azure``). A platform wraps a protocol; it never re-translates it.
 
 Everything that names kinds or platforms derives from :data:`PROTOCOLS` and
 :data:`PLATFORMS`: the provider model's choices, the config schema's and the API's
@@ -32,7 +32,8 @@ import orjson
 from routing.continuity.chat import ChatHistory
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
-from routing.engine.failures import Failure, classify_http
+from routing.platforms.base import PlatformSettings as PlatformSettings
+from routing.platforms.base import PlatformSpec as PlatformSpec
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
 from routing.protocols.converse import reply as converse_reply
@@ -281,47 +282,11 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PlatformSpec:
-    """Where and how a protocol is reached: the URLs, the credential's headers, how a
-    stream is framed and how an error answer is read (SPEC §19)."""
-
-    name: str
-    label: str
-    kinds: frozenset[Protocol]  # the protocols it can carry
-    framing: Literal["sse"] = "sse"  # a stream's framing (``routing.upstream.sse``)
-    classify: Callable[..., Failure] = classify_http  # (status, body, headers, *, now)
-
-    def base(self, protocol: ProtocolSpec, base_url: str) -> str:
-        """The base the protocol's paths go under: a documented base without a version
-        (Anthropic's, Gemini's) gets the protocol's, unless one is there already."""
-        base = base_url.rstrip("/")
-        if protocol.versioned_base and not base.endswith(("/v1", protocol.version)):
-            return base + protocol.version
-        return base
-
-    def endpoint_url(
-        self, protocol: ProtocolSpec, base_url: str, model: str = "", stream: bool = False
-    ) -> str:
-        """Where a request goes; ``model`` and ``stream`` matter to a protocol whose URL
-        names them (``model_path``)."""
-        if protocol.model_path is not None:
-            return self.base(protocol, base_url) + protocol.model_path(model, stream)
-        return self.base(protocol, base_url) + protocol.path
-
-    def models_url(self, protocol: ProtocolSpec, base_url: str) -> str:
-        return self.base(protocol, base_url) + "/models"
-
-    def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
-        if protocol.auth_header == "authorization":
-            return {"authorization": f"Bearer {api_key}"}
-        return {protocol.auth_header: api_key}
-
-
 DIRECT = PlatformSpec("direct", "the vendor's own API at base_url", frozenset(PROTOCOLS))
 
 # The platform registry: one entry per platform.
 PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT,)}
+PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}
 KINDS: tuple[str, ...] = tuple(kind.value for kind in PROTOCOLS)
