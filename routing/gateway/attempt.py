@@ -231,8 +231,8 @@ class EventReader:
         except TimeoutError as exc:  # a read's own timeout, should one come through
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except UpstreamFailure as exc:
-            if exc.failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
-                raise
+            if exc.failure.code is not FailureCode.TRANSPORT:  # a failure frame: upstream text
+                raise UpstreamFailure(self._scrub(exc.failure), exc.usage) from exc
             # A reset ends the body as a clean close does (SPEC §3.5): the answer decides,
             # not the connection: complete is a clean end, anything else the same cut.
             self._accept(self._parser.close())

@@ -48,7 +48,11 @@ async def count_tokens(
         sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
         try:
             response = await asyncio.wait_for(
-                client.send(orjson.dumps({**body, "model": target.model}), path=path, headers=sent),
+                client.send(
+                    client.count_tokens_body({**body, "model": target.model}, target.model),
+                    path=path,
+                    headers=sent,
+                ),
                 timeout=provider.timeouts.first_token_s,
             )
             try:
@@ -72,7 +76,7 @@ async def count_tokens(
             continue  # the next target that counts
         trail.append(f"{target.key}:ok")
         return JsonReply(
-            payload,
+            client.count_tokens_answer(payload),
             status=response.status_code,
             headers={"x-switchyard-target": target.key, **_named(named, trail)},
         )

@@ -155,6 +155,23 @@ class PlatformSpec:
         """The protocol's body as this platform wants it (direct: as it is)."""
         return body
 
+    def headers_into_body(
+        self, protocol: ProtocolSpec, body: bytes, headers: Mapping[str, str] | None
+    ) -> tuple[bytes, Mapping[str, str] | None]:
+        """A request's own headers this platform carries in the body instead (Bedrock's
+        ``anthropic_beta``): the body with them and the headers without (direct: as they
+        are). Runs after :meth:`prepare_body`, before signing."""
+        return body, headers
+
+    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes, model: str) -> bytes:
+        """A token count's request body (``body``: the protocol's, naming the model) as
+        this platform's count endpoint takes it (direct: as it is)."""
+        return body
+
+    def count_tokens_answer(self, payload: bytes) -> bytes:
+        """The count endpoint's answer as the protocol's own (``{"input_tokens": n}``)."""
+        return payload
+
     def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
         """The headers carrying a fixed credential (the API key)."""
         if protocol.auth_header == "authorization":

@@ -34,6 +34,7 @@ from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
 from routing.platforms.base import PlatformSettings as PlatformSettings
 from routing.platforms.base import PlatformSpec as PlatformSpec
+from routing.platforms.bedrock import BEDROCK
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
 from routing.protocols.converse import reply as converse_reply
@@ -94,6 +95,7 @@ class ProtocolSpec:
     embeddings: bool = False  # has <base>/embeddings
     count_tokens: bool = False  # has <endpoint>/count_tokens (SPEC §15)
     prefill: bool = True  # a rescue may continue with an assistant prefill (SPEC §16)
+    direct: bool = True  # its vendor's own API is reachable at a base_url (``DIRECT``)
 
     @property
     def canonical(self) -> bool:
@@ -277,15 +279,20 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             path="/converse",
             model_in_body=False,
             prefill=False,  # not every Converse model continues an assistant turn
+            direct=False,  # Bedrock's API: reached on the bedrock platform only
         ),
     )
 }
 
 
-DIRECT = PlatformSpec("direct", "the vendor's own API at base_url", frozenset(PROTOCOLS))
+DIRECT = PlatformSpec(
+    "direct",
+    "the vendor's own API at base_url",
+    frozenset(kind for kind, spec in PROTOCOLS.items() if spec.direct),
+)
 
 # The platform registry: one entry per platform.
-PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT,)}
+PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT, BEDROCK)}
 PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}

@@ -116,6 +116,7 @@ class OpenAIClient:
         if self.platform is not DIRECT:
             if path is None:
                 body = self.platform.prepare_body(self.protocol, body, model, stream)
+                body, headers = self.platform.headers_into_body(self.protocol, body, headers)
             if self._auth is not None:
                 sent = {**self._headers, **(headers or {})}
                 headers = {**(headers or {}), **await self._auth.headers("POST", url, body, sent)}
@@ -142,6 +143,14 @@ class OpenAIClient:
     def count_tokens_url(self, model: str) -> str | None:
         """Where this provider counts tokens (None: it cannot)."""
         return self.platform.count_tokens_url(self.protocol, self.base_url, model)
+
+    def count_tokens_body(self, body: dict[str, Any], model: str) -> bytes:
+        """A count request (the protocol's body, naming ``model``) as the platform takes it."""
+        return self.platform.count_tokens_body(self.protocol, orjson.dumps(body), model)
+
+    def count_tokens_answer(self, payload: bytes) -> bytes:
+        """The platform's count answer as the protocol's ``{"input_tokens": n}``."""
+        return self.platform.count_tokens_answer(payload)
 
     async def model_list(self) -> Any:
         """``GET`` the kind's model list, parsed; ``UpstreamFailure`` for a transport error,

@@ -63,7 +63,9 @@ def test_the_document_states_each_platforms_rules(api: Api) -> None:
     document = api.get("/openapi.json").json()
     body = document["paths"]["/api/v1/providers"]["post"]["requestBody"]["content"]
     schema = body["application/json"]["schema"]
-    rules = {rule["if"]["properties"]["platform"]["const"]: rule["then"] for rule in schema["allOf"]}
+    rules = {
+        rule["if"]["properties"]["platform"]["const"]: rule["then"] for rule in schema["allOf"]
+    }
     assert set(rules) == set(PLATFORMS)
     direct = rules["direct"]
     assert "base_url" in direct["required"] and direct["properties"]["base_url"]["minLength"] == 1
