@@ -191,5 +191,7 @@ class PlatformSpec:
         return None
 
     def reader(self, response: UpstreamResponse) -> StreamReader | BodyReader:
-        """A streamed body as the protocol's own bytes (direct: as they arrive)."""
+        """A streamed body as the protocol's own bytes (direct: as they arrive). A failure
+        it raises from a failure frame (not ``TRANSPORT``) is upstream text: the attempt's
+        reader scrubs it (``routing.gateway.attempt.EventReader``)."""
         return response.reader()

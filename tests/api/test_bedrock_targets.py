@@ -347,3 +347,16 @@ def test_no_credential_text_in_the_ledger_events_logs_or_errors(
     for where, text in texts.items():
         for secret in (SECRET, API_KEY, SECRET[5:20], API_KEY[6:20]):
             assert secret not in text, f"a credential leaked into {where}"
+
+
+def test_count_tokens_asks_bedrocks_count_tokens(h: Harness, aws: FakeUpstream) -> None:
+    response = httpx.post(
+        f"{h.gateway.url}/v1/messages/count_tokens",
+        json={"model": "claude", "messages": [{"role": "user", "content": "four words to count"}]},
+        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {"input_tokens": 4}  # the simulator's count, not an estimate
+    assert "x-switchyard-estimate" not in response.headers
+    assert response.headers["x-switchyard-target"] == f"claude-bedrock/{CLAUDE}"
