@@ -15,6 +15,7 @@ from routing.protocols import EFFORT_BUDGETS, Unmappable, function_tool
 from routing.protocols.canonical import message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
+    CHAT_HINTS_DROPPED,
     CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
@@ -37,19 +38,8 @@ TARGET_FIELDS: Table = {
         harmless=lambda v: isinstance(v, dict) and v.get("type") == "text",
     ),
     **CHAT_DROPPED,
-    **dict.fromkeys(
-        (
-            "parallel_tool_calls",
-            "user",
-            "service_tier",
-            "metadata",
-            "prompt_cache_key",
-            "prompt_cache_retention",
-            "safety_identifier",
-            "verbosity",
-        ),
-        DROPPED,
-    ),
+    **dict.fromkeys(("parallel_tool_calls", "user"), DROPPED),
+    **CHAT_HINTS_DROPPED,
 }
 
 

@@ -15,6 +15,7 @@ from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget, fun
 from routing.protocols.canonical import function_choice, image_source, image_url, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
+    CHAT_HINTS_DROPPED,
     CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
@@ -309,17 +310,7 @@ TARGET_FIELDS: Table = {
         harmless=lambda v: _plain_text(v) or _json_schema(v),
     ),
     **CHAT_DROPPED,
-    **dict.fromkeys(
-        (
-            "service_tier",
-            "metadata",
-            "prompt_cache_key",
-            "prompt_cache_retention",
-            "safety_identifier",
-            "verbosity",
-        ),
-        DROPPED,
-    ),
+    **CHAT_HINTS_DROPPED,
 }
 
 
