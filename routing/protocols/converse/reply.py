@@ -15,7 +15,13 @@ from typing import Any
 import orjson
 
 from routing.limits.spec import usage_parts
-from routing.protocols.canonical import AnswerParts, chat_usage, read_completion, tool_call
+from routing.protocols.canonical import (
+    AnswerParts,
+    call_arguments,
+    chat_usage,
+    read_completion,
+    tool_call,
+)
 
 CONVERSE_TO_FINISH = {
     "end_turn": "stop",
@@ -101,11 +107,8 @@ def completion_from_canonical(body: dict[str, Any]) -> dict[str, Any]:
     if answer.text:
         blocks.append({"text": answer.text})
     for call in answer.tool_calls:
-        try:
-            arguments = orjson.loads(call.arguments or "{}")
-        except orjson.JSONDecodeError:
-            arguments = {}
-        blocks.append({"toolUse": {"toolUseId": call.id, "name": call.name, "input": arguments}})
+        use = {"toolUseId": call.id, "name": call.name, "input": call_arguments(call.arguments)}
+        blocks.append({"toolUse": use})
     uncached, output, cache_read, cache_write = usage_parts(body.get("usage"))
     usage = {
         "inputTokens": uncached,

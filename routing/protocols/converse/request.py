@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from routing.protocols import EFFORT_BUDGETS, Unmappable, function_tool
-from routing.protocols.canonical import message_text
+from routing.protocols.canonical import call_arguments, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
     CHAT_HINTS_DROPPED,
@@ -101,10 +99,7 @@ def _blocks_out(message: dict[str, Any]) -> list[dict[str, Any]]:
         blocks += [_part_out(part) for part in content]
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        try:
-            arguments = orjson.loads(function.get("arguments") or "{}")
-        except orjson.JSONDecodeError:
-            arguments = {"_raw": function.get("arguments")}
+        arguments = call_arguments(function.get("arguments"))
         tool_use = {
             "toolUseId": call.get("id"),
             "name": function.get("name"),
