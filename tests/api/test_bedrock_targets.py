@@ -17,8 +17,10 @@ import httpx
 import pytest
 
 from routing.audit import writer
+from routing.models import Provider
 from routing.simulator import FakeUpstream, Reply, StreamError
 from routing.simulator.script import Fail
+from tests.api.conftest import Api
 from tests.api.test_credential_scan import _database_dump
 from tests.conftest import Harness
 
@@ -360,3 +362,43 @@ def test_count_tokens_asks_bedrocks_count_tokens(h: Harness, aws: FakeUpstream) 
     assert response.json() == {"input_tokens": 4}  # the simulator's count, not an estimate
     assert "x-switchyard-estimate" not in response.headers
     assert response.headers["x-switchyard-target"] == f"claude-bedrock/{CLAUDE}"
+
+
+def test_the_api_refuses_a_bedrock_provider_missing_what_it_needs(api: Api) -> None:
+    base = {"name": "cb", "kind": "anthropic", "platform": "bedrock"}
+    refused = api.post("/providers", base)
+    assert refused.status_code == 422
+    assert "region" in {e["loc"][-1] for e in refused.json()["detail"]}
+    wrong = api.post("/providers", {**base, "region": "moon-base"})
+    assert wrong.status_code == 422 and "is not an AWS region" in wrong.content.decode()
+    half = api.post("/providers", {**base, "region": "us-east-1", "aws_access_key_id": KEY_ID})
+    assert half.status_code == 422 and "aws_secret_access_key" in half.content.decode()
+    chat = api.post("/providers", {**base, "kind": "openai", "region": "us-east-1"})
+    assert chat.status_code == 422 and "kind" in chat.content.decode()
+    assert not Provider.objects.exists()  # bad input changes nothing
+
+
+def test_the_test_button_signs_its_ping_and_no_secret_is_shown(api: Api, aws: FakeUpstream) -> None:
+    aws.reset()
+    made = api.post(
+        "/providers",
+        {
+            "name": "claude-bedrock",
+            "kind": "anthropic",
+            "platform": "bedrock",
+            "region": "us-east-1",
+            "base_url": aws.root_url,
+            "aws_access_key_id": KEY_ID,
+            "aws_secret_access_key": SECRET,
+            "models": [CLAUDE],
+        },
+    )
+    assert made.status_code == 201, made.content
+    assert SECRET not in made.content.decode() and KEY_ID not in made.content.decode()
+    result = api.post("/providers/claude-bedrock/test").json()
+    assert result["ok"] is True and result["status"] == 200, result
+    [record] = aws.requests
+    assert record.path == f"{CLAUDE_PATH}/invoke" and record.body["max_tokens"] == 1
+    assert "model" not in record.body
+    exported = api.get("/config/export").content.decode()
+    assert SECRET not in exported and "${CLAUDE_BEDROCK_AWS_SECRET_ACCESS_KEY}" in exported
