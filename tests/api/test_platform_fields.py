@@ -36,6 +36,11 @@ def test_a_platforms_check_names_the_field_it_needs_and_the_kinds_it_carries() -
         "base_url": "platform 'cloud' needs a base_url",
     }
     assert cloud.check("anthropic", "http://x.test/v1", "", PlatformSettings(region="r")) == {}
+    regional = PlatformSpec("aws", "", frozenset(), region_pattern=r"[a-z]{2}(-[a-z]+)+-[0-9]")
+    assert regional.check("", "u", "", PlatformSettings(region="us-east-1")).keys() == {"kind"}
+    assert regional.check("", "u", "", PlatformSettings(region="Narnia"))["region"] == (
+        "'Narnia' is not a region of platform 'aws'"
+    )
 
 
 def test_a_direct_provider_needs_a_base_url_and_reads_no_platform_field(api: Api) -> None:
@@ -63,7 +68,9 @@ def test_the_document_states_each_platforms_rules(api: Api) -> None:
     document = api.get("/openapi.json").json()
     body = document["paths"]["/api/v1/providers"]["post"]["requestBody"]["content"]
     schema = body["application/json"]["schema"]
-    rules = {rule["if"]["properties"]["platform"]["const"]: rule["then"] for rule in schema["allOf"]}
+    rules = {
+        rule["if"]["properties"]["platform"]["const"]: rule["then"] for rule in schema["allOf"]
+    }
     assert set(rules) == set(PLATFORMS)
     direct = rules["direct"]
     assert "base_url" in direct["required"] and direct["properties"]["base_url"]["minLength"] == 1
