@@ -16,6 +16,7 @@ them).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -97,6 +98,9 @@ class PlatformSpec:
     fields: tuple[str, ...] = ()  # the PlatformSettings fields it reads (the form shows them)
     required: tuple[str, ...] = ()  # of those, the ones it cannot do without
     model_in_url: bool = False  # its endpoint names the model (Bedrock, Vertex)
+    # What its regions look like ("us-east-1", "europe-west4"): a region that cannot be
+    # one is refused at load, not discovered as a DNS failure on the first call.
+    region_pattern: str = ""
 
     def check(
         self, kind: str, base_url: str, api_key: str, settings: PlatformSettings
@@ -110,6 +114,9 @@ class PlatformSpec:
         for name in self.required:
             if not getattr(settings, name):
                 problems[name] = f"platform '{self.name}' needs a {name}"
+        region = settings.region
+        if region and self.region_pattern and not re.fullmatch(self.region_pattern, region):
+            problems["region"] = f"'{region[:64]}' is not a region of platform '{self.name}'"
         if not base_url and not self.has_default_endpoint:
             problems["base_url"] = f"platform '{self.name}' needs a base_url"
         return problems

@@ -36,6 +36,11 @@ def test_a_platforms_check_names_the_field_it_needs_and_the_kinds_it_carries() -
         "base_url": "platform 'cloud' needs a base_url",
     }
     assert cloud.check("anthropic", "http://x.test/v1", "", PlatformSettings(region="r")) == {}
+    regional = PlatformSpec("aws", "", frozenset(), region_pattern=r"[a-z]{2}(-[a-z]+)+-[0-9]")
+    assert regional.check("", "u", "", PlatformSettings(region="us-east-1")).keys() == {"kind"}
+    assert regional.check("", "u", "", PlatformSettings(region="Narnia"))["region"] == (
+        "'Narnia' is not a region of platform 'aws'"
+    )
 
 
 def test_a_direct_provider_needs_a_base_url_and_reads_no_platform_field(api: Api) -> None:
