@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
 
 SERVICE = "bedrock"
 ANTHROPIC_VERSION = "bedrock-2023-05-31"
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _AUTH_ERRORS = frozenset(
     {
         "accessdeniedexception",
@@ -312,8 +310,6 @@ class BedrockPlatform(PlatformSpec):
         self, kind: str, base_url: str, api_key: str, settings: PlatformSettings
     ) -> dict[str, str]:
         errors = PlatformSpec.check(self, kind, base_url, api_key, settings)
-        if settings.region and not REGION.match(settings.region):
-            errors["region"] = f"'{settings.region}' is not an AWS region (e.g. us-east-1)"
         key, secret = settings.aws_access_key_id, settings.aws_secret_access_key
         if bool(key) != bool(secret):
             missing = "aws_secret_access_key" if key else "aws_access_key_id"
@@ -425,4 +421,5 @@ BEDROCK = BedrockPlatform(
     fields=("region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token"),
     required=("region",),
     model_in_url=True,
+    region_pattern=r"[a-z]{2}(-[a-z]+)+-\d+",  # us-east-1, ap-southeast-2, us-gov-west-1
 )

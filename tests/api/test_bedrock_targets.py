@@ -370,7 +370,10 @@ def test_the_api_refuses_a_bedrock_provider_missing_what_it_needs(api: Api) -> N
     assert refused.status_code == 422
     assert "region" in {e["loc"][-1] for e in refused.json()["detail"]}
     wrong = api.post("/providers", {**base, "region": "moon-base"})
-    assert wrong.status_code == 422 and "is not an AWS region" in wrong.content.decode()
+    assert (
+        wrong.status_code == 422
+        and "is not a region of platform 'bedrock'" in wrong.content.decode()
+    )
     half = api.post("/providers", {**base, "region": "us-east-1", "aws_access_key_id": KEY_ID})
     assert half.status_code == 422 and "aws_secret_access_key" in half.content.decode()
     chat = api.post("/providers", {**base, "kind": "openai", "region": "us-east-1"})
