@@ -452,3 +452,10 @@ async def test_a_converse_client_posts_the_codecs_body_to_converse(aws: FakeUpst
         await client.aclose()
     assert answer["output"]["message"]["content"] == [{"text": "hi from llama"}]
     assert aws.requests[0].path == "/model/meta.llama3-70b-instruct-v1:0/converse"
+
+
+def test_betas_join_betas_the_body_already_names() -> None:
+    body = orjson.dumps({"messages": [], "anthropic_beta": ["a"]})
+    headers = {"Anthropic-Beta": "a,b"}
+    moved, rest = BEDROCK.headers_into_body(MESSAGES, body, headers)
+    assert orjson.loads(moved)["anthropic_beta"] == ["a", "b"] and rest == {}
