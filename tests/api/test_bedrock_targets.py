@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from routing.audit import writer
+from routing.engine.health import EventKind, HealthEvent
 from routing.models import Provider
 from routing.simulator import FakeUpstream, Reply, StreamError
 from routing.simulator.script import Fail
@@ -192,6 +193,8 @@ def test_a_wrong_secret_is_refused_and_the_provider_disabled(h: Harness, aws: Fa
     text = str(caught.value)
     assert "signature" in text.lower() and SECRET not in text
     assert aws.requests == []  # refused at the door, as AWS does
+    [disabled] = [e for e in h.events(HealthEvent, at_least=1) if e.kind is EventKind.DISABLED]
+    assert disabled.provider == "claude-bedrock" and disabled.code == "AUTH"
 
 
 def test_the_credential_chain_reads_the_environment(
