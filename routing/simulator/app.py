@@ -162,7 +162,7 @@ async def invoke_model(request: web.Request) -> web.StreamResponse:
     credentials are checked before anything else, as AWS does."""
     upstream = request.app[UPSTREAM]
     raw = await request.read()
-    named = bedrock.model_and_action(request.raw_path.replace("/count-tokens", "/invoke"))
+    named = bedrock.model_and_action(request.raw_path)
     denied = bedrock.auth_failure(
         request.method,
         request.raw_path,
@@ -178,13 +178,13 @@ async def invoke_model(request: web.Request) -> web.StreamResponse:
         )
     model, action = named
     body = await _json_object(request)
-    problem = bedrock.invalid_body(action, body)
+    problem = bedrock.invalid_body("invoke" if action == "count-tokens" else action, body)
     if problem is not None:
         return web.json_response(
             {"message": problem}, status=400, headers={"x-amzn-ErrorType": "ValidationException"}
         )
     assert body is not None
-    if request.raw_path.endswith("/count-tokens"):
+    if action == "count-tokens":
         return web.json_response({"inputTokens": bedrock.count_tokens(body)})
     stream = action in bedrock.STREAMS
     return await _serve(request, body, model, {**body, "model": model, "stream": stream}, False)

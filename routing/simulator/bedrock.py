@@ -36,7 +36,7 @@ from botocore.credentials import Credentials
 from routing.simulator.payloads import ToolSpec
 
 Event = tuple[str | None, dict[str, Any]]
-ACTIONS = ("invoke", "invoke-with-response-stream", "converse", "converse-stream")
+ACTIONS = ("invoke", "invoke-with-response-stream", "converse", "converse-stream", "count-tokens")
 STREAMS = ("invoke-with-response-stream", "converse-stream")
 EXCEPTION = ":exception:"  # an event name that asks for an exception frame
 ERROR_TYPES = {
