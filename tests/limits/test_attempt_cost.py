@@ -38,9 +38,10 @@ SENT = "The answer is "
 WHOLE = "The answer is forty-two, as everyone knows."
 
 
-def stream(h: Harness) -> str:
+def stream(h: Harness, client: Any = None) -> str:
+    """A streamed call to ``capped`` (with ``client``: as that client's key), its text."""
     text = ""
-    for chunk in h.client().chat.completions.create(
+    for chunk in (client or h.client()).chat.completions.create(
         model="capped",
         messages=[{"role": "user", "content": "What is the answer?"}],
         stream=True,
@@ -117,19 +118,11 @@ def test_a_rescued_stream_pays_for_the_cut_attempt_and_its_continuation(
     assert tokens_today(harness) == usage_tokens(cut.usage) + usage_tokens(continuation.usage)
 
 
-KEYED = """
-providers:
-  - name: p1
-    kind: openai
-    base_url: {upstream}
-    api_key: upstream-key-p1
-groups:
-  - name: capped
-    retry: {max_retries: 1}
-    targets:
-      - {provider: p1, model: a, price: {input: 2.0, output: 10.0}}
-      - {provider: p1, model: b, price: {input: 4.0, output: 20.0}}
-"""
+# the group without a budget of its own (the key has one), retrying once in place
+KEYED = TWO_TARGETS.replace(
+    "    retry: {max_retries: 0}\n    limits: {tokens_per_day: 100000}\n",
+    "    retry: {max_retries: 1}\n",
+)
 
 
 def test_spend_counts_the_tokens_the_budget_was_charged(harness: Harness) -> None:
@@ -153,16 +146,7 @@ def test_spend_counts_the_tokens_the_budget_was_charged(harness: Harness) -> Non
     harness.upstream.script("a", UsageThenError(), UsageThenError())
     harness.upstream.script("b", Reply("Forty-two."))
     agent = openai.OpenAI(base_url=harness.gateway.base_url, api_key=secret, max_retries=0)
-    text = ""
-    for chunk in agent.chat.completions.create(
-        model="capped",
-        messages=[{"role": "user", "content": "What is the answer?"}],
-        stream=True,
-        stream_options={"include_usage": True},
-    ):
-        if chunk.choices and chunk.choices[0].delta.content:
-            text += chunk.choices[0].delta.content
-    assert text == "Forty-two."
+    assert stream(harness, agent) == "Forty-two."
     [call] = harness.events(CallRecord, at_least=1)
     assert [(a.target, a.ok) for a in call.attempts] == [
         ("p1/a", False),  # retried in place
