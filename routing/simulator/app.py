@@ -12,6 +12,10 @@ Routes::
                                 named by the path; ``x-goog-api-key`` auth); also under /v1
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
+    POST /openai/v1/chat/completions, /openai/v1/responses, /openai/v1/embeddings
+                                Azure OpenAI's v1 API (``api-key`` or an issued Entra
+                                token), and GET /msi/token, the managed identity's token
+                                endpoint (``routing.simulator.azure``)
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
     POST /_control/default      {"behaviour": {...}}
     POST /_control/reset        forget scripts, counters, records; restore the default
@@ -29,11 +33,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from routing.simulator import azure
 from routing.simulator.gemini import model_and_stream
 from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
@@ -50,6 +56,7 @@ class Upstream:
     models: list[str] | None = None
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
     stopping: bool = False
+    azure: azure.AzureState = field(default_factory=azure.AzureState)
 
 
 UPSTREAM = web.AppKey("upstream", Upstream)
@@ -68,6 +75,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_get("/v1beta/models", list_gemini_models)
     app.router.add_post("/v1beta/models/{target}", generate_content)
     app.router.add_post("/v1/models/{target}", generate_content)
+    azure.add_routes(app, upstream.azure, _serve)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -150,10 +158,15 @@ async def generate_content(request: web.Request) -> web.StreamResponse:
 
 
 async def _serve(
-    request: web.Request, recorded: dict[str, Any], model: str, body: dict[str, Any]
+    request: web.Request,
+    recorded: dict[str, Any],
+    model: str,
+    body: dict[str, Any],
+    auth: Callable[[web.Request], Fail | None] | None = None,
 ) -> web.StreamResponse:
     """Answer with the model's next scripted behaviour; ``recorded`` is the body the
-    ledger keeps, ``body`` what the behaviours read."""
+    ledger keeps, ``body`` what the behaviours read; ``auth`` a platform's own check of
+    the request's credential (Azure's), else the configured ``api_key``'s."""
     upstream = request.app[UPSTREAM]
     headers = {k.lower(): v for k, v in request.headers.items()}
     record = upstream.ledger.begin(model, recorded, headers, request.path, await request.read())
@@ -161,7 +174,9 @@ async def _serve(
     if task is not None:
         upstream.handlers.add(task)
     try:
-        behaviour: Behaviour | None = _auth_failure(request, upstream.api_key)
+        behaviour: Behaviour | None = (
+            _auth_failure(request, upstream.api_key) if auth is None else auth(request)
+        )
         if behaviour is None:
             behaviour = upstream.ledger.next_behaviour(model)
         exchange = Exchange(
