@@ -89,31 +89,30 @@ async def test_one_fetch_serves_many_concurrent_calls() -> None:
     assert token.fetches == 1
 
 
-async def test_refreshed_before_expiry_and_at_the_platforms_refresh_on() -> None:
+# (lifetime of the tokens the identity platform gives, its refresh_in, then each step:
+# seconds the clock moves, the token sent after it)
+REFRESHES = [
+    # refreshed REFRESH_MARGIN_S before expiry: fresh one second before, new at the margin
+    (3600, None, [(0, 1), (3600 - REFRESH_MARGIN_S - 1, 1), (1, 2)]),
+    # the platform's refresh_on, when sooner than the margin
+    (3600, 600, [(0, 1), (599, 1), (1, 2)]),
+    # a token too short-lived for the margin: refreshed halfway through its life
+    (120, None, [(0, 1), (59, 1), (1, 2), (59, 2), (1, 3)]),
+]
+
+
+@pytest.mark.parametrize(("lifetime", "refresh_in", "steps"), REFRESHES)
+async def test_refreshed_before_expiry_and_at_the_platforms_refresh_on(
+    lifetime: float, refresh_in: float | None, steps: list[tuple[float, int]]
+) -> None:
     clock = Clock()
-    credential = Credential(clock, lifetime=3600)
+    credential = Credential(clock, lifetime=lifetime)
+    credential.refresh_in = refresh_in
     token = entra(clock, credential)
-    assert await bearer(token) == "Bearer entra-token-1"
-    clock.now = NOW + 3600 - REFRESH_MARGIN_S - 1  # still fresh
-    assert await bearer(token) == "Bearer entra-token-1"
-    clock.now += 1  # within the margin: refreshed, before it expired
-    assert await bearer(token) == "Bearer entra-token-2"
-    credential.refresh_in = 600  # the identity platform asks for a refresh sooner
-    clock.now += 3600
-    assert await bearer(token) == "Bearer entra-token-3"
-    clock.now += 599
-    assert await bearer(token) == "Bearer entra-token-3"
-    clock.now += 1
-    assert await bearer(token) == "Bearer entra-token-4"
-    # a token too short-lived for the margin is refreshed halfway through its life
-    credential.refresh_in, credential.lifetime = None, 120
-    clock.now += 10_000
-    assert await bearer(token) == "Bearer entra-token-5"
-    clock.now += 59
-    assert await bearer(token) == "Bearer entra-token-5"
-    clock.now += 1
-    assert await bearer(token) == "Bearer entra-token-6"
-    assert token.fetches == 6
+    for seconds, expected in steps:
+        clock.now += seconds
+        assert await bearer(token) == f"Bearer entra-token-{expected}", clock.now - NOW
+    assert token.fetches == steps[-1][1]
 
 
 async def test_a_failed_refresh_keeps_the_token_while_it_holds_then_is_auth() -> None:
