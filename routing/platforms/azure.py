@@ -3,10 +3,10 @@ resource's v1 API, authenticated by its key or by Microsoft Entra ID.
 
 - **Where**: ``base_url`` is the resource's v1 API, ``https://{resource}.openai.azure.com/
   openai/v1`` (required: Azure has no default host); chat goes to ``/chat/completions``,
-  Responses to ``/responses``, embeddings to ``/embeddings``. The v1 API takes no
-  ``api-version``. A bare resource URL gets ``/openai/v1``, one ending in ``/openai``
-  gets ``/v1``. ``model`` is the *deployment* name; the body carries it as OpenAI's does.
-  Azure lists base models, not deployments, so there is no model list to refresh.
+  Responses to ``/responses``, embeddings to ``/embeddings`` — OpenAI's paths under it, as
+  the direct platform sends them. The v1 API takes no ``api-version``. ``model`` is the
+  *deployment* name; the body carries it as OpenAI's does. Azure lists base models, not
+  deployments, so there is no model list to refresh.
 - **Who**: ``api_key`` is sent as the ``api-key`` header. With ``entra: true`` (and no
   ``api_key``) each request carries ``Authorization: Bearer <token>`` for the scope
   ``https://cognitiveservices.azure.com/.default``, from azure-identity's
@@ -26,14 +26,20 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from azure.core.credentials_async import AsyncTokenCredential
 from azure.core.exceptions import AzureError
 
 from routing.engine.failures import Failure, FailureCode, classify_http
+from routing.platforms.base import Authenticator, PlatformSettings, PlatformSpec
+from routing.protocols import Protocol
 from routing.upstream.base import UpstreamFailure
+
+if TYPE_CHECKING:
+    from routing.protocols.registry import ProtocolSpec
 
 log = logging.getLogger(__name__)
 
@@ -231,3 +237,38 @@ def classify_azure(
     if code is failure.code:
         return failure
     return Failure(code, failure.message, failure.status, failure.retry_after_s)
+
+
+# --- The platform ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AzurePlatform(PlatformSpec):
+    """OpenAI's protocols at a resource's v1 API: OpenAI's paths and bodies (so the base
+    class's endpoint and body hooks stand), the key as ``api-key`` or an Entra token, no
+    model list, Azure's error codes."""
+
+    def models_url(self, protocol: ProtocolSpec, base_url: str) -> str | None:
+        return None  # /models lists the resource's base models, not its deployments
+
+    def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
+        return {API_KEY_HEADER: api_key}
+
+    def authenticator(
+        self,
+        provider: str,
+        protocol: ProtocolSpec,
+        api_key: str,
+        settings: PlatformSettings,
+        clock: Callable[[], float],
+    ) -> Authenticator | None:
+        return EntraToken(provider, clock=clock) if settings.entra else None
+
+
+AZURE = AzurePlatform(
+    "azure",
+    "Azure OpenAI (a resource's v1 API)",
+    frozenset({Protocol.CHAT, Protocol.RESPONSES}),
+    classify=classify_azure,
+    fields=("entra",),
+)
