@@ -229,3 +229,22 @@ def test_neither_key_nor_token_leaves_the_gateway(
     for where, text in texts.items():
         assert not {p for p in pieces if p in text}, f"a key or token piece leaked into {where}"
     assert "entra: true" in texts["export"]
+
+
+@pytest.mark.django_db
+def test_a_file_names_what_an_azure_provider_lacks() -> None:
+    from routing.config.errors import ConfigError
+    from routing.config.yaml import load_text
+
+    with pytest.raises(ConfigError) as refused:
+        load_text(
+            "providers:\n"
+            "  - {name: az, kind: anthropic, platform: azure, region: eastus}\n"
+            "  - {name: az2, kind: openai, platform: azure, base_url: 'http://x.test/openai/v1', entra: true}\n"
+        )
+    messages = {str(error) for error in refused.value.errors}
+    assert messages == {
+        "providers.0.kind: platform 'azure' carries openai, openai-responses, not 'anthropic'",
+        "providers.0.base_url: platform 'azure' needs a base_url",
+        "providers.0.region: platform 'azure' does not use region",
+    }
