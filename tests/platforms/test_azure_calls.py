@@ -33,6 +33,7 @@ providers:
     platform: azure
     base_url: "{{root}}/openai/v1"
     api_key: {KEY}
+    models: [gpt-deploy, gpt-deploy-f]  # its deployments (Azure lists none)
   - name: az-resp
     kind: openai-responses
     platform: azure
@@ -43,6 +44,7 @@ providers:
     platform: azure
     base_url: "{{root}}/openai/v1"
     entra: true
+    models: [gpt-entra]
 groups:
   - name: chat
     targets: [{{provider: az, model: gpt-deploy}}]
@@ -248,3 +250,29 @@ def test_a_file_names_what_an_azure_provider_lacks() -> None:
         "providers.0.base_url: platform 'azure' needs a base_url",
         "providers.0.region: platform 'azure' does not use region",
     }
+
+
+def test_the_test_button_reaches_azure_as_calls_do(identity: Harness) -> None:
+    """The operator's "test" and "refresh models" build the provider's client with its
+    platform: the key as api-key, a token for Entra; Azure lists no deployments."""
+    from routing.services.api_keys import generate_key
+    from tests.api.conftest import API
+
+    h = identity
+    h.upstream.azure.api_key = KEY
+    _, admin = generate_key(name="ops", kind="admin")
+    with httpx.Client(
+        base_url=h.gateway.url + API, headers={"authorization": f"Bearer {admin}"}, timeout=10
+    ) as api:
+        for provider in ("az", "az-entra"):
+            tested = api.post(f"/providers/{provider}/test").json()
+            assert tested["ok"] is True, tested
+        refreshed = api.post("/providers/az/refresh-models")
+    assert refreshed.status_code >= 400 and "lists no models" in refreshed.text
+    paths = [
+        (r.path, "api-key" in r.headers, "authorization" in r.headers) for r in h.upstream.requests
+    ]
+    assert paths == [
+        ("/openai/v1/chat/completions", True, False),
+        ("/openai/v1/chat/completions", False, True),
+    ]
