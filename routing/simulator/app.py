@@ -283,6 +283,7 @@ async def control_default(request: web.Request) -> web.Response:
 
 async def control_reset(request: web.Request) -> web.Response:
     request.app[UPSTREAM].ledger.reset()
+    request.app[UPSTREAM].azure.reset()
     return web.json_response({"ok": True})
 
 

@@ -7,6 +7,7 @@ Routes::
     POST /openai/v1/responses         deployment); the same scripts and faults
     POST /openai/v1/embeddings
     GET  /msi/token                   App Service's managed-identity endpoint
+    GET|POST /_control/azure          read / set the key, deployments and identity header
 
 Authentication, as Azure checks it: an ``api-key`` header (``AzureState.api_key``; None
 takes any non-empty key), or ``Authorization: Bearer <token>`` with a token this simulator
@@ -71,6 +72,29 @@ class AzureState:
             self.token_requests = 0
             self.issued.clear()
 
+    def configure(
+        self,
+        *,
+        api_key: str | None = None,
+        deployments: list[str] | None = None,
+        identity_header: str | None = None,
+        token_lifetime_s: int | None = None,
+    ) -> None:
+        """Set what is given (the control API's POST); TypeError for a value of the
+        wrong type."""
+        for value in (api_key, identity_header, *(deployments or ())):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"expected a string, not {value!r}")
+        with self._lock:
+            if api_key is not None:
+                self.api_key = api_key
+            if deployments is not None:
+                self.deployments = set(deployments)
+            if identity_header is not None:
+                self.identity_header = identity_header
+            if token_lifetime_s is not None:
+                self.token_lifetime_s = int(token_lifetime_s)
+
     def issue(self) -> tuple[str, int]:
         token = "sim-entra-" + secrets.token_urlsafe(24)
         expires_on = int(self.clock()) + self.token_lifetime_s
@@ -98,6 +122,30 @@ def add_routes(app: web.Application, state: AzureState, serve: Serve) -> None:
     for path in ("/v1/chat/completions", "/v1/responses", "/v1/embeddings"):
         app.router.add_post(PREFIX + path, inference)
     app.router.add_get(TOKEN_PATH, managed_identity_token)
+    app.router.add_get("/_control/azure", control_azure)
+    app.router.add_post("/_control/azure", control_azure)
+
+
+async def control_azure(request: web.Request) -> web.Response:
+    """Another process's view of :class:`AzureState`: POST ``{"api_key", "deployments",
+    "identity_header", "token_lifetime_s"}`` (each optional) sets it; both answer what is
+    set and how many tokens were issued (never a token)."""
+    state = request.app[AZURE]
+    if request.method == "POST":
+        try:
+            data = json.loads(await request.text())
+            if not isinstance(data, dict):
+                raise ValueError("expected an object")
+            state.configure(**data)
+        except (ValueError, TypeError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response(
+        {
+            "api_key_set": state.api_key is not None,
+            "deployments": None if state.deployments is None else sorted(state.deployments),
+            "token_requests": state.token_requests,
+        }
+    )
 
 
 def _azure_error(status: int, code: str, message: str) -> Fail:

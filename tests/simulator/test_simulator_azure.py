@@ -146,3 +146,18 @@ def test_azure_streams_chat_and_responses(up: FakeUpstream) -> None:
         headers={"api-key": "k"},
     ) as responses:
         assert "event: response.completed" in responses.read().decode()
+
+
+def test_another_process_sets_azure_through_the_control_api(up: FakeUpstream) -> None:
+    control = up.root_url + "/_control/azure"
+    set_ = httpx.post(control, json={"api_key": "k2", "deployments": ["d1"]})
+    assert set_.json() == {"api_key_set": True, "deployments": ["d1"], "token_requests": 0}
+    body = {"model": "d1", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(
+        azure(up) + "/chat/completions", json=body, headers={"api-key": "k2"}
+    ).is_success
+    assert httpx.post(control, json={"api_key": 5}).status_code == 400
+    assert httpx.post(control, json={"tenant": "x"}).status_code == 400
+    assert httpx.post(control, json=["x"]).status_code == 400
+    httpx.post(up.root_url + "/_control/reset")
+    assert httpx.get(control).json()["api_key_set"] is False
