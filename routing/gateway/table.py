@@ -34,6 +34,7 @@ from routing.engine.plan import CommitPoint
 from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
+from routing.limits.catalogue import catalogue_price
 from routing.limits.spec import GroupLimits, LimitSet, Price
 from routing.protocols import Protocol
 from routing.protocols.registry import (
@@ -351,9 +352,23 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
     capabilities = options.get("capabilities")
     if isinstance(capabilities, Mapping) and capabilities.get("prefill") is not None:
         out["prefill"] = bool(capabilities["prefill"])
-    if options.get("price"):
-        out["price"] = Price.of(options["price"])
     return out
+
+
+def target_price(options: Mapping[str, Any], provider: ProviderSpec, model: str) -> Price | None:
+    """A target's price: its configured ``price`` wins; without one, the genai-prices
+    catalogue's for the model where the provider reaches it (SPEC §19) — looked up when
+    the table compiles (and by the pages), never on a call; unknown there: None
+    (unpriced, never guessed)."""
+    configured = Price.of(options.get("price"))
+    if configured is not None:
+        return configured
+    return catalogue_price(
+        kind=provider.kind,
+        platform=provider.platform.name,
+        model=model,
+        base_url=provider.base_url,
+    )
 
 
 def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> TargetSpec:
@@ -520,6 +535,7 @@ def _compile_groups(
                 provider=providers[t.provider.name],
                 model=t.model,
                 context_window=t.context_window,
+                price=target_price(t.options or {}, providers[t.provider.name], t.model),
                 **target_options(t.options or {}),
             )
             for index, t in enumerate(enabled)

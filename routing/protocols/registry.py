@@ -32,6 +32,7 @@ import orjson
 from routing.continuity.chat import ChatHistory
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
+from routing.platforms.azure import AZURE
 from routing.platforms.base import PlatformSettings as PlatformSettings
 from routing.platforms.base import PlatformSpec as PlatformSpec
 from routing.platforms.bedrock import BEDROCK
@@ -292,7 +293,9 @@ DIRECT = PlatformSpec(
 )
 
 # The platform registry: one entry per platform.
-PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT, BEDROCK)}
+PLATFORMS: dict[str, PlatformSpec] = {
+    platform.name: platform for platform in (DIRECT, BEDROCK, AZURE)
+}
 PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}

@@ -29,7 +29,7 @@ from routing.crypto import CredentialDecryptError
 from routing.engine.failures import Redactor
 from routing.gateway.table import unsendable
 from routing.models import Provider
-from routing.protocols.registry import DIRECT, PLATFORMS, protocol_of
+from routing.protocols.registry import PLATFORMS, protocol_of
 from routing.services.base import ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
@@ -49,14 +49,14 @@ class ProviderTestResult:
     message: str
 
 
-def _redactor(own: list[str]) -> Redactor:
-    """Every provider's secrets (API key, header values, platform keys), this one's
-    ``own`` included (they may not be stored yet)."""
-    secrets = list(own)
+def _redactor(secret: str, headers: dict[str, str], more: tuple[str, ...] = ()) -> Redactor:
+    """Every provider's secret and header values, this one's included (they may not be
+    stored yet), and this one's platform secrets (``more``)."""
+    secrets = [secret, *headers.values(), *more]
     for row in Provider.objects.all():
         try:
             secrets += [row.get_api_key(), *row.get_headers().values()]
-            secrets += row.platform_settings().secrets
+            secrets += row.platform_settings().secrets  # another provider's AWS keys too
         except CredentialDecryptError:
             continue
     return Redactor(secrets)
@@ -84,13 +84,15 @@ def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
     problem = unsendable(secret, headers, provider.base_url)
     if problem:  # the call path's verdict on the same row (Call._unsendable)
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
-    redact = _redactor([secret, *headers.values(), *settings.secrets])
-    cap = min(provider.total_timeout_s, CALL_CAP_S)
+    platform = PLATFORMS.get(provider.platform)
+    if platform is None:  # stored before validation said so; the table's verdict too
+        raise ProviderCallError(f"unknown platform '{provider.platform}'")
     protocol = protocol_of(provider.kind)
-    platform = PLATFORMS.get(provider.platform, DIRECT)  # its platform, as a call's
+    redact = _redactor(secret, headers, settings.secrets)
+    cap = min(provider.total_timeout_s, CALL_CAP_S)
     client = OpenAIClient(
         protocol=protocol,
-        platform=platform,
+        platform=platform,  # the call path's own reach: its URLs, credential and errors
         settings=settings,
         provider=provider.name,
         base_url=provider.base_url or platform.default_base_url(protocol, settings),
@@ -211,7 +213,7 @@ def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
     body = orjson.dumps(client.test_body(model))
 
     async def ping() -> int:
-        response = await client.send(body, model=model)  # a URL may name it
+        response = await client.send(body, model=model)  # a URL may name it (Bedrock)
         try:
             await response.read()
         finally:

@@ -17,6 +17,10 @@ Routes::
     POST /model/{modelId}/count-tokens  ``{"inputTokens": n}`` for an InvokeModel body
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
+    POST /openai/v1/chat/completions, /openai/v1/responses, /openai/v1/embeddings
+                                Azure OpenAI's v1 API (``api-key`` or an issued Entra
+                                token), and GET /msi/token, the managed identity's token
+                                endpoint (``routing.simulator.azure``)
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
     POST /_control/default      {"behaviour": {...}}
     POST /_control/reset        forget scripts, counters, records; restore the default
@@ -34,12 +38,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from routing.simulator import bedrock
+from routing.simulator import azure, bedrock
 from routing.simulator.gemini import model_and_stream
 from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
@@ -57,6 +62,7 @@ class Upstream:
     aws_keys: dict[str, str] | None = None  # Bedrock: access key id -> secret (SigV4)
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
     stopping: bool = False
+    azure: azure.AzureState = field(default_factory=azure.AzureState)
 
 
 UPSTREAM = web.AppKey("upstream", Upstream)
@@ -76,6 +82,7 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_post("/v1beta/models/{target}", generate_content)
     app.router.add_post("/v1/models/{target}", generate_content)
     app.router.add_post("/model/{tail:.+}", invoke_model)
+    azure.add_routes(app, upstream.azure, _serve)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -187,7 +194,13 @@ async def invoke_model(request: web.Request) -> web.StreamResponse:
     if action == "count-tokens":
         return web.json_response({"inputTokens": bedrock.count_tokens(body)})
     stream = action in bedrock.STREAMS
-    return await _serve(request, body, model, {**body, "model": model, "stream": stream}, False)
+    served = {**body, "model": model, "stream": stream}
+    return await _serve(request, body, model, served, auth=_checked)
+
+
+def _checked(request: web.Request) -> None:
+    """A route that checked the request's credential itself (Bedrock's SigV4 or key)."""
+    return None
 
 
 async def _serve(
@@ -195,11 +208,11 @@ async def _serve(
     recorded: dict[str, Any],
     model: str,
     body: dict[str, Any],
-    check_key: bool = True,
+    auth: Callable[[web.Request], Fail | None] | None = None,
 ) -> web.StreamResponse:
     """Answer with the model's next scripted behaviour; ``recorded`` is the body the
-    ledger keeps, ``body`` what the behaviours read; ``check_key``: the route's
-    credential is not checked yet."""
+    ledger keeps, ``body`` what the behaviours read; ``auth`` a platform's own check of
+    the request's credential (Azure's), else the configured ``api_key``'s."""
     upstream = request.app[UPSTREAM]
     headers = {k.lower(): v for k, v in request.headers.items()}
     record = upstream.ledger.begin(model, recorded, headers, request.path, await request.read())
@@ -208,7 +221,7 @@ async def _serve(
         upstream.handlers.add(task)
     try:
         behaviour: Behaviour | None = (
-            _auth_failure(request, upstream.api_key) if check_key else None
+            _auth_failure(request, upstream.api_key) if auth is None else auth(request)
         )
         if behaviour is None:
             behaviour = upstream.ledger.next_behaviour(model)
@@ -316,6 +329,7 @@ async def control_default(request: web.Request) -> web.Response:
 
 async def control_reset(request: web.Request) -> web.Response:
     request.app[UPSTREAM].ledger.reset()
+    request.app[UPSTREAM].azure.reset()
     return web.json_response({"ok": True})
 
 

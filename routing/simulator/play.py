@@ -278,7 +278,7 @@ async def _fail(ex: Exchange, fail: Fail) -> web.StreamResponse:
 
 
 async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
-    if ex.request.path == "/v1/embeddings":
+    if ex.request.path.endswith("/v1/embeddings"):  # Azure's too: /openai/v1/embeddings
         return await _send(ex, 200, _dumps(embeddings(ex.body, ex.model)))
     content = fill_model(reply.content, ex.model)
     reasoning = fill_model(reply.reasoning, ex.model)

@@ -21,6 +21,7 @@ from types import TracebackType
 from aiohttp import web
 
 from routing.simulator.app import Upstream, build_app
+from routing.simulator.azure import AzureState
 from routing.simulator.script import Behaviour, Reply
 from routing.simulator.state import Ledger, RecordedRequest
 
@@ -164,6 +165,12 @@ class FakeUpstream:
     def reset(self) -> None:
         """Clear scripts, counters and records; restore the constructor's default."""
         self._ledger.reset()
+        self._upstream.azure.reset()
+
+    @property
+    def azure(self) -> AzureState:
+        """Azure's key, deployments and the tokens it issued (``routing.simulator.azure``)."""
+        return self._upstream.azure
 
     # -- inspection ------------------------------------------------------------------
     def count(self, model: str | None = None) -> int:

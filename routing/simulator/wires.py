@@ -515,7 +515,7 @@ WIRES: dict[str, WireClass] = {
 
 def wire_class(path: str) -> WireClass:
     """The wire a request's path speaks: by path, or Gemini's ``…/models/{model}:action``."""
-    found = WIRES.get(path)
+    found = WIRES.get(path.removeprefix("/openai"))  # Azure's v1 API: /openai/v1/…
     if found is not None:
         return found
     named = bedrock.model_and_action(path)
