@@ -27,16 +27,24 @@ from routing.protocols.registry import PLATFORMS, PROTOCOLS
 
 MESSAGES = PROTOCOLS[Protocol.MESSAGES]
 MODEL = "claude-sonnet-4-5"
-BODY = orjson.dumps(
-    {
-        "model": MODEL,
-        "max_tokens": 1024,
-        "stream": True,
-        "system": "You are a coding agent." * 20,
-        "messages": [{"role": "user", "content": "Refactor this function. " * 200}],
-    }
-)
+
+
+def messages_body(repeat: int = 200) -> bytes:
+    """A Claude Code-like Messages request (``repeat``: how long its user turn is)."""
+    return orjson.dumps(
+        {
+            "model": MODEL,
+            "max_tokens": 1024,
+            "stream": True,
+            "system": "You are a coding agent." * 20,
+            "messages": [{"role": "user", "content": "Refactor this function. " * repeat}],
+        }
+    )
+
+
+BODY = messages_body()
 HEADERS = {"content-type": "application/json", "accept": "application/json"}
+BETAS = {"anthropic-beta": "interleaved-thinking-2025-05-14"}  # Claude Code sends betas
 # What each platform is measured with: explicit keys (no credential-chain lookup: that
 # happens once per client, not per call) and a base URL that is never contacted.
 SETTINGS = {
@@ -49,7 +57,7 @@ SETTINGS = {
 BASES = {"direct": "https://api.anthropic.com", "bedrock": ""}
 
 
-def prepare(platform: PlatformSpec) -> Callable[[], Awaitable[object]]:
+def prepare(platform: PlatformSpec, request: bytes = BODY) -> Callable[[], Awaitable[object]]:
     """One request's platform work, as ``OpenAIClient.send`` does it."""
     settings = SETTINGS.get(platform.name, PlatformSettings())
     base = BASES.get(platform.name) or platform.default_base_url(MESSAGES, settings)
@@ -59,10 +67,11 @@ def prepare(platform: PlatformSpec) -> Callable[[], Awaitable[object]]:
 
     async def send() -> object:
         url = platform.endpoint_url(MESSAGES, base, MODEL, True) if per_request_url else fixed_url
-        body = BODY
+        body = request
         headers: dict[str, str] = {}
         if platform.name != "direct":
             body = platform.prepare_body(MESSAGES, body, MODEL, True)
+            body, _ = platform.headers_into_body(MESSAGES, body, BETAS)
             if auth is not None:
                 headers = dict(await auth.headers("POST", url, body, HEADERS))
         return url, body, headers
@@ -78,9 +87,11 @@ async def per_call_cpu(send: Callable[[], Awaitable[object]], calls: int) -> flo
     return (time.thread_time() - started) / calls
 
 
-async def measure(names: list[str], calls: int, rounds: int) -> dict[str, dict[str, float]]:
-    direct = prepare(PLATFORMS["direct"])
-    others = {name: prepare(PLATFORMS[name]) for name in names}
+async def measure(
+    names: list[str], calls: int, rounds: int, request: bytes = BODY
+) -> dict[str, dict[str, float]]:
+    direct = prepare(PLATFORMS["direct"], request)
+    others = {name: prepare(PLATFORMS[name], request) for name in names}
     for send in (direct, *others.values()):
         await per_call_cpu(send, calls // 10)  # warm: imports, caches
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
@@ -102,9 +113,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--repeat", type=int, default=200, help="the user turn's length (200: a 5 kB body)"
+    )
     args = parser.parse_args()
     names = [name for name in PLATFORMS if name != "direct" and name in SETTINGS]
-    figures = asyncio.run(measure(names, args.calls, args.rounds))
+    request = messages_body(args.repeat)
+    print(f"a {len(request) / 1000:.0f} kB Messages request")
+    figures = asyncio.run(measure(names, args.calls, args.rounds, request))
     print(f"{'platform':<10} {'direct µs':>10} {'platform µs':>12} {'added µs':>9}  (CPU per call)")
     for name, row in figures.items():
         print(
