@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -208,10 +207,13 @@ class EventStreamReader:
             return b"event: " + event_type.encode() + b"\ndata: " + data + b"\n\n"
         try:
             data = base64.b64decode(orjson.loads(payload)["bytes"])
-            name = orjson.loads(data).get("type") or "message"
-        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError, binascii.Error):
+            if data.startswith(b'{"type":"'):  # Anthropic's events lead with their type
+                name = data[9 : data.index(b'"', 9)]
+            else:
+                name = str(orjson.loads(data).get("type") or "message").encode()
+        except (ValueError, KeyError, TypeError, AttributeError):  # JSON, base64, index
             return b"data: " + payload + b"\n\n"  # the decoder counts it malformed
-        return b"event: " + str(name).encode() + b"\ndata: " + data + b"\n\n"
+        return b"event: " + name + b"\ndata: " + data + b"\n\n"
 
 
 # ---------------------------------------------------------------------- authentication
