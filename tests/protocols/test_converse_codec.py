@@ -54,7 +54,7 @@ def test_a_tool_loop_becomes_converse_turns() -> None:
         "reasoning_effort": "low",
         "seed": 3,
     }
-    out, notes = from_canonical(body, "mistral.mistral-large")
+    out, notes = from_canonical(body, "us.anthropic.claude-3-7-sonnet-20250219-v1:0")
     assert "model" not in out and "stream" not in out
     assert out["system"] == [{"text": "be brief"}, {"text": "answer in French"}]
     assert out["messages"] == [
@@ -90,8 +90,8 @@ def test_a_tool_loop_becomes_converse_turns() -> None:
         "temperature": 0.2,
         "stopSequences": ["END"],
     }
-    reasoning = out["additionalModelRequestFields"]["reasoning_config"]
-    assert reasoning["type"] == "enabled" and reasoning["budget_tokens"] > 0
+    thinking = out["additionalModelRequestFields"]["thinking"]
+    assert thinking["type"] == "enabled" and thinking["budget_tokens"] > 0
     assert "dropped seed" in notes
     assert any("reasoning from history" in note for note in notes)
 
@@ -185,3 +185,14 @@ def test_a_stream_without_its_metadata_is_not_finished() -> None:
     wire = ConverseWire("m")
     _, decoder = _decode([*wire.preamble(), *wire.content("cut")])
     assert not decoder.finished
+
+
+def test_reasoning_effort_becomes_each_models_own_setting() -> None:
+    body = {"messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "xhigh"}
+    nova, _ = from_canonical(body, "us.amazon.nova-premier-v1:0")
+    assert nova["additionalModelRequestFields"] == {
+        "reasoningConfig": {"type": "enabled", "maxReasoningEffort": "high"}
+    }
+    other, notes = from_canonical(body, "meta.llama3-70b-instruct-v1:0")
+    assert "additionalModelRequestFields" not in other
+    assert any(note.startswith("dropped reasoning_effort") for note in notes)

@@ -15,8 +15,9 @@ same-role turns are merged: Converse alternates roles); function tools → ``too
 ``auto``/``any``/``tool`` (``none`` has no Converse form: tools are left out when the
 history has no tool blocks, else kept and the choice dropped with a note); ``max_tokens``,
 ``temperature``, ``top_p``, ``stop`` → ``inferenceConfig``; ``reasoning_effort`` →
-``additionalModelRequestFields.reasoning_config`` (``type: enabled`` with the effort's
-budget; read by Anthropic and Amazon models alike). Answers: ``reasoningContent`` ↔
+the model's own setting in ``additionalModelRequestFields`` (Claude's ``thinking`` budget,
+Amazon Nova's ``reasoningConfig``; dropped with a note for a model whose setting is not
+known). Answers: ``reasoningContent`` ↔
 ``reasoning_content`` (history reasoning is dropped with a note: Bedrock wants its own
 signed reasoning back), ``toolUse`` ↔ tool calls, ``stopReason`` ↔ finish reasons, usage
 with cache reads and writes.

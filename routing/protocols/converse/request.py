@@ -77,10 +77,25 @@ def from_canonical(body: dict[str, Any], model: str) -> tuple[dict[str, Any], li
         out["toolConfig"] = tools
     effort = body.get("reasoning_effort")
     if effort in EFFORT_BUDGETS:
-        budget = EFFORT_BUDGETS[effort]
-        reasoning = {"type": "enabled", "budget_tokens": budget}
-        out["additionalModelRequestFields"] = {"reasoning_config": reasoning}
+        fields = _reasoning_fields(model, str(effort))
+        if fields is None:
+            notes.append("dropped reasoning_effort (no Converse setting for this model)")
+        else:
+            out["additionalModelRequestFields"] = fields
     return out, notes
+
+
+def _reasoning_fields(model: str, effort: str) -> dict[str, Any] | None:
+    """The model's own reasoning setting for an effort, passed through
+    ``additionalModelRequestFields``: Claude's ``thinking`` budget, Amazon Nova's
+    ``reasoningConfig``; None for a model whose setting is not known (many reason
+    without one)."""
+    if "anthropic." in model:
+        return {"thinking": {"type": "enabled", "budget_tokens": EFFORT_BUDGETS[effort]}}
+    if "amazon.nova" in model:
+        level = {"minimal": "low", "xhigh": "high"}.get(effort, effort)
+        return {"reasoningConfig": {"type": "enabled", "maxReasoningEffort": level}}
+    return None
 
 
 def _blocks_out(message: dict[str, Any]) -> list[dict[str, Any]]:
