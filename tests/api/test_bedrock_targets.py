@@ -138,22 +138,30 @@ def test_a_claude_code_request_reaches_claude_on_bedrock(
     assert "anthropic-beta" not in record.headers and "x-api-key" not in record.headers
 
 
+def _chat_text(h: Harness, model: str, content: str, *, stream: bool) -> str:
+    """The answer's text through the chat door, streamed (with usage) or not."""
+    messages: Any = [{"role": "user", "content": content}]
+    chat = h.client().chat.completions
+    if not stream:
+        return chat.create(model=model, messages=messages).choices[0].message.content or ""
+    chunks = list(
+        chat.create(
+            model=model,
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
 def test_a_chat_request_through_a_bedrock_claude(
     h: Harness, aws: FakeUpstream, stream: bool
 ) -> None:
     aws.script(CLAUDE, Reply("one two three", chunks=3))
-    messages: Any = [{"role": "user", "content": "count"}]
-    if stream:
-        chunks = list(
-            h.client().chat.completions.create(model="claude", messages=messages, stream=True)
-        )
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    else:
-        answer = h.client().chat.completions.create(model="claude", messages=messages)
-        text = answer.choices[0].message.content or ""
-        assert answer.usage is not None and answer.usage.completion_tokens == 3
-    assert text == "one two three"
+    assert _chat_text(h, "claude", "count", stream=stream) == "one two three"
     [record] = aws.requests
     assert record.body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "count"}]}
@@ -167,15 +175,7 @@ def test_a_converse_target_through_the_chat_and_messages_doors(
 ) -> None:
     aws.script(LLAMA, Reply("llama says hi", chunks=2), Reply("again", chunks=1))
     messages: Any = [{"role": "user", "content": "hi"}]
-    if stream:
-        chunks = list(
-            h.client().chat.completions.create(model="llama", messages=messages, stream=True)
-        )
-        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    else:
-        text = h.client().chat.completions.create(model="llama", messages=messages).choices[0]
-        text = text.message.content or ""
-    assert text == "llama says hi"
+    assert _chat_text(h, "llama", "hi", stream=stream) == "llama says hi"
     door = _messages(h).messages.create(model="llama", max_tokens=10, messages=messages)
     assert door.content[0].type == "text" and door.content[0].text == "again"  # type: ignore[union-attr]
     first, _ = aws.requests

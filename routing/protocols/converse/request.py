@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from routing.protocols import EFFORT_BUDGETS, Unmappable, function_tool
-from routing.protocols.canonical import call_arguments, message_text
+from routing.protocols.canonical import call_arguments, image_source, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
     CHAT_HINTS_DROPPED,
@@ -129,10 +129,10 @@ def _part_out(part: Any) -> dict[str, Any]:
     if kind == "text":
         return {"text": str(part.get("text", ""))}
     if kind == "image_url":
-        url = str((part.get("image_url") or {}).get("url", ""))
-        mime, _, data = url[5:].partition(";base64,")
-        if url.startswith("data:") and data and mime in IMAGE_FORMATS:
-            return {"image": {"format": IMAGE_FORMATS[mime], "source": {"bytes": data}}}
+        source = image_source(str((part.get("image_url") or {}).get("url", "")))
+        image_format = IMAGE_FORMATS.get(str(source.get("media_type")))
+        if source["type"] == "base64" and source["data"] and image_format:
+            return {"image": {"format": image_format, "source": {"bytes": source["data"]}}}
         raise Unmappable(
             f"{TARGET} take images as base64 data URLs (png, jpeg, gif, webp) only.",
             param="messages",
