@@ -459,3 +459,19 @@ def test_betas_join_betas_the_body_already_names() -> None:
     headers = {"Anthropic-Beta": "a,b"}
     moved, rest = BEDROCK.headers_into_body(MESSAGES, body, headers)
     assert orjson.loads(moved)["anthropic_beta"] == ["a", "b"] and rest == {}
+
+
+def test_aws_keys_win_over_an_api_key_set_beside_them() -> None:
+    settings = PlatformSettings(
+        region="us-east-1", aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET
+    )
+    client = OpenAIClient(
+        base_url="http://127.0.0.1:9",
+        api_key="brk-key",
+        protocol=MESSAGES,
+        platform=BEDROCK,
+        settings=settings,
+        provider="p",
+    )
+    assert isinstance(client._auth, SigV4Signer)
+    assert "authorization" not in client._headers  # no Bearer beside the signature
