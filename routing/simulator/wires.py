@@ -28,6 +28,7 @@ from routing.simulator.payloads import (
     default_error_type,
     error_body,
 )
+from routing.simulator.vertex import vertex_path
 
 Event = tuple[str | None, dict[str, Any]]
 
@@ -497,4 +498,7 @@ def wire_class(path: str) -> WireClass:
     found = WIRES.get(path.removeprefix("/openai"))  # Azure's v1 API: /openai/v1/…
     if found is not None:
         return found
+    vertex = vertex_path(path)
+    if vertex is not None and vertex.publisher == "anthropic":
+        return MessagesWire  # Claude on Vertex AI answers in Anthropic's own shapes
     return GeminiWire if model_and_stream(path) is not None else ChatWire

@@ -1,0 +1,216 @@
+"""Vertex AI's OAuth tokens (``routing.platforms.google_auth``) against the simulator's token
+endpoint over real sockets: the grant's JWT verified there with the service account's
+public key, one fetch serving many concurrent calls, a refresh before expiry on an
+injected clock, and each way of not getting a credential an AUTH failure naming the
+provider with no secret in it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from routing.engine.failures import FailureCode
+from routing.platforms.google_auth import (
+    MUST_REFRESH_S,
+    REFRESH_AHEAD_S,
+    GoogleTokens,
+    check_credentials_file,
+)
+from routing.simulator import FakeUpstream
+from routing.upstream.base import UpstreamFailure
+from tests.platforms.accounts import private_pem, write_service_account
+
+
+class Clock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def account(fake_upstream: FakeUpstream, tmp_path: Path) -> Path:
+    return write_service_account(fake_upstream, tmp_path)
+
+
+async def _tokens(provider: str, path: str, clock: Clock) -> GoogleTokens:
+    return GoogleTokens(provider, path, clock=clock)
+
+
+async def test_one_token_fetch_serves_many_concurrent_calls(
+    fake_upstream: FakeUpstream, account: Path
+) -> None:
+    tokens = await _tokens("claude-vertex", str(account), Clock())
+    try:
+        headers = await asyncio.gather(
+            *(tokens.headers("POST", "https://x", b"{}", {}) for _ in range(50))
+        )
+        assert fake_upstream.google.fetches == 1
+        assert tokens.fetches == 1
+        [only] = {h["authorization"] for h in headers}
+        assert only.startswith("Bearer ya29.sim-")
+        assert fake_upstream.google.valid(only.removeprefix("Bearer "))
+        for _ in range(20):  # later calls: the cached token, no fetch
+            assert (await tokens.headers("POST", "https://x", b"", {}))["authorization"] == only
+        assert fake_upstream.google.fetches == 1
+    finally:
+        await tokens.aclose()
+
+
+async def test_the_token_is_refreshed_before_it_expires(
+    fake_upstream: FakeUpstream, account: Path
+) -> None:
+    fake_upstream.google.expires_in = 3600
+    clock = Clock()
+    tokens = await _tokens("claude-vertex", str(account), clock)
+    try:
+        first = await tokens.token()
+        clock.now += 3600 - REFRESH_AHEAD_S - 1  # not yet near its end
+        assert await tokens.token() == first
+        assert fake_upstream.google.fetches == 1
+        clock.now += 2  # inside the refresh window: this call still goes out with the old
+        assert await tokens.token() == first
+        for _ in range(100):  # the refresh started in the background lands
+            if fake_upstream.google.fetches == 2 and tokens.fetches == 2:
+                break
+            await asyncio.sleep(0.01)  # yields to the worker thread; no clock is read
+        assert fake_upstream.google.fetches == 2
+        second = await tokens.token()
+        assert second != first
+        clock.now += 3600 - MUST_REFRESH_S + 1  # the second one nearly gone: calls wait
+        third = await asyncio.gather(*(tokens.token() for _ in range(10)))
+        assert set(third) != {second} and len(set(third)) == 1
+        assert fake_upstream.google.fetches == 3
+    finally:
+        await tokens.aclose()
+
+
+async def test_a_short_lived_token_is_counted_on_the_injected_clock(
+    fake_upstream: FakeUpstream, account: Path
+) -> None:
+    fake_upstream.google.expires_in = 30  # under MUST_REFRESH_S: every call must refresh
+    clock = Clock()
+    tokens = await _tokens("claude-vertex", str(account), clock)
+    try:
+        await tokens.token()
+        await tokens.token()
+        assert fake_upstream.google.fetches == 2
+    finally:
+        await tokens.aclose()
+
+
+async def test_application_default_credentials_come_from_the_environment(
+    fake_upstream: FakeUpstream, account: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(account))
+    tokens = await _tokens("claude-vertex", "", Clock())
+    try:
+        assert (await tokens.token()).startswith("ya29.sim-")
+        assert fake_upstream.google.fetches == 1
+    finally:
+        await tokens.aclose()
+
+
+async def _auth_failure(tokens: GoogleTokens) -> str:
+    try:
+        with pytest.raises(UpstreamFailure) as caught:
+            await tokens.headers("POST", "https://x", b"", {})
+    finally:
+        await tokens.aclose()
+    failure = caught.value.failure
+    assert failure.code is FailureCode.AUTH
+    assert "claude-vertex" in failure.message
+    assert "PRIVATE KEY" not in failure.message and "ya29" not in failure.message
+    return failure.message
+
+
+async def test_a_missing_credentials_file_is_an_auth_failure(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    message = await _auth_failure(await _tokens("claude-vertex", str(missing), Clock()))
+    assert f"{missing} does not exist" in message and "credentials_file" in message
+
+
+async def test_a_file_that_is_not_a_key_is_an_auth_failure(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"type": "service_account", "private_key": private_pem()}))
+    message = await _auth_failure(await _tokens("claude-vertex", str(bad), Clock()))
+    assert f"{bad} is not a complete service_account file" in message
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    message = await _auth_failure(await _tokens("claude-vertex", str(garbage), Clock()))
+    assert f"{garbage} is not JSON" in message
+    other = tmp_path / "external.json"
+    other.write_text(json.dumps({"type": "external_account", "audience": "x"}))
+    message = await _auth_failure(await _tokens("claude-vertex", str(other), Clock()))
+    assert "not a Google credentials file the gateway takes" in message
+
+
+async def test_a_key_the_token_endpoint_refuses_is_an_auth_failure(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    unknown = write_service_account(fake_upstream, tmp_path, register=False, email="x@y.z")
+    message = await _auth_failure(await _tokens("claude-vertex", str(unknown), Clock()))
+    assert "refused" in message and "(invalid_grant)" in message
+    assert fake_upstream.google.refusals == 1 and fake_upstream.google.fetches == 0
+
+
+async def test_a_key_signed_by_another_private_key_fails_verification(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    write_service_account(fake_upstream, tmp_path)  # registers the default key's public half
+    forged = write_service_account(fake_upstream, tmp_path, key="other", register=False)
+    message = await _auth_failure(await _tokens("claude-vertex", str(forged), Clock()))
+    assert "(invalid_grant)" in message
+    assert fake_upstream.google.refusals == 1
+
+
+async def test_no_application_default_credentials_is_an_auth_failure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file there
+    monkeypatch.setenv("NO_GCE_CHECK", "True")  # not on Google Cloud: no metadata server
+    message = await _auth_failure(await _tokens("claude-vertex", "", Clock()))
+    assert "no Google credentials found" in message
+    assert "GOOGLE_APPLICATION_CREDENTIALS" in message
+
+
+async def test_an_unreachable_token_endpoint_is_an_auth_failure(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    path = write_service_account(fake_upstream, tmp_path)
+    info = json.loads(path.read_text())
+    info["token_uri"] = "http://127.0.0.1:9/token"  # discard port: nothing listens
+    path.write_text(json.dumps(info))
+    message = await _auth_failure(await _tokens("claude-vertex", str(path), Clock()))
+    assert "cannot reach Google's token endpoint" in message
+
+
+async def test_a_failed_refresh_is_retried_by_the_next_call(
+    fake_upstream: FakeUpstream, account: Path
+) -> None:
+    fake_upstream.google.refuse_next = 1
+    tokens = await _tokens("claude-vertex", str(account), Clock())
+    try:
+        with pytest.raises(UpstreamFailure):
+            await tokens.token()
+        assert (await tokens.token()).startswith("ya29.sim-")
+        assert fake_upstream.google.fetches == 1 and fake_upstream.google.refusals == 1
+    finally:
+        await tokens.aclose()
+
+
+def test_check_credentials_file_names_what_is_wrong(
+    fake_upstream: FakeUpstream, account: Path, tmp_path: Path
+) -> None:
+    assert check_credentials_file(str(account)) is None
+    missing = tmp_path / "missing.json"
+    assert check_credentials_file(str(missing)) == f"{missing} does not exist"
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert "not a Google credentials file" in (
+        check_credentials_file(str(tmp_path / "list.json")) or ""
+    )
