@@ -110,6 +110,7 @@ class GoogleAuthority:
     refuse_next: int = 0  # fault on demand: refuse this many token requests
     _keys: dict[str, rsa.RSAPublicKey] = field(default_factory=dict)
     _tokens: dict[str, float] = field(default_factory=dict)  # token -> expiry (time.time())
+    _revoked: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def register(self, client_email: str, public_key_pem: bytes) -> None:
@@ -122,12 +123,19 @@ class GoogleAuthority:
     def revoke_all(self) -> None:
         """Every token issued so far stops working (as when a key is disabled)."""
         with self._lock:
+            self._revoked += self._tokens
             self._tokens.clear()
 
     def reset(self) -> None:
         with self._lock:
             self._tokens.clear()
+            self._revoked.clear()
             self.fetches = self.refusals = self.refuse_next = 0
+
+    def issued(self) -> list[str]:
+        """Every token issued since the last reset (for scans that none leaked)."""
+        with self._lock:
+            return [*self._tokens, *self._revoked]
 
     def valid(self, token: str) -> bool:
         with self._lock:
