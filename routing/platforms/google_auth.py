@@ -153,14 +153,21 @@ class GoogleTokens:
         left = self._expires_at - self._clock()
         if self._token and left > REFRESH_AHEAD_S:
             return self._token
-        task = self._refresh
-        if task is None:
-            task = self._refresh = asyncio.ensure_future(self._refreshed())
-            task.add_done_callback(self._refresh_done)
+        refresh = self._start_refresh()
         if self._token and left > MUST_REFRESH_S:
             return self._token  # the refresh goes on without this call waiting for it
-        await asyncio.shield(task)
+        await asyncio.shield(refresh)
         return self._token
+
+    async def refresh(self) -> None:
+        """Wait for the refresh in flight, or start one and wait for it."""
+        await asyncio.shield(self._start_refresh())
+
+    def _start_refresh(self) -> asyncio.Task[None]:
+        if self._refresh is None:
+            self._refresh = asyncio.ensure_future(self._refreshed())
+            self._refresh.add_done_callback(self._refresh_done)
+        return self._refresh
 
     def _refresh_done(self, task: asyncio.Task[None]) -> None:
         self._refresh = None

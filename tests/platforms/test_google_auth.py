@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -37,90 +38,88 @@ def account(fake_upstream: FakeUpstream, tmp_path: Path) -> Path:
     return write_service_account(fake_upstream, tmp_path)
 
 
-async def _tokens(provider: str, path: str, clock: Clock) -> GoogleTokens:
-    return GoogleTokens(provider, path, clock=clock)
+@pytest.fixture
+async def make() -> AsyncIterator[Callable[..., GoogleTokens]]:
+    """GoogleTokens for provider ``claude-vertex``, closed after the test."""
+    made: list[GoogleTokens] = []
+
+    def tokens(path: object, clock: Clock | None = None) -> GoogleTokens:
+        made.append(GoogleTokens("claude-vertex", str(path), clock=clock or Clock()))
+        return made[-1]
+
+    yield tokens
+    for each in made:
+        await each.aclose()
 
 
 async def test_one_token_fetch_serves_many_concurrent_calls(
-    fake_upstream: FakeUpstream, account: Path
+    fake_upstream: FakeUpstream, account: Path, make: Callable[..., GoogleTokens]
 ) -> None:
-    tokens = await _tokens("claude-vertex", str(account), Clock())
-    try:
-        headers = await asyncio.gather(
-            *(tokens.headers("POST", "https://x", b"{}", {}) for _ in range(50))
-        )
-        assert fake_upstream.google.fetches == 1
-        assert tokens.fetches == 1
-        [only] = {h["authorization"] for h in headers}
-        assert only.startswith("Bearer ya29.sim-")
-        assert fake_upstream.google.valid(only.removeprefix("Bearer "))
-        for _ in range(20):  # later calls: the cached token, no fetch
-            assert (await tokens.headers("POST", "https://x", b"", {}))["authorization"] == only
-        assert fake_upstream.google.fetches == 1
-    finally:
-        await tokens.aclose()
+    tokens = make(account)
+    headers = await asyncio.gather(
+        *(tokens.headers("POST", "https://x", b"{}", {}) for _ in range(50))
+    )
+    assert fake_upstream.google.fetches == 1
+    assert tokens.fetches == 1
+    [only] = {h["authorization"] for h in headers}
+    assert only.startswith("Bearer ya29.sim-")
+    assert fake_upstream.google.valid(only.removeprefix("Bearer "))
+    for _ in range(20):  # later calls: the cached token, no fetch
+        assert (await tokens.headers("POST", "https://x", b"", {}))["authorization"] == only
+    assert fake_upstream.google.fetches == 1
 
 
 async def test_the_token_is_refreshed_before_it_expires(
-    fake_upstream: FakeUpstream, account: Path
+    fake_upstream: FakeUpstream, account: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     fake_upstream.google.expires_in = 3600
     clock = Clock()
-    tokens = await _tokens("claude-vertex", str(account), clock)
-    try:
-        first = await tokens.token()
-        clock.now += 3600 - REFRESH_AHEAD_S - 1  # not yet near its end
-        assert await tokens.token() == first
-        assert fake_upstream.google.fetches == 1
-        clock.now += 2  # inside the refresh window: this call still goes out with the old
-        assert await tokens.token() == first
-        for _ in range(100):  # the refresh started in the background lands
-            if fake_upstream.google.fetches == 2 and tokens.fetches == 2:
-                break
-            await asyncio.sleep(0.01)  # yields to the worker thread; no clock is read
-        assert fake_upstream.google.fetches == 2
-        second = await tokens.token()
-        assert second != first
-        clock.now += 3600 - MUST_REFRESH_S + 1  # the second one nearly gone: calls wait
-        third = await asyncio.gather(*(tokens.token() for _ in range(10)))
-        assert set(third) != {second} and len(set(third)) == 1
-        assert fake_upstream.google.fetches == 3
-    finally:
-        await tokens.aclose()
+    tokens = make(account, clock)
+    first = await tokens.token()
+    clock.now += 3600 - REFRESH_AHEAD_S - 1  # not yet near its end
+    assert await tokens.token() == first
+    assert fake_upstream.google.fetches == 1
+    clock.now += 2  # inside the refresh window: this call still goes out with the old
+    assert await tokens.token() == first
+    for _ in range(100):  # the refresh started in the background lands
+        if fake_upstream.google.fetches == 2 and tokens.fetches == 2:
+            break
+        await asyncio.sleep(0.01)  # yields to the worker thread; no clock is read
+    assert fake_upstream.google.fetches == 2
+    second = await tokens.token()
+    assert second != first
+    clock.now += 3600 - MUST_REFRESH_S + 1  # the second one nearly gone: calls wait
+    third = await asyncio.gather(*(tokens.token() for _ in range(10)))
+    assert set(third) != {second} and len(set(third)) == 1
+    assert fake_upstream.google.fetches == 3
 
 
 async def test_a_short_lived_token_is_counted_on_the_injected_clock(
-    fake_upstream: FakeUpstream, account: Path
+    fake_upstream: FakeUpstream, account: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     fake_upstream.google.expires_in = 30  # under MUST_REFRESH_S: every call must refresh
     clock = Clock()
-    tokens = await _tokens("claude-vertex", str(account), clock)
-    try:
-        await tokens.token()
-        await tokens.token()
-        assert fake_upstream.google.fetches == 2
-    finally:
-        await tokens.aclose()
+    tokens = make(account, clock)
+    await tokens.token()
+    await tokens.token()
+    assert fake_upstream.google.fetches == 2
 
 
 async def test_application_default_credentials_come_from_the_environment(
-    fake_upstream: FakeUpstream, account: Path, monkeypatch: pytest.MonkeyPatch
+    fake_upstream: FakeUpstream,
+    account: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[..., GoogleTokens],
 ) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(account))
-    tokens = await _tokens("claude-vertex", "", Clock())
-    try:
-        assert (await tokens.token()).startswith("ya29.sim-")
-        assert fake_upstream.google.fetches == 1
-    finally:
-        await tokens.aclose()
+    tokens = make("")
+    assert (await tokens.token()).startswith("ya29.sim-")
+    assert fake_upstream.google.fetches == 1
 
 
 async def _auth_failure(tokens: GoogleTokens) -> str:
-    try:
-        with pytest.raises(UpstreamFailure) as caught:
-            await tokens.headers("POST", "https://x", b"", {})
-    finally:
-        await tokens.aclose()
+    with pytest.raises(UpstreamFailure) as caught:
+        await tokens.headers("POST", "https://x", b"", {})
     failure = caught.value.failure
     assert failure.code is FailureCode.AUTH
     assert "claude-vertex" in failure.message
@@ -128,80 +127,81 @@ async def _auth_failure(tokens: GoogleTokens) -> str:
     return failure.message
 
 
-async def test_a_missing_credentials_file_is_an_auth_failure(tmp_path: Path) -> None:
+async def test_a_missing_credentials_file_is_an_auth_failure(
+    tmp_path: Path, make: Callable[..., GoogleTokens]
+) -> None:
     missing = tmp_path / "nope.json"
-    message = await _auth_failure(await _tokens("claude-vertex", str(missing), Clock()))
+    message = await _auth_failure(make(str(missing)))
     assert f"{missing} does not exist" in message and "credentials_file" in message
 
 
-async def test_a_file_that_is_not_a_key_is_an_auth_failure(tmp_path: Path) -> None:
+async def test_a_file_that_is_not_a_key_is_an_auth_failure(
+    tmp_path: Path, make: Callable[..., GoogleTokens]
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"type": "service_account", "private_key": private_pem()}))
-    message = await _auth_failure(await _tokens("claude-vertex", str(bad), Clock()))
+    message = await _auth_failure(make(str(bad)))
     assert f"{bad} is not a complete service_account file" in message
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
-    message = await _auth_failure(await _tokens("claude-vertex", str(garbage), Clock()))
+    message = await _auth_failure(make(str(garbage)))
     assert f"{garbage} is not JSON" in message
     other = tmp_path / "external.json"
     other.write_text(json.dumps({"type": "external_account", "audience": "x"}))
-    message = await _auth_failure(await _tokens("claude-vertex", str(other), Clock()))
+    message = await _auth_failure(make(str(other)))
     assert "not a Google credentials file the gateway takes" in message
 
 
 async def test_a_key_the_token_endpoint_refuses_is_an_auth_failure(
-    fake_upstream: FakeUpstream, tmp_path: Path
+    fake_upstream: FakeUpstream, tmp_path: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     unknown = write_service_account(fake_upstream, tmp_path, register=False, email="x@y.z")
-    message = await _auth_failure(await _tokens("claude-vertex", str(unknown), Clock()))
+    message = await _auth_failure(make(str(unknown)))
     assert "refused" in message and "(invalid_grant)" in message
     assert fake_upstream.google.refusals == 1 and fake_upstream.google.fetches == 0
 
 
 async def test_a_key_signed_by_another_private_key_fails_verification(
-    fake_upstream: FakeUpstream, tmp_path: Path
+    fake_upstream: FakeUpstream, tmp_path: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     write_service_account(fake_upstream, tmp_path)  # registers the default key's public half
     forged = write_service_account(fake_upstream, tmp_path, key="other", register=False)
-    message = await _auth_failure(await _tokens("claude-vertex", str(forged), Clock()))
+    message = await _auth_failure(make(str(forged)))
     assert "(invalid_grant)" in message
     assert fake_upstream.google.refusals == 1
 
 
 async def test_no_application_default_credentials_is_an_auth_failure(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # no gcloud ADC file there
     monkeypatch.setenv("NO_GCE_CHECK", "True")  # not on Google Cloud: no metadata server
-    message = await _auth_failure(await _tokens("claude-vertex", "", Clock()))
+    message = await _auth_failure(make(""))
     assert "no Google credentials found" in message
     assert "GOOGLE_APPLICATION_CREDENTIALS" in message
 
 
 async def test_an_unreachable_token_endpoint_is_an_auth_failure(
-    fake_upstream: FakeUpstream, tmp_path: Path
+    fake_upstream: FakeUpstream, tmp_path: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     path = write_service_account(fake_upstream, tmp_path)
     info = json.loads(path.read_text())
     info["token_uri"] = "http://127.0.0.1:9/token"  # discard port: nothing listens
     path.write_text(json.dumps(info))
-    message = await _auth_failure(await _tokens("claude-vertex", str(path), Clock()))
+    message = await _auth_failure(make(str(path)))
     assert "cannot reach Google's token endpoint" in message
 
 
 async def test_a_failed_refresh_is_retried_by_the_next_call(
-    fake_upstream: FakeUpstream, account: Path
+    fake_upstream: FakeUpstream, account: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     fake_upstream.google.refuse_next = 1
-    tokens = await _tokens("claude-vertex", str(account), Clock())
-    try:
-        with pytest.raises(UpstreamFailure):
-            await tokens.token()
-        assert (await tokens.token()).startswith("ya29.sim-")
-        assert fake_upstream.google.fetches == 1 and fake_upstream.google.refusals == 1
-    finally:
-        await tokens.aclose()
+    tokens = make(account)
+    with pytest.raises(UpstreamFailure):
+        await tokens.token()
+    assert (await tokens.token()).startswith("ya29.sim-")
+    assert fake_upstream.google.fetches == 1 and fake_upstream.google.refusals == 1
 
 
 def test_check_credentials_file_names_what_is_wrong(

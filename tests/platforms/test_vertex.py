@@ -102,66 +102,45 @@ def _google(status: int, name: str, message: str, **extra: object) -> bytes:
     ).encode()
 
 
+# SPEC §19's table, as Vertex sends it: Google's error object, alone or (from its streaming
+# endpoints) as the first element of a JSON list. The object alone is the engine's
+# (tests/engine/test_google_failures.py); here, what the platform adds.
+SECTION_19 = [
+    (
+        429,
+        "RESOURCE_EXHAUSTED",
+        "Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model with base model: anthropic-claude-sonnet-4-5.",
+        FailureCode.RATE_LIMIT,
+    ),
+    (
+        429,
+        "RESOURCE_EXHAUSTED",
+        "The billing account's prepayment credits are depleted.",
+        FailureCode.QUOTA,
+    ),
+    (503, "UNAVAILABLE", "The service is currently unavailable.", FailureCode.SERVER),
+    (
+        403,
+        "PERMISSION_DENIED",
+        "Permission 'aiplatform.endpoints.predict' denied.",
+        FailureCode.AUTH,
+    ),
+    (401, "UNAUTHENTICATED", "Request had invalid authentication credentials.", FailureCode.AUTH),
+]
+
+
+@pytest.mark.parametrize(("status", "name", "message", "code"), SECTION_19)
+def test_a_listed_google_error_is_classified(
+    status: int, name: str, message: str, code: FailureCode
+) -> None:
+    listed = b"[" + _google(status, name, message) + b"]"
+    failure = vertex.classify(status, listed, {}, now=0.0)
+    assert failure.code is code and failure.message == message
+
+
 @pytest.mark.parametrize(
     ("status", "body", "code"),
     [
-        (
-            429,
-            _google(
-                429,
-                "RESOURCE_EXHAUSTED",
-                "Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model with base model: anthropic-claude-sonnet-4-5. Please submit a quota increase request.",
-            ),
-            FailureCode.RATE_LIMIT,
-        ),
-        (
-            429,
-            _google(
-                429,
-                "RESOURCE_EXHAUSTED",
-                "Your prepayment credits are depleted; the billing account's quota is spent.",
-            ),
-            FailureCode.QUOTA,
-        ),
-        (
-            503,
-            _google(503, "UNAVAILABLE", "The service is currently unavailable."),
-            FailureCode.SERVER,
-        ),
-        (
-            403,
-            _google(
-                403,
-                "PERMISSION_DENIED",
-                "Permission 'aiplatform.endpoints.predict' denied on resource.",
-            ),
-            FailureCode.AUTH,
-        ),
-        (
-            401,
-            _google(401, "UNAUTHENTICATED", "Request had invalid authentication credentials."),
-            FailureCode.AUTH,
-        ),
-        (
-            404,
-            _google(404, "NOT_FOUND", "Publisher Model `claude-x` not found."),
-            FailureCode.UNKNOWN_MODEL,
-        ),
-        (
-            400,
-            _google(400, "INVALID_ARGUMENT", "anthropic_version: must be vertex-2023-10-16"),
-            FailureCode.BAD_REQUEST,
-        ),
-        # Vertex sometimes answers with the error object inside a JSON list
-        (
-            429,
-            b"["
-            + _google(429, "RESOURCE_EXHAUSTED", "Resource exhausted. Please try again later.")
-            + b"]",
-            FailureCode.RATE_LIMIT,
-        ),
-        (503, b"[" + _google(503, "UNAVAILABLE", "unavailable") + b"]", FailureCode.SERVER),
-        # Claude's own errors pass through Vertex in Anthropic's shape
         (
             529,
             b'{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}',
@@ -173,9 +152,12 @@ def _google(status: int, name: str, message: str, **extra: object) -> bytes:
             FailureCode.CONTEXT_WINDOW_EXCEEDED,
         ),
         (500, b"upstream connect error", FailureCode.SERVER),
+        (400, b"[]", FailureCode.BAD_REQUEST),
     ],
 )
-def test_each_vertex_error_is_classified(status: int, body: bytes, code: FailureCode) -> None:
+def test_claudes_own_errors_pass_through_vertex(
+    status: int, body: bytes, code: FailureCode
+) -> None:
     assert vertex.classify(status, body, {}, now=0.0).code is code
 
 
