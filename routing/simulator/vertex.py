@@ -120,6 +120,19 @@ class GoogleAuthority:
         with self._lock:
             self._keys[client_email] = key
 
+    def register_file(self, path: str) -> str:
+        """Trust a service-account key file (its private key's public half, under its
+        ``client_email``, which is returned): how the demo's simulator process accepts the
+        file the demo's gateway signs with."""
+        with open(path, encoding="utf-8") as file:
+            info = json.load(file)
+        key = serialization.load_pem_private_key(info["private_key"].encode(), password=None)
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        self.register(info["client_email"], public)
+        return str(info["client_email"])
+
     def revoke_all(self) -> None:
         """Every token issued so far stops working (as when a key is disabled)."""
         with self._lock:

@@ -128,3 +128,13 @@ async def test_failures_on_demand(fake_upstream: FakeUpstream, bearer: str) -> N
 async def test_an_unknown_vertex_path_is_not_found(fake_upstream: FakeUpstream) -> None:
     answer = await _post(fake_upstream, f"{ROOT}/meta/models/llama:rawPredict", CLAUDE)
     assert answer.status_code == 404 and answer.json()["error"]["status"] == "NOT_FOUND"
+
+
+async def test_a_key_file_can_be_trusted_from_the_file_itself(
+    fake_upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    path = write_service_account(fake_upstream, tmp_path, email="demo@d.iam", register=False)
+    assert fake_upstream.google.register_file(str(path)) == "demo@d.iam"
+    tokens = GoogleTokens("demo", str(path), clock=lambda: 0.0)
+    assert (await tokens.token()).startswith("ya29.sim-")
+    await tokens.aclose()
