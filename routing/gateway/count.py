@@ -48,7 +48,11 @@ async def count_tokens(
         sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
         try:
             response = await asyncio.wait_for(
-                client.send(orjson.dumps({**body, "model": target.model}), path=path, headers=sent),
+                client.send(
+                    client.count_tokens_body(orjson.dumps({**body, "model": target.model})),
+                    path=path,
+                    headers=sent,
+                ),
                 timeout=provider.timeouts.first_token_s,
             )
             try:

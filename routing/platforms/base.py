@@ -131,6 +131,14 @@ class PlatformSpec:
         """The endpoint when ``base_url`` is empty ("": none, ``base_url`` required)."""
         return ""
 
+    def resolve_base_url(
+        self, protocol: ProtocolSpec, base_url: str, settings: PlatformSettings
+    ) -> str:
+        """The base a provider's client sends under: its ``base_url`` (overriding the
+        platform's endpoint), else :meth:`default_base_url`. A platform whose paths carry
+        its fields (Vertex's project and region) adds them to an override here."""
+        return base_url or self.default_base_url(protocol, settings)
+
     def base(self, protocol: ProtocolSpec, base_url: str) -> str:
         """The base the protocol's paths go under: a documented base without a version
         (Anthropic's, Gemini's) gets the protocol's, unless one is there already."""
@@ -160,6 +168,11 @@ class PlatformSpec:
 
     def prepare_body(self, protocol: ProtocolSpec, body: bytes, model: str, stream: bool) -> bytes:
         """The protocol's body as this platform wants it (direct: as it is)."""
+        return body
+
+    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes) -> bytes:
+        """A token count's body (naming its model) as this platform wants it (direct: as
+        it is)."""
         return body
 
     def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:

@@ -32,22 +32,28 @@ An access token an error echoes is cut from its message.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import orjson
 
 from routing.engine.failures import Failure, classify_http
+from routing.platforms.base import Authenticator, PlatformSettings, PlatformSpec
+from routing.platforms.google_auth import GoogleTokens, check_credentials_file
+from routing.protocols import Protocol
+
+if TYPE_CHECKING:
+    from routing.protocols.registry import ProtocolSpec
 
 ANTHROPIC_VERSION = "vertex-2023-10-16"
 PUBLISHERS = {"anthropic": "anthropic", "gemini": "google"}  # kind -> Vertex publisher
 MULTI_REGIONS = frozenset({"us", "eu"})
 # A Google Cloud location: ``global``, a multi-region, or ``us-central1``, ``europe-west4``…
 REGION = re.compile(r"global|us|eu|[a-z]+(-[a-z]+)+[0-9]+")
-# A project id (6-30 lower-case letters, digits, hyphens), a project number, or a
-# domain-scoped id (``example.com:project``).
-PROJECT = re.compile(r"([a-z][a-z0-9.-]*:)?[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}")
+# A project id (6-30 lower-case letters, digits, hyphens) or a project number.
+PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]|[0-9]{1,20}")
 # An OAuth access token as Google issues them (``ya29.…``): never kept in a message.
 _ACCESS_TOKEN = re.compile(r"ya29\.[A-Za-z0-9_\-.]+")
 
@@ -61,14 +67,14 @@ def host(region: str) -> str:
     return f"https://{region}-aiplatform.googleapis.com"
 
 
-def base_url(project: str, region: str, override: str = "") -> str:
+def vertex_base(project: str, region: str, override: str = "") -> str:
     """The base every model path goes under: ``override`` (a ``base_url``) or the region's
     host, then ``/v1/projects/{project}/locations/{region}`` unless the override has them."""
     root = override.rstrip("/") if override else host(region)
     if "/projects/" in root:
         return root
     root = root.removesuffix("/v1")
-    return f"{root}/v1/projects/{quote(project, safe=':')}/locations/{region}"
+    return f"{root}/v1/projects/{project}/locations/{region}"
 
 
 def model_url(base: str, kind: str, model: str, stream: bool) -> str:
@@ -122,3 +128,82 @@ def classify(
     if message == failure.message:
         return failure
     return Failure(failure.code, message, failure.status, failure.retry_after_s, failure.public)
+
+
+@dataclass(frozen=True, slots=True)
+class VertexPlatform(PlatformSpec):
+    """Vertex AI as the registry's platform: the functions above behind its hooks."""
+
+    @property
+    def has_default_endpoint(self) -> bool:
+        return True
+
+    def check(
+        self, kind: str, base_url: str, api_key: str, settings: PlatformSettings
+    ) -> dict[str, str]:
+        problems = PlatformSpec.check(self, kind, base_url, api_key, settings)
+        if settings.project and not PROJECT.fullmatch(settings.project):
+            problems["project"] = f"'{settings.project}' is not a Google Cloud project id"
+        if settings.region and not REGION.fullmatch(settings.region):
+            problems["region"] = (
+                f"'{settings.region}' is not a Vertex AI region "
+                "(us-east5, europe-west4, global, us, eu…)"
+            )
+        if settings.credentials_file:
+            problem = check_credentials_file(settings.credentials_file)
+            if problem is not None:
+                problems["credentials_file"] = problem
+        return problems
+
+    def default_base_url(self, protocol: ProtocolSpec, settings: PlatformSettings) -> str:
+        return vertex_base(settings.project, settings.region)
+
+    def resolve_base_url(
+        self, protocol: ProtocolSpec, base_url: str, settings: PlatformSettings
+    ) -> str:
+        return vertex_base(settings.project, settings.region, base_url)
+
+    def endpoint_url(
+        self, protocol: ProtocolSpec, base_url: str, model: str = "", stream: bool = False
+    ) -> str:
+        return model_url(base_url.rstrip("/"), protocol.kind.value, model, stream)
+
+    def models_url(self, protocol: ProtocolSpec, base_url: str) -> str | None:
+        return None  # Model Garden's list is not the models a project may call
+
+    def count_tokens_url(self, protocol: ProtocolSpec, base_url: str, model: str) -> str | None:
+        if protocol.kind is not Protocol.MESSAGES:
+            return None
+        return count_tokens_url(base_url.rstrip("/"))
+
+    def prepare_body(self, protocol: ProtocolSpec, body: bytes, model: str, stream: bool) -> bytes:
+        if protocol.kind is Protocol.MESSAGES:
+            return anthropic_body(body)
+        return body  # Gemini's body names no model on either platform
+
+    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes) -> bytes:
+        return anthropic_body(body, count_tokens=True)
+
+    def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
+        return {}  # the token is the authenticator's, per request
+
+    def authenticator(
+        self,
+        provider: str,
+        protocol: ProtocolSpec,
+        api_key: str,
+        settings: PlatformSettings,
+        clock: Callable[[], float],
+    ) -> Authenticator | None:
+        return GoogleTokens(provider, settings.credentials_file, clock=clock)
+
+
+VERTEX = VertexPlatform(
+    "vertex",
+    "Google Vertex AI",
+    frozenset({Protocol.MESSAGES, Protocol.GEMINI}),
+    classify=classify,
+    fields=("region", "project", "credentials_file"),
+    required=("project", "region"),
+    model_in_url=True,
+)

@@ -35,6 +35,7 @@ from routing.continuity.responses import ResponsesHistory
 from routing.platforms.azure import AZURE
 from routing.platforms.base import PlatformSettings as PlatformSettings
 from routing.platforms.base import PlatformSpec as PlatformSpec
+from routing.platforms.vertex import VERTEX
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
 from routing.protocols.gemini import reply as gemini_reply
@@ -246,7 +247,9 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
 DIRECT = PlatformSpec("direct", "the vendor's own API at base_url", frozenset(PROTOCOLS))
 
 # The platform registry: one entry per platform.
-PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT, AZURE)}
+PLATFORMS: dict[str, PlatformSpec] = {
+    platform.name: platform for platform in (DIRECT, VERTEX, AZURE)
+}
 PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}

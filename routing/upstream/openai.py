@@ -143,6 +143,10 @@ class OpenAIClient:
         """Where this provider counts tokens (None: it cannot)."""
         return self.platform.count_tokens_url(self.protocol, self.base_url, model)
 
+    def count_tokens_body(self, body: bytes) -> bytes:
+        """A token count's body as this provider's platform sends it."""
+        return self.platform.count_tokens_body(self.protocol, body)
+
     async def model_list(self) -> Any:
         """``GET`` the kind's model list, parsed; ``UpstreamFailure`` for a transport error,
         a status >= 400 (classified, scrubbed), a body that is not JSON, or a platform

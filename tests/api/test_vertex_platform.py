@@ -161,14 +161,16 @@ def test_one_token_serves_many_calls(h: Harness) -> None:
 
 
 def test_anthropic_529_fails_over_to_the_same_claude_on_vertex(h: Harness) -> None:
-    h.upstream.script("claude-sonnet-4-5", Fail(529, "Overloaded"))
+    h.upstream.script("claude-sonnet-4-5", then=Fail(529, "Overloaded"))  # and its retry
     h.upstream.script(CLAUDE, Reply("vertex took the turn"))
     raw = _messages(h).messages.with_raw_response.create(
         model="claude", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
     )
     assert raw.parse().content[0].text == "vertex took the turn"  # type: ignore[union-attr]
-    direct, on_vertex = h.upstream.requests
-    assert direct.path == "/v1/messages" and direct.body["model"] == "claude-sonnet-4-5"
+    *direct, on_vertex = h.upstream.requests
+    assert direct and {(r.path, r.body["model"]) for r in direct} == {
+        ("/v1/messages", "claude-sonnet-4-5")
+    }
     assert on_vertex.path == f"{PREFIX}/anthropic/models/{CLAUDE}:rawPredict"
     assert "model" not in on_vertex.body and "anthropic-version" not in on_vertex.body
     trail = raw.headers["x-switchyard-trail"]
@@ -204,7 +206,7 @@ def _google(status: int, name: str, message: str) -> str:
 def test_each_section_19_error_is_mapped(
     h: Harness, status: int, name: str, message: str, code: str
 ) -> None:
-    h.upstream.script(CLAUDE, Fail(status, body=_google(status, name, message)))
+    h.upstream.script(CLAUDE, then=Fail(status, body=_google(status, name, message)))
     response = httpx.post(
         f"{h.gateway.url}/v1/messages",
         headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},

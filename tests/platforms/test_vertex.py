@@ -27,20 +27,20 @@ BASE = "https://us-east5-aiplatform.googleapis.com/v1/projects/my-proj/locations
     ],
 )
 def test_the_base_follows_the_region(region: str, expected: str) -> None:
-    assert vertex.base_url("my-proj", region) == expected
+    assert vertex.vertex_base("my-proj", region) == expected
 
 
 def test_a_base_url_replaces_the_host_and_keeps_the_project_path() -> None:
     assert (
-        vertex.base_url("my-proj", "us-east5", "http://127.0.0.1:8080/")
+        vertex.vertex_base("my-proj", "us-east5", "http://127.0.0.1:8080/")
         == "http://127.0.0.1:8080/v1/projects/my-proj/locations/us-east5"
     )
     assert (
-        vertex.base_url("my-proj", "us-east5", "https://psc.example/v1")
+        vertex.vertex_base("my-proj", "us-east5", "https://psc.example/v1")
         == "https://psc.example/v1/projects/my-proj/locations/us-east5"
     )
     full = "https://proxy.example/v1/projects/other/locations/global"
-    assert vertex.base_url("my-proj", "us-east5", full) == full
+    assert vertex.vertex_base("my-proj", "us-east5", full) == full
 
 
 def test_model_urls_for_both_publishers() -> None:
