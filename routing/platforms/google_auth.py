@@ -44,7 +44,6 @@ import google.auth.exceptions
 import google.auth.transport
 import google.auth.transport.requests
 import google.oauth2.credentials
-import requests
 from google.auth.credentials import Credentials
 from google.oauth2 import service_account
 
@@ -106,10 +105,14 @@ def check_credentials_file(path: str) -> str | None:
 
 
 class _Bounded(google.auth.transport.Request):
-    """google-auth's requests transport with a bounded wait (its default is 120 s)."""
+    """google-auth's requests transport (its own session) with a bounded wait (its
+    default is 120 s)."""
 
-    def __init__(self, session: requests.Session) -> None:
-        self._inner = google.auth.transport.requests.Request(session=session)
+    def __init__(self) -> None:
+        self._inner = google.auth.transport.requests.Request()
+
+    def close(self) -> None:
+        self._inner.session.close()
 
     def __call__(
         self,
@@ -137,7 +140,7 @@ class GoogleTokens:
         self._file = credentials_file
         self._clock = clock
         self._credentials: Credentials | None = None
-        self._session: requests.Session | None = None
+        self._transport: _Bounded | None = None
         self._token = ""
         self._expires_at = 0.0
         self._refresh: asyncio.Task[None] | None = None
@@ -184,10 +187,10 @@ class GoogleTokens:
         """In a worker thread: load the credentials once, then one token exchange."""
         if self._credentials is None:
             self._credentials = self._load()
-        if self._session is None:
-            self._session = requests.Session()
+        if self._transport is None:
+            self._transport = _Bounded()
         try:
-            self._credentials.refresh(_Bounded(self._session))
+            self._credentials.refresh(self._transport)
         except google.auth.exceptions.RefreshError as exc:
             raise self._failure(
                 f"Google's token endpoint refused the credentials of provider {self._provider}"
@@ -230,9 +233,9 @@ class GoogleTokens:
         task, self._refresh = self._refresh, None
         if task is not None and not task.done():
             task.cancel()
-        session, self._session = self._session, None
-        if session is not None:
-            session.close()
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
 
 def _lifetime(expiry: datetime.datetime | None) -> float:
