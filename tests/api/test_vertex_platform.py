@@ -7,6 +7,7 @@ the gateway keeps or says."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 
@@ -178,8 +179,6 @@ def test_anthropic_529_fails_over_to_the_same_claude_on_vertex(h: Harness) -> No
 
 
 def _google(status: int, name: str, message: str) -> str:
-    import json
-
     return json.dumps({"error": {"code": status, "message": message, "status": name}})
 
 
@@ -294,3 +293,60 @@ def test_no_token_or_key_text_is_kept_or_said(h: Harness, caplog: pytest.LogCapt
         for token in tokens:
             assert token[5:] not in text, f"an access token leaked into {where}"
         assert key_body not in text, f"the private key leaked into {where}"
+
+
+def _refusals(text: str) -> set[str]:
+    from routing.config.errors import ConfigError
+    from routing.config.yaml import load_text
+
+    with pytest.raises(ConfigError) as refused:
+        load_text(text)
+    return {str(error) for error in refused.value.errors}
+
+
+@pytest.mark.django_db
+def test_a_vertex_provider_is_refused_at_load_with_the_field_named(tmp_path: Path) -> None:
+    head = "providers:\n  - {name: v, kind: anthropic, platform: vertex"
+    assert _refusals(head + "}\n") == {
+        "providers.0.project: platform 'vertex' needs a project",
+        "providers.0.region: platform 'vertex' needs a region",
+    }
+    assert _refusals(head + ", project: my-proj, region: moon-base}\n") == {
+        "providers.0.region: 'moon-base' is not a Vertex AI region "
+        "(us-east5, europe-west4, global, us, eu…)"
+    }
+    missing = tmp_path / "absent.json"
+    unreadable = _refusals(
+        head + f", project: my-proj, region: us-east5, credentials_file: {missing}}}\n"
+    )
+    assert unreadable == {f"providers.0.credentials_file: {missing} does not exist"}
+    openai = "providers:\n  - {name: v, kind: openai, platform: vertex, project: p-roj1, region: global}\n"
+    assert _refusals(openai) == {
+        "providers.0.kind: platform 'vertex' carries anthropic, gemini, not 'openai'"
+    }
+    from routing.models import Provider
+
+    assert not Provider.objects.exists()  # nothing applied
+
+
+@pytest.mark.django_db
+def test_a_vertex_provider_loads_without_a_base_url_and_exports_back(tmp_path: Path) -> None:
+    from routing.config.export import export_config
+    from routing.config.yaml import load_text
+    from routing.services.config_file import config_apply
+
+    account = tmp_path / "sa.json"
+    info = {"type": "service_account", "client_email": "a@b.iam", "token_uri": "http://t/token"}
+    account.write_text(json.dumps({**info, "private_key": private_pem()}))
+    config_apply(
+        load_text(
+            "providers:\n  - {name: v, kind: gemini, platform: vertex, project: my-proj,"
+            f" region: europe-west4, credentials_file: {account}}}\n"
+        ),
+        source="test",
+    )
+    exported = export_config()
+    assert "platform: vertex" in exported and "region: europe-west4" in exported
+    assert "PRIVATE KEY" not in exported
+    [provider] = load_text(exported).providers
+    assert provider.platform == "vertex" and provider.credentials_file == str(account)
