@@ -14,11 +14,11 @@ from pathlib import Path
 import anthropic
 import httpx
 import pytest
-from django.db import connection
 
 from routing.audit import writer
 from routing.gateway.events import CallRecord
 from routing.simulator import Fail, Reply
+from tests.api.conftest import database_dump
 from tests.conftest import Harness
 from tests.platforms.accounts import private_pem, write_service_account
 
@@ -178,6 +178,20 @@ def test_anthropic_529_fails_over_to_the_same_claude_on_vertex(h: Harness) -> No
     assert "SERVER:529" in trail and trail.endswith(":ok")
 
 
+def _ask_vertex(h: Harness) -> httpx.Response:
+    """A plain Messages call to the group of Claude on Vertex (the trail header read)."""
+    return httpx.post(
+        f"{h.gateway.url}/v1/messages",
+        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
+        json={
+            "model": "claude-on-vertex",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        timeout=10,
+    )
+
+
 def _google(status: int, name: str, message: str) -> str:
     return json.dumps({"error": {"code": status, "message": message, "status": name}})
 
@@ -206,16 +220,7 @@ def test_each_section_19_error_is_mapped(
     h: Harness, status: int, name: str, message: str, code: str
 ) -> None:
     h.upstream.script(CLAUDE, then=Fail(status, body=_google(status, name, message)))
-    response = httpx.post(
-        f"{h.gateway.url}/v1/messages",
-        headers={"x-api-key": h.key, "anthropic-version": "2023-06-01"},
-        json={
-            "model": "claude-on-vertex",
-            "max_tokens": 5,
-            "messages": [{"role": "user", "content": "hi"}],
-        },
-        timeout=10,
-    )
+    response = _ask_vertex(h)
     assert response.status_code >= 400
     assert f"{code}:{status}" in response.headers["x-switchyard-trail"]
 
@@ -230,16 +235,7 @@ def test_a_credential_that_cannot_be_had_is_auth_naming_the_provider(
         register=False,
     )
     _configure(harness, unknown)
-    response = httpx.post(
-        f"{harness.gateway.url}/v1/messages",
-        headers={"x-api-key": harness.key, "anthropic-version": "2023-06-01"},
-        json={
-            "model": "claude-on-vertex",
-            "max_tokens": 5,
-            "messages": [{"role": "user", "content": "hi"}],
-        },
-        timeout=10,
-    )
+    response = _ask_vertex(harness)
     assert response.status_code >= 500
     assert "AUTH" in response.headers["x-switchyard-trail"]
     message = response.json()["error"]["message"]
@@ -248,30 +244,15 @@ def test_a_credential_that_cannot_be_had_is_auth_naming_the_provider(
     assert harness.upstream.google.refusals == 1
 
 
-def _database_dump() -> str:
-    lines: list[str] = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names():
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - names from introspection
-            lines.extend(f"{table}: {row!r}" for row in cursor.fetchall())
-    return "\n".join(lines)
-
-
 def test_no_token_or_key_text_is_kept_or_said(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     writer.attach(h.runtime.hub)  # type: ignore[attr-defined]
     seen: list[str] = []
     h.upstream.script(CLAUDE, Reply("fine"))
-    body = {
-        "model": "claude-on-vertex",
-        "max_tokens": 5,
-        "messages": [{"role": "user", "content": "hi"}],
-    }
-    headers = {"x-api-key": h.key, "anthropic-version": "2023-06-01"}
-    ok = httpx.post(f"{h.gateway.url}/v1/messages", headers=headers, json=body, timeout=10)
+    ok = _ask_vertex(h)
     assert ok.status_code == 200
     h.upstream.google.revoke_all()  # the next call presents a dead token: Vertex echoes it
-    refused = httpx.post(f"{h.gateway.url}/v1/messages", headers=headers, json=body, timeout=10)
+    refused = _ask_vertex(h)
     seen += [ok.text, str(ok.headers), refused.text, str(refused.headers)]
     assert refused.status_code >= 400 and "AUTH:401" in refused.headers["x-switchyard-trail"]
     echoed = [r for r in h.upstream.requests if r.path.startswith("/v1/projects/")]
@@ -281,7 +262,7 @@ def test_no_token_or_key_text_is_kept_or_said(h: Harness, caplog: pytest.LogCapt
         "responses": "\n".join(seen),
         "events": "\n".join(repr(e) for e in h.runtime.hub.recent),  # type: ignore[attr-defined]
         "logs": "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-        "database": _database_dump(),
+        "database": database_dump(),
     }
     assert h.events(CallRecord, at_least=2)
     assert "[token]" in texts["responses"] or "[token]" in texts["events"]  # a scrub happened
