@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
+from typing import Any
 
 import anthropic
 import httpx
@@ -17,6 +19,7 @@ import pytest
 
 from routing.audit import writer
 from routing.gateway.events import CallRecord
+from routing.platforms.google_auth import MUST_REFRESH_S
 from routing.simulator import Fail, Reply
 from tests.api.conftest import database_dump
 from tests.conftest import Harness
@@ -73,7 +76,7 @@ def _messages(h: Harness) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
 
 
-def _vertex_records(h: Harness) -> list[object]:
+def _vertex_records(h: Harness) -> list[Any]:
     return [r for r in h.upstream.requests if r.path.startswith("/v1/projects/")]
 
 
@@ -159,6 +162,23 @@ def test_one_token_serves_many_calls(h: Harness) -> None:
     assert h.upstream.count(CLAUDE) == 12
     assert h.upstream.google.fetches == 1
     assert len({r.headers["authorization"] for r in h.upstream.requests}) == 1
+
+
+def test_the_token_is_refreshed_before_it_expires_on_the_runtimes_clock(h: Harness) -> None:
+    h.upstream.google.expires_in = 3600
+    now = [time.time()]
+    wall = h.runtime.clock  # type: ignore[attr-defined]
+    h.runtime.clock = lambda: now[0]  # type: ignore[attr-defined]
+    try:
+        assert _ask_vertex(h).status_code == 200
+        now[0] += 3600 - MUST_REFRESH_S + 20  # 40 s left: the next call waits for a new one
+        assert _ask_vertex(h).status_code == 200
+        assert _ask_vertex(h).status_code == 200  # the new one, cached
+    finally:
+        h.runtime.clock = wall  # type: ignore[attr-defined]
+    first, second, third = (r.headers["authorization"] for r in _vertex_records(h))
+    assert first != second == third
+    assert h.upstream.google.fetches == 2
 
 
 def test_anthropic_529_fails_over_to_the_same_claude_on_vertex(h: Harness) -> None:
