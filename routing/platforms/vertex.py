@@ -144,11 +144,6 @@ class VertexPlatform(PlatformSpec):
         problems = PlatformSpec.check(self, kind, base_url, api_key, settings)
         if settings.project and not PROJECT.fullmatch(settings.project):
             problems["project"] = f"'{settings.project}' is not a Google Cloud project id"
-        if settings.region and not REGION.fullmatch(settings.region):
-            problems["region"] = (
-                f"'{settings.region}' is not a Vertex AI region "
-                "(us-east5, europe-west4, global, us, eu…)"
-            )
         if settings.credentials_file:
             problem = check_credentials_file(settings.credentials_file)
             if problem is not None:
@@ -206,4 +201,5 @@ VERTEX = VertexPlatform(
     fields=("region", "project", "credentials_file"),
     required=("project", "region"),
     model_in_url=True,
+    region_pattern=REGION.pattern,
 )

@@ -313,8 +313,7 @@ def test_a_vertex_provider_is_refused_at_load_with_the_field_named(tmp_path: Pat
         "providers.0.region: platform 'vertex' needs a region",
     }
     assert _refusals(head + ", project: my-proj, region: moon-base}\n") == {
-        "providers.0.region: 'moon-base' is not a Vertex AI region "
-        "(us-east5, europe-west4, global, us, eu…)"
+        "providers.0.region: 'moon-base' is not a region of platform 'vertex'"
     }
     missing = tmp_path / "absent.json"
     unreadable = _refusals(
