@@ -40,6 +40,7 @@ providers:
     project: sim-project
     region: us-east5
     credentials_file: {account}
+    models: [CLAUDE]
   - name: gemini-vertex
     kind: gemini
     platform: vertex
@@ -350,3 +351,20 @@ def test_a_vertex_provider_loads_without_a_base_url_and_exports_back(tmp_path: P
     assert "PRIVATE KEY" not in exported
     [provider] = load_text(exported).providers
     assert provider.platform == "vertex" and provider.credentials_file == str(account)
+
+
+def test_the_test_button_reaches_claude_on_vertex(h: Harness) -> None:
+    from routing.services.api_keys import generate_key
+    from tests.api.conftest import API
+
+    _, admin = generate_key(name="ops", kind="admin")
+    tested = httpx.post(
+        f"{h.gateway.url}{API}/providers/claude-vertex/test",
+        headers={"authorization": f"Bearer {admin}"},
+        timeout=10,
+    )
+    assert tested.status_code == 200 and tested.json()["ok"] is True, tested.text
+    [record] = h.upstream.requests
+    assert record.path == f"{PREFIX}/anthropic/models/{CLAUDE}:rawPredict"
+    assert record.body["anthropic_version"] == "vertex-2023-10-16" and "model" not in record.body
+    assert record.headers["authorization"].startswith("Bearer ya29.sim-")
