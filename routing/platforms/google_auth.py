@@ -25,7 +25,9 @@ A token is fetched once and serves every call until it nears its end:
   ``base_url``s and wrongly for this.
 
 A credential that cannot be had is an ``AUTH`` failure (``UpstreamFailure``) naming the
-provider and what to fix; the message never holds a secret (no key, no assertion, no
+provider and what to fix (a token endpoint that cannot be reached, or fails for a moment,
+is ``TRANSPORT`` / ``SERVER`` instead: :func:`refresh_failure`); the message never holds a
+secret (no key, no assertion, no
 token: google-auth's own exception text is not passed on, only the token endpoint's
 OAuth ``error`` code).
 """
@@ -191,17 +193,8 @@ class GoogleTokens:
             self._transport = _Bounded()
         try:
             self._credentials.refresh(self._transport)
-        except google.auth.exceptions.RefreshError as exc:
-            raise self._failure(
-                f"Google's token endpoint refused the credentials of provider {self._provider}"
-                f"{_oauth_error(exc)}: check that the service account's key is current and "
-                "enabled, and that it may use Vertex AI"
-            ) from None
-        except google.auth.exceptions.TransportError:
-            raise self._failure(
-                f"cannot reach Google's token endpoint for provider {self._provider}: check "
-                "the gateway's network path to the credentials' token_uri"
-            ) from None
+        except google.auth.exceptions.GoogleAuthError as exc:
+            raise refresh_failure(self._provider, exc) from None
         token = self._credentials.token
         if not isinstance(token, str) or not token:
             raise self._failure(f"Google returned no access token for provider {self._provider}")
@@ -238,6 +231,38 @@ class GoogleTokens:
             transport.close()
 
 
+def refresh_failure(provider: str, exc: google.auth.exceptions.GoogleAuthError) -> UpstreamFailure:
+    """A token exchange that failed, classified: the endpoint unreachable is ``TRANSPORT``
+    and its own passing trouble (a 5xx, ``temporarily_unavailable``: google-auth marks it
+    retryable, after retrying itself) is ``SERVER`` — the target cools and the call moves
+    on, where ``AUTH`` would disable the provider until an operator acts; a refusal of
+    the credentials themselves is ``AUTH``."""
+    if isinstance(exc, google.auth.exceptions.TransportError):
+        return UpstreamFailure(
+            Failure(
+                FailureCode.TRANSPORT,
+                f"cannot reach Google's token endpoint for provider {provider}: check "
+                "the gateway's network path to the credentials' token_uri",
+            )
+        )
+    if exc.retryable:
+        return UpstreamFailure(
+            Failure(
+                FailureCode.SERVER,
+                f"Google's token endpoint failed for provider {provider}"
+                f"{_oauth_error(exc)}; the next call asks again",
+            )
+        )
+    return UpstreamFailure(
+        Failure(
+            FailureCode.AUTH,
+            f"Google's token endpoint refused the credentials of provider {provider}"
+            f"{_oauth_error(exc)}: check that the service account's key is current and "
+            "enabled, and that it may use Vertex AI",
+        )
+    )
+
+
 def _lifetime(expiry: datetime.datetime | None) -> float:
     """Seconds the token has left, by google-auth's own reading (a naive UTC datetime)."""
     if expiry is None:
@@ -246,7 +271,7 @@ def _lifetime(expiry: datetime.datetime | None) -> float:
     return max(0.0, (expiry - now).total_seconds())
 
 
-def _oauth_error(exc: google.auth.exceptions.RefreshError) -> str:
+def _oauth_error(exc: google.auth.exceptions.GoogleAuthError) -> str:
     """`` (invalid_grant)`` from the endpoint's answer, when it gave a plain OAuth code."""
     answer = exc.args[1] if len(exc.args) > 1 else None
     code = answer.get("error") if isinstance(answer, Mapping) else None

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from google.auth.exceptions import GoogleAuthError, RefreshError, TransportError
 
 from routing.engine.failures import FailureCode
 from routing.platforms.google_auth import (
@@ -19,6 +20,7 @@ from routing.platforms.google_auth import (
     REFRESH_AHEAD_S,
     GoogleTokens,
     check_credentials_file,
+    refresh_failure,
 )
 from routing.simulator import FakeUpstream
 from routing.upstream.base import UpstreamFailure
@@ -182,15 +184,47 @@ async def test_no_application_default_credentials_is_an_auth_failure(
     assert "GOOGLE_APPLICATION_CREDENTIALS" in message
 
 
-async def test_an_unreachable_token_endpoint_is_an_auth_failure(
+async def test_an_unreachable_token_endpoint_is_a_transport_failure(
     fake_upstream: FakeUpstream, tmp_path: Path, make: Callable[..., GoogleTokens]
 ) -> None:
     path = write_service_account(fake_upstream, tmp_path)
     info = json.loads(path.read_text())
     info["token_uri"] = "http://127.0.0.1:9/token"  # discard port: nothing listens
     path.write_text(json.dumps(info))
-    message = await _auth_failure(make(str(path)))
-    assert "cannot reach Google's token endpoint" in message
+    with pytest.raises(UpstreamFailure) as caught:
+        await make(path).token()
+    failure = caught.value.failure
+    assert failure.code is FailureCode.TRANSPORT  # cools the target; AUTH would disable it
+    assert "cannot reach Google's token endpoint for provider claude-vertex" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "said"),
+    [
+        (
+            RefreshError("x", {"error": "temporarily_unavailable"}, retryable=True),
+            FailureCode.SERVER,
+            "failed for provider p (temporarily_unavailable)",
+        ),
+        (
+            RefreshError("x", {"error": "invalid_grant"}),
+            FailureCode.AUTH,
+            "refused the credentials of provider p (invalid_grant)",
+        ),
+        (
+            RefreshError("eyJhbGciOi.leak.x", {"error": "Bad JWT eyJ..."}),
+            FailureCode.AUTH,
+            "refused the credentials of provider p:",
+        ),
+        (TransportError("connection refused"), FailureCode.TRANSPORT, "cannot reach"),
+    ],
+)
+def test_how_a_failed_token_exchange_is_classified(
+    error: GoogleAuthError, code: FailureCode, said: str
+) -> None:
+    failure = refresh_failure("p", error).failure
+    assert failure.code is code and said in failure.message
+    assert "eyJ" not in failure.message and "connection refused" not in failure.message
 
 
 async def test_a_failed_refresh_is_retried_by_the_next_call(
