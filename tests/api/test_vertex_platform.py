@@ -246,6 +246,14 @@ def test_each_section_19_error_is_mapped(
     assert f"{code}:{status}" in response.headers["x-switchyard-trail"]
 
 
+def test_claudes_own_error_through_vertex_is_read_as_anthropics(h: Harness) -> None:
+    h.upstream.script(CLAUDE, then=Fail(529, "Overloaded"))  # {"type": "error", ...}
+    response = _ask_vertex(h)
+    assert response.status_code >= 500
+    assert "SERVER:529" in response.headers["x-switchyard-trail"]
+    assert response.json()["type"] == "error"  # the Messages door's own shape
+
+
 def test_a_credential_that_cannot_be_had_is_auth_naming_the_provider(
     harness: Harness, tmp_path: Path
 ) -> None:
