@@ -49,7 +49,7 @@ async def count_tokens(
         try:
             response = await asyncio.wait_for(
                 client.send(
-                    client.count_tokens_body({**body, "model": target.model}, target.model),
+                    client.count_tokens_body(orjson.dumps({**body, "model": target.model})),
                     path=path,
                     headers=sent,
                 ),

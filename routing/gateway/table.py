@@ -428,10 +428,13 @@ def _platform(row: Provider) -> tuple[PlatformSpec, PlatformSettings, str]:
     return platform, settings, "; ".join(problems.values())
 
 
-def _default_endpoint(kind: str, platform: PlatformSpec, settings: PlatformSettings) -> str:
-    """The platform's own endpoint for a provider without ``base_url`` (SPEC §19)."""
-    protocol = KIND_PROTOCOLS.get(kind)
-    return platform.default_base_url(protocol, settings) if protocol is not None else ""
+def _endpoint(row: Provider, platform: PlatformSpec, settings: PlatformSettings) -> str:
+    """The base a provider is reached at: its ``base_url``, else the platform's own
+    endpoint (SPEC §19), as the platform resolves them."""
+    protocol = KIND_PROTOCOLS.get(row.kind)
+    if protocol is None:
+        return row.base_url
+    return platform.resolve_base_url(protocol, row.base_url, settings)
 
 
 def compile_table() -> RoutingTable:
@@ -486,7 +489,7 @@ def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
         kind=row.kind,
         platform=platform,
         settings=settings,
-        base_url=row.base_url or _default_endpoint(row.kind, platform, settings),
+        base_url=_endpoint(row, platform, settings),
         api_key=api_key,
         headers=headers,
         models=frozenset(row.models or ()),

@@ -131,6 +131,14 @@ class PlatformSpec:
         """The endpoint when ``base_url`` is empty ("": none, ``base_url`` required)."""
         return ""
 
+    def resolve_base_url(
+        self, protocol: ProtocolSpec, base_url: str, settings: PlatformSettings
+    ) -> str:
+        """The base a provider's client sends under: its ``base_url`` (overriding the
+        platform's endpoint), else :meth:`default_base_url`. A platform whose paths carry
+        its fields (Vertex's project and region) adds them to an override here."""
+        return base_url or self.default_base_url(protocol, settings)
+
     def base(self, protocol: ProtocolSpec, base_url: str) -> str:
         """The base the protocol's paths go under: a documented base without a version
         (Anthropic's, Gemini's) gets the protocol's, unless one is there already."""
@@ -170,9 +178,9 @@ class PlatformSpec:
         are). Runs after :meth:`prepare_body`, before signing."""
         return body, headers
 
-    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes, model: str) -> bytes:
-        """A token count's request body (``body``: the protocol's, naming the model) as
-        this platform's count endpoint takes it (direct: as it is)."""
+    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes) -> bytes:
+        """A token count's body (naming its model) as this platform wants it (direct: as
+        it is)."""
         return body
 
     def count_tokens_answer(self, payload: bytes) -> bytes:

@@ -353,10 +353,10 @@ class BedrockPlatform(PlatformSpec):
         bare = rest if prefix in ("us", "eu", "apac", "jp", "au", "ca", "global") else model
         return f"{base_url.rstrip('/')}/model/{model_segment(bare)}/count-tokens"
 
-    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes, model: str) -> bytes:
+    def count_tokens_body(self, protocol: ProtocolSpec, body: bytes) -> bytes:
         """CountTokens wraps the InvokeModel body: ``{"input": {"invokeModel": {"body":
         base64}}}``."""
-        prepared = self.prepare_body(protocol, body, model, False)
+        prepared = self.prepare_body(protocol, body, "", False)
         wrapped = {"input": {"invokeModel": {"body": base64.b64encode(prepared).decode()}}}
         return orjson.dumps(wrapped)
 

@@ -36,6 +36,7 @@ from routing.platforms.azure import AZURE
 from routing.platforms.base import PlatformSettings as PlatformSettings
 from routing.platforms.base import PlatformSpec as PlatformSpec
 from routing.platforms.bedrock import BEDROCK
+from routing.platforms.vertex import VERTEX
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
 from routing.protocols.converse import reply as converse_reply
@@ -294,7 +295,7 @@ DIRECT = PlatformSpec(
 
 # The platform registry: one entry per platform.
 PLATFORMS: dict[str, PlatformSpec] = {
-    platform.name: platform for platform in (DIRECT, BEDROCK, AZURE)
+    platform.name: platform for platform in (DIRECT, BEDROCK, VERTEX, AZURE)
 }
 PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 

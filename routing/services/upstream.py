@@ -95,7 +95,7 @@ def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
         platform=platform,  # the call path's own reach: its URLs, credential and errors
         settings=settings,
         provider=provider.name,
-        base_url=provider.base_url or platform.default_base_url(protocol, settings),
+        base_url=platform.resolve_base_url(protocol, provider.base_url, settings),
         api_key=secret,
         headers=headers,
         timeouts=Timeouts(
@@ -213,7 +213,9 @@ def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
     body = orjson.dumps(client.test_body(model))
 
     async def ping() -> int:
-        response = await client.send(body, model=model)  # a URL may name it (Bedrock)
+        response = await client.send(
+            body, model=model
+        )  # a URL may name it (Gemini, Bedrock, Vertex)
         try:
             await response.read()
         finally:

@@ -21,6 +21,10 @@ Routes::
                                 Azure OpenAI's v1 API (``api-key`` or an issued Entra
                                 token), and GET /msi/token, the managed identity's token
                                 endpoint (``routing.simulator.azure``)
+    POST /v1/projects/{project}/locations/{region}/publishers/{anthropic|google}/models/…
+                                Vertex AI (``routing.simulator.vertex``): Bearer tokens that
+                                ``POST /token`` issued to a registered service account
+    POST /token                 the OAuth token endpoint a service-account file points at
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
     POST /_control/default      {"behaviour": {...}}
     POST /_control/reset        forget scripts, counters, records; restore the default
@@ -50,6 +54,13 @@ from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
 from routing.simulator.script import Behaviour, Fail, behaviour_from_dict
 from routing.simulator.state import Ledger
+from routing.simulator.vertex import (
+    GoogleAuthority,
+    bearer_failure,
+    body_problem,
+    google_error,
+    vertex_path,
+)
 
 
 @dataclass
@@ -61,6 +72,7 @@ class Upstream:
     models: list[str] | None = None
     aws_keys: dict[str, str] | None = None  # Bedrock: access key id -> secret (SigV4)
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+    google: GoogleAuthority = field(default_factory=GoogleAuthority)  # Vertex AI's tokens
     stopping: bool = False
     azure: azure.AzureState = field(default_factory=azure.AzureState)
 
@@ -83,6 +95,8 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_post("/v1/models/{target}", generate_content)
     app.router.add_post("/model/{tail:.+}", invoke_model)
     azure.add_routes(app, upstream.azure, _serve)
+    app.router.add_post("/v1/projects/{tail:.+}", vertex_predict)
+    app.router.add_post("/token", google_token)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -201,6 +215,52 @@ async def invoke_model(request: web.Request) -> web.StreamResponse:
 def _checked(request: web.Request) -> None:
     """A route that checked the request's credential itself (Bedrock's SigV4 or key)."""
     return None
+
+
+async def vertex_predict(request: web.Request) -> web.StreamResponse:
+    """Vertex AI's model paths: Claude's Messages (rawPredict, count-tokens) and Gemini's
+    generateContent, the model and the stream named by the path, a Bearer token required."""
+    named = vertex_path(request.path)
+    body = await _json_object(request)
+    if named is None or body is None:
+        status, message = (404, "Not found.") if named is None else (400, "Invalid JSON payload.")
+        name = "NOT_FOUND" if named is None else "INVALID_ARGUMENT"
+        return web.json_response(google_error(status, message, name), status=status)
+    upstream = request.app[UPSTREAM]
+    denied = bearer_failure(upstream.google, request.headers.get("Authorization", ""))
+    problem = body_problem(named, body)
+    if denied is None and problem is not None:
+        denied = Fail(400, body=json.dumps(google_error(400, problem, "INVALID_ARGUMENT")))
+    if named.count_tokens:
+        return await _vertex_count_tokens(request, body, denied)
+    stream = named.stream if named.publisher == "google" else bool(body.get("stream"))
+    if denied is None and named.publisher == "google" and stream:
+        if request.query.get("alt") != "sse":
+            message = "the simulator streams alt=sse only"
+            denied = Fail(400, body=json.dumps(google_error(400, message, "INVALID_ARGUMENT")))
+    view = {**body, "model": named.model, "stream": stream}
+    return await _serve(request, body, named.model, view, auth=lambda _: denied)
+
+
+async def _vertex_count_tokens(
+    request: web.Request, body: dict[str, Any], denied: Fail | None
+) -> web.Response:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    ledger = request.app[UPSTREAM].ledger
+    record = ledger.begin(str(body.get("model", "")), body, headers, request.path, b"")
+    ledger.finish(record, disconnected=False)
+    if denied is not None:
+        return web.Response(
+            status=denied.status, text=denied.body or "", content_type="application/json"
+        )
+    return web.json_response({"input_tokens": usage_for(body, "")["prompt_tokens"]})
+
+
+async def google_token(request: web.Request) -> web.Response:
+    """The OAuth 2.0 token endpoint (a JWT-bearer grant, form-encoded, as google-auth sends)."""
+    form = {key: str(value) for key, value in (await request.post()).items()}
+    status, answer = request.app[UPSTREAM].google.grant(form)
+    return web.json_response(answer, status=status)
 
 
 async def _serve(
@@ -330,6 +390,7 @@ async def control_default(request: web.Request) -> web.Response:
 async def control_reset(request: web.Request) -> web.Response:
     request.app[UPSTREAM].ledger.reset()
     request.app[UPSTREAM].azure.reset()
+    request.app[UPSTREAM].google.reset()
     return web.json_response({"ok": True})
 
 

@@ -24,6 +24,7 @@ from routing.simulator.app import Upstream, build_app
 from routing.simulator.azure import AzureState
 from routing.simulator.script import Behaviour, Reply
 from routing.simulator.state import Ledger, RecordedRequest
+from routing.simulator.vertex import GoogleAuthority
 
 _START_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
@@ -64,6 +65,17 @@ class FakeUpstream:
     def root_url(self) -> str:
         """``http://host:port``: where ``/_control/*`` lives."""
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def token_uri(self) -> str:
+        """The OAuth token endpoint a service-account file's ``token_uri`` names (Vertex AI)."""
+        return f"http://{self.host}:{self.port}/token"
+
+    @property
+    def google(self) -> GoogleAuthority:
+        """Vertex AI's identity side: ``register(client_email, public_key_pem)``, the
+        ``expires_in`` of the tokens it issues, ``fetches``, ``refuse_next``, ``revoke_all()``."""
+        return self._upstream.google
 
     def start(self) -> FakeUpstream:
         """Serve in a background thread; returns once the socket is listening."""
@@ -166,6 +178,7 @@ class FakeUpstream:
         """Clear scripts, counters and records; restore the constructor's default."""
         self._ledger.reset()
         self._upstream.azure.reset()
+        self._upstream.google.reset()
 
     @property
     def azure(self) -> AzureState:

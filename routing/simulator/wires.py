@@ -30,6 +30,7 @@ from routing.simulator.payloads import (
     default_error_type,
     error_body,
 )
+from routing.simulator.vertex import vertex_path
 
 Event = tuple[str | None, dict[str, Any]]
 
@@ -521,4 +522,7 @@ def wire_class(path: str) -> WireClass:
     named = bedrock.model_and_action(path)
     if named is not None:
         return ConverseWire if named[1].startswith("converse") else BedrockMessagesWire
+    vertex = vertex_path(path)
+    if vertex is not None and vertex.publisher == "anthropic":
+        return MessagesWire  # Claude on Vertex AI answers in Anthropic's own shapes
     return GeminiWire if model_and_stream(path) is not None else ChatWire

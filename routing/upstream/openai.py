@@ -144,9 +144,9 @@ class OpenAIClient:
         """Where this provider counts tokens (None: it cannot)."""
         return self.platform.count_tokens_url(self.protocol, self.base_url, model)
 
-    def count_tokens_body(self, body: dict[str, Any], model: str) -> bytes:
-        """A count request (the protocol's body, naming ``model``) as the platform takes it."""
-        return self.platform.count_tokens_body(self.protocol, orjson.dumps(body), model)
+    def count_tokens_body(self, body: bytes) -> bytes:
+        """A token count's body as this provider's platform sends it."""
+        return self.platform.count_tokens_body(self.protocol, body)
 
     def count_tokens_answer(self, payload: bytes) -> bytes:
         """The platform's count answer as the protocol's ``{"input_tokens": n}``."""

@@ -21,8 +21,7 @@ from routing.engine.health import EventKind, HealthEvent
 from routing.models import Provider
 from routing.simulator import FakeUpstream, Reply, StreamError
 from routing.simulator.script import Fail
-from tests.api.conftest import Api
-from tests.api.test_credential_scan import _database_dump
+from tests.api.conftest import Api, database_dump
 from tests.conftest import Harness
 
 KEY_ID = "AKIACANARYKEYID00001"
@@ -346,7 +345,7 @@ def test_no_credential_text_in_the_ledger_events_logs_or_errors(
         "errors": "\n".join(seen),
         "events": "\n".join(repr(e) for e in h.runtime.hub.recent),  # type: ignore[attr-defined]
         "logs": "\n".join(f"{r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-        "ledger": _database_dump(),
+        "ledger": database_dump(),
     }
     assert "[redacted]" in texts["errors"]
     for where, text in texts.items():

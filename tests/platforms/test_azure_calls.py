@@ -21,7 +21,8 @@ from django.core.management import call_command
 
 from routing.audit import writer
 from routing.simulator.script import Fail, KeyEcho, Reply
-from tests.api.test_credential_scan import _database_dump, _seen
+from tests.api.conftest import database_dump
+from tests.api.test_credential_scan import _seen
 from tests.conftest import Harness, off_loop
 
 KEY = "azure-key-7c1e5a9d3b2f8e6a"
@@ -223,7 +224,7 @@ def test_neither_key_nor_token_leaves_the_gateway(
         "responses": "\n".join(seen),
         "events": "\n".join(repr(e) for e in h.runtime.hub.recent),  # type: ignore[attr-defined]
         "logs": "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-        "database": off_loop(_database_dump),
+        "database": off_loop(database_dump),
         "export": exported.getvalue(),
     }
     secrets = (KEY, token.removeprefix("sim-entra-"))  # the token's random part

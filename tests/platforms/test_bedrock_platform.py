@@ -95,7 +95,7 @@ def test_count_tokens_takes_the_bare_model_id() -> None:
     url = BEDROCK.count_tokens_url(MESSAGES, base, profile)
     assert url == "http://h/model/anthropic.claude-sonnet-4-5-20250929-v1:0/count-tokens"
     assert BEDROCK.count_tokens_url(MESSAGES, base, "arn:aws:bedrock:x") is None
-    wrapped = orjson.loads(BEDROCK.count_tokens_body(MESSAGES, b'{"model":"m","messages":[]}', "m"))
+    wrapped = orjson.loads(BEDROCK.count_tokens_body(MESSAGES, b'{"model":"m","messages":[]}'))
     inner = json.loads(base64.b64decode(wrapped["input"]["invokeModel"]["body"]))
     assert inner == {"messages": [], "anthropic_version": "bedrock-2023-05-31"}
     assert json.loads(BEDROCK.count_tokens_answer(b'{"inputTokens": 12}')) == {"input_tokens": 12}
@@ -427,10 +427,11 @@ async def test_count_tokens_goes_to_countTokens_and_answers_in_anthropics_shape(
     client = _client(aws)
     url = client.count_tokens_url(CLAUDE_PROFILE)
     assert url is not None and "/model/anthropic.claude" in url
-    body = client.count_tokens_body(
-        {"model": CLAUDE_PROFILE, "messages": [{"role": "user", "content": "three words here"}]},
-        CLAUDE_PROFILE,
-    )
+    request = {
+        "model": CLAUDE_PROFILE,
+        "messages": [{"role": "user", "content": "three words here"}],
+    }
+    body = client.count_tokens_body(orjson.dumps(request))
     try:
         response = await client.send(body, path=url)
         payload = await response.read()
