@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 from botocore.auth import SigV4Auth
@@ -233,9 +234,8 @@ class SigV4Signer:
     ) -> Mapping[str, str]:
         frozen = await self._frozen()
         content_type = headers.get("content-type", "application/json")
-        request = AWSRequest(
-            method=method, url=url, data=body, headers={"content-type": content_type}
-        )
+        signed_headers = {"content-type": content_type, "host": _host(url)}
+        request = AWSRequest(method=method, url=url, data=body, headers=signed_headers)
         SigV4Auth(frozen, SERVICE, self._region).add_auth(request)
         signed = {
             "authorization": request.headers["Authorization"],
@@ -287,6 +287,19 @@ class SigV4Signer:
 
     async def aclose(self) -> None:
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _host_of(scheme: str, netloc: str) -> str:
+    default = {"https": ":443", "http": ":80"}.get(scheme, "")
+    return netloc.removesuffix(default) if default else netloc
+
+
+def _host(url: str) -> str:
+    """The ``Host`` the HTTP client sends for ``url`` (its netloc, a default port
+    dropped), given to the signer so botocore does not work it out again per request."""
+    parts = urlsplit(url)
+    return _host_of(parts.scheme, parts.netloc)
 
 
 # ---------------------------------------------------------------------------- platform

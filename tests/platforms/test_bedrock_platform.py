@@ -476,3 +476,20 @@ def test_aws_keys_win_over_an_api_key_set_beside_them() -> None:
     )
     assert isinstance(client._auth, SigV4Signer)
     assert "authorization" not in client._headers  # no Bearer beside the signature
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://bedrock-runtime.us-east-1.amazonaws.com/model/x/invoke",
+        "http://127.0.0.1:44471/model/x/invoke",
+        "https://vpce-1.bedrock-runtime.us-east-1.vpce.amazonaws.com:8443/model/x/invoke",
+        "https://h:443/model/x/invoke",
+    ],
+)
+def test_the_signed_host_is_the_one_botocore_would_work_out(url: str) -> None:
+    from botocore.auth import _host_from_url
+
+    from routing.platforms.bedrock import _host
+
+    assert _host(url) == _host_from_url(url)
