@@ -478,3 +478,30 @@ def test_body(model: str) -> dict[str, object]:
         "contents": [{"role": "user", "parts": [{"text": "ping"}]}],
         "generationConfig": {"maxOutputTokens": 1},
     }
+
+
+def signed_for(body: dict[str, Any], model: str) -> dict[str, Any]:
+    """A Gemini-door body as a ``gemini`` target ``model`` gets it: for Gemini 3, which
+    refuses a step's function calls without a thought signature, each model turn whose
+    calls carry none (history from another target, stripped by continuity, or written by
+    the client) gets Google's documented placeholder on its first call. A copy when
+    changed; the very body otherwise."""
+    contents = body.get("contents")
+    if not _gemini_3(model) or not isinstance(contents, list):
+        return body
+    out: list[Any] | None = None
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or content.get("role") != "model":
+            continue
+        parts = content.get("parts")
+        if not isinstance(parts, list):
+            continue
+        calls = [j for j, p in enumerate(parts) if isinstance(p, dict) and "functionCall" in p]
+        if not calls or any(SIGNATURE in parts[j] for j in calls):
+            continue
+        if out is None:
+            out = list(contents)
+        signed = list(parts)
+        signed[calls[0]] = {**parts[calls[0]], SIGNATURE: PLACEHOLDER_SIGNATURE}
+        out[i] = {**content, "parts": signed}
+    return body if out is None else {**body, "contents": out}
