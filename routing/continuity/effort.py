@@ -202,6 +202,8 @@ def _with(body: dict[str, Any], name: str, value: dict[str, Any]) -> dict[str, A
 
 
 # --------------------------------------------------------------------------- Gemini
+_LEVEL_KEYS = ("thinkingLevel", "thinking_level")
+_BUDGET_KEYS = ("thinkingBudget", "thinking_budget")
 _GEMINI_LEVELS = {"minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}
 
 
@@ -217,14 +219,15 @@ def apply_gemini_effort(
     generation = config if isinstance(config, dict) else {}
     raw = generation.get("thinkingConfig")
     thinking = raw if isinstance(raw, dict) else {}
-    level = thinking.get("thinkingLevel")
-    budget = thinking.get("thinkingBudget")
+    # Google's JSON takes proto field names too (the google-genai SDK sends thinking_level)
+    level = next((thinking[k] for k in _LEVEL_KEYS if k in thinking), None)
+    budget = next((thinking[k] for k in _BUDGET_KEYS if k in thinking), None)
     value: str | None = None
     if isinstance(level, str) and level:
         value = level.lower()
     elif type(budget) is int and budget > 0:
         value = effort_for_budget(budget)
-    rest = _drop_key(_drop_key(thinking, "thinkingLevel"), "thinkingBudget")
+    rest = {k: v for k, v in thinking.items() if k not in _LEVEL_KEYS + _BUDGET_KEYS}
 
     def written(settings: dict[str, Any]) -> dict[str, Any]:
         return _with(body, "generationConfig", _with(generation, "thinkingConfig", settings))

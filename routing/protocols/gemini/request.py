@@ -289,10 +289,11 @@ def effort_of(thinking: Any) -> str | None:
     no effort; -1, dynamic: none either, the target decides)."""
     if not isinstance(thinking, dict):
         return None
-    level = str(thinking.get("thinkingLevel") or "").lower()
+    # Google's JSON takes proto field names too (the google-genai SDK sends thinking_level)
+    level = str(thinking.get("thinkingLevel") or thinking.get("thinking_level") or "").lower()
     if level in EFFORT_BUDGETS:
         return level
-    budget = thinking.get("thinkingBudget")
+    budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
     if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
         return effort_for_budget(budget)
     return None
