@@ -34,10 +34,10 @@ def to_json_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _GEMINI_ONLY:
+    for name, value in schema.items():
+        if name in _GEMINI_ONLY:
             continue
-        key = _SNAKE.get(key, key)
+        key: str = _SNAKE.get(name) or name
         if key == "type" and isinstance(value, str):
             out["type"] = value.lower()
         elif key in _ONE:
