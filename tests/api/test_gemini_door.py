@@ -15,7 +15,7 @@ import pytest
 from routing.gateway.events import CallOutcome, CallRecord
 from routing.simulator import Reply
 from routing.simulator.gemini import SIGNATURE
-from routing.simulator.script import DropAfter, EndBeforeFinish, Fail
+from routing.simulator.script import DropAfter, Fail, UsageThenError
 from tests.api import test_front_doors
 from tests.api.test_front_doors import FakeClock
 from tests.conftest import Harness
@@ -239,21 +239,30 @@ def test_stream_without_alt_sse_is_refused_clearly(h: Harness) -> None:
 
 # ------------------------------------------------------- commit point and hold-back
 def test_a_failure_before_the_commit_point_switches_invisibly(h: Harness) -> None:
-    h.upstream.script("g-down", EndBeforeFinish(chunks=0, content=""))
+    """Hold-back: the gemini target's first line (usage, no content) is not written, so
+    its in-stream error before any content is a switch nobody sees."""
+    h.upstream.script("g-down", UsageThenError())
     h.upstream.script("c-up", Reply("from claude", reasoning="think"))
     response = stream(h, "gem-then-claude")
     assert response.status_code == 200, response.text
     chunks = lines(response)
     assert text_of(chunks) == "from claude"
     assert text_of(chunks, thought=True) == "think"
-    assert "error" not in response.text
+    assert "error" not in response.text and "overloaded" not in response.text
+    assert [c for c in chunks if "usageMetadata" in c] == chunks[-1:]  # claude's, once
     assert response.headers["x-switchyard-target"] == "claude/c-up"
+    assert response.headers["x-switchyard-attempts"] == "2"
     assert {c["modelVersion"] for c in chunks} == {"gem-then-claude"}
 
 
-def test_a_cut_after_the_commit_point_ends_with_an_error_line(h: Harness) -> None:
-    h.upstream.script("g-model", DropAfter(chunks=2, content="one two three four"))
-    response = stream(h, "gem")
+@pytest.mark.parametrize(
+    ("group", "model"), [("gem", "g-model"), ("to-claude", "c-model"), ("to-chat", "o-model")]
+)
+def test_a_cut_after_the_commit_point_ends_with_an_error_line(
+    h: Harness, group: str, model: str
+) -> None:
+    h.upstream.script(model, DropAfter(chunks=2, content="one two three four"))
+    response = stream(h, group)
     assert response.status_code == 200
     chunks = lines(response)
     assert text_of(chunks[:-1])  # what was committed went out
