@@ -61,7 +61,7 @@ def counter(
     if kind is Protocol.GEMINI and door is Protocol.GEMINI:
         url = client.platform.endpoint_url(client.protocol, client.base_url, target.model)
         path = url.removeprefix(client.base_url).replace(":generateContent", ":countTokens")
-        return path, wire_body(kind, body, target.model), _as_is
+        return path, wire_body(kind, body, target.model)[0], _as_is
     return None
 
 

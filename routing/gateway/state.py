@@ -198,7 +198,8 @@ class CallState:
             body = orjson.dumps({**self.body, "model": target.model})
         elif kind is self.door and self.door_continuity is not None:
             outbound, rewrites = await self.door_continuity.outbound(target)
-            body = wire_body(kind, outbound, target.model)
+            body, signed = wire_body(kind, outbound, target.model)
+            rewrites = [*rewrites, *signed]
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             if target.key in self.runtime.no_mid_system and has_mid_system(outbound):

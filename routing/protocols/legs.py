@@ -83,21 +83,22 @@ class Prepared:
             object.__setattr__(self, "canonical", self.body)
 
     def request(self, kind: Protocol, model: str) -> bytes:
-        return wire_body(kind, self.body if kind is self.door else self.bodies[kind], model)
+        return wire_body(kind, self.body if kind is self.door else self.bodies[kind], model)[0]
 
 
-def wire_body(kind: Protocol, body: dict[str, Any], model: str) -> bytes:
-    """``body`` as a target of ``kind`` serving ``model`` gets it: ``model`` in it, or, for
-    a kind whose URL names the model (Gemini), without what its door read from the URL and
-    as its kind sends it on (``ProtocolSpec.outbound``)."""
+def wire_body(kind: Protocol, body: dict[str, Any], model: str) -> tuple[bytes, list[str]]:
+    """``body`` as a target of ``kind`` serving ``model`` gets it, and what that changed:
+    ``model`` in it, or, for a kind whose URL names the model (Gemini), without what its
+    door read from the URL and as its kind sends it on (``ProtocolSpec.outbound``)."""
     spec = PROTOCOLS[kind]
     if spec.model_in_body:
-        return orjson.dumps({**body, "model": model})
+        return orjson.dumps({**body, "model": model}), []
     if spec.url_fields:
         body = {k: v for k, v in body.items() if k not in spec.url_fields}
+    notes: list[str] = []
     if spec.outbound is not None:
-        body = spec.outbound(body, model)
-    return orjson.dumps(body)
+        body, notes = spec.outbound(body, model)
+    return orjson.dumps(body), notes
 
 
 def translate_request(

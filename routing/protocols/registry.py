@@ -91,9 +91,9 @@ class ProtocolSpec:
     url_fields: tuple[str, ...] = ()
     model_member: str = "model"  # the answer's member naming its model (Gemini's modelVersion)
     named_events: bool = True  # its stream's events have ``event:`` names (Gemini's do not)
-    # A body as its own kind's upstream gets it from its own door (Gemini 3's placeholder
-    # signatures where history lost them); None: as it is.
-    outbound: Callable[[Body, str], Body] | None = None
+    # A body as its own kind's upstream gets it from its own door, and the notes (Gemini 3's
+    # placeholder signatures where history lost them); None: as it is.
+    outbound: Callable[[Body, str], Translated] | None = None
     auth_header: str = "authorization"  # the API key's header ("authorization": Bearer)
     headers: Mapping[str, str] = field(default_factory=dict)  # sent on every request
     embeddings: bool = False  # has <base>/embeddings

@@ -219,6 +219,7 @@ def test_a_gemini_3_target_gets_history_from_another_target_without_its_reasonin
     history = [*ASK, model_turn, {"role": "user", "parts": [result]}]
     second = post(h, "gem3-then-claude", body={"contents": history, "tools": tools})
     assert second.headers["x-switchyard-target"] == "gem/gemini-3-pro"
+    assert "thought-signature-placeholder:1" in second.headers["x-switchyard-rewrites"]
     sent = sent_to(h, "gemini-3-pro")["contents"]
     assert sent[1]["parts"] == [{**call, "thoughtSignature": PLACEHOLDER_SIGNATURE}]
     assert "claude thinks" not in str(sent)

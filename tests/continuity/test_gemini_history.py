@@ -75,11 +75,12 @@ def test_gemini_3_gets_the_placeholder_on_a_turns_first_unsigned_call(model: str
             {"role": "model", "parts": [CALL]},
         ]
     }
-    out = signed_for(body, model)
+    out, notes = signed_for(body, model)
+    assert notes == ["thought-signature-placeholder:1"]
     assert out["contents"][0]["parts"][0]["thoughtSignature"] == PLACEHOLDER_SIGNATURE
     assert "thoughtSignature" not in out["contents"][0]["parts"][1]
     assert out["contents"][1] is body["contents"][1]  # signed already: untouched
-    assert signed_for(body, "gemini-2.5-pro") is body
+    assert signed_for(body, "gemini-2.5-pro") == (body, [])
 
 
 @pytest.mark.parametrize(

@@ -481,15 +481,15 @@ def test_body(model: str) -> dict[str, object]:
     }
 
 
-def signed_for(body: dict[str, Any], model: str) -> dict[str, Any]:
-    """A Gemini-door body as a ``gemini`` target ``model`` gets it: for Gemini 3, which
-    refuses a step's function calls without a thought signature, each model turn whose
-    calls carry none (history from another target, stripped by continuity, or written by
-    the client) gets Google's documented placeholder on its first call. A copy when
-    changed; the very body otherwise."""
+def signed_for(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
+    """A Gemini-door body as a ``gemini`` target ``model`` gets it, and a note when it
+    changed: for Gemini 3, which refuses a step's function calls without a thought
+    signature, each model turn whose calls carry none (history from another target,
+    stripped by continuity, or written by the client) gets Google's documented placeholder
+    on its first call. A copy when changed; the very body otherwise."""
     contents = body.get("contents")
     if not _gemini_3(model) or not isinstance(contents, list):
-        return body
+        return body, []
     out: list[Any] | None = None
     for i, content in enumerate(contents):
         if not isinstance(content, dict) or content.get("role") != "model":
@@ -505,4 +505,7 @@ def signed_for(body: dict[str, Any], model: str) -> dict[str, Any]:
         signed = list(parts)
         signed[calls[0]] = {**parts[calls[0]], SIGNATURE: PLACEHOLDER_SIGNATURE}
         out[i] = {**content, "parts": signed}
-    return body if out is None else {**body, "contents": out}
+    if out is None:
+        return body, []
+    placed = sum(a is not b for a, b in zip(out, contents, strict=True))
+    return {**body, "contents": out}, [f"thought-signature-placeholder:{placed}"]
