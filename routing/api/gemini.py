@@ -206,7 +206,11 @@ async def v1_models(request: HttpRequest) -> HttpResponseBase:
     """``GET /v1/models``: Google's list for a Gemini client (``GOOGLE_GENAI_API_VERSION=v1``),
     OpenAI's (or Anthropic's) for everyone else (``routing.api.openai.list_models``)."""
     if request.method != "GET":
-        return await openai.unknown_endpoint(request)
+        door = Protocol.GEMINI if wants_gemini(request) else Protocol.CHAT
+        message = f"{request.method} is not supported here; use GET."
+        response = render(ErrorReply(405, message, "method_not_allowed", door=door))
+        response["allow"] = "GET"
+        return response
     if wants_gemini(request):
         return await list_models(request, "v1")
     return await openai.list_models(request)

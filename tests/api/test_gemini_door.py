@@ -350,3 +350,10 @@ def test_a_get_on_an_action_is_405_and_an_unknown_path_googles_404(h: Harness) -
     assert unknown.status_code == 404 and unknown.json()["error"]["status"] == "NOT_FOUND"
     action = post(h, "gem", "embedContent")
     assert action.status_code == 404 and action.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_the_model_list_refuses_other_methods_with_405(h: Harness) -> None:
+    for method in ("POST", "TRACE"):
+        wrong = httpx.request(method, f"{h.gateway.url}/v1/models")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
+        assert wrong.json()["error"]["code"] == "method_not_allowed"
