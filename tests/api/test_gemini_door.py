@@ -357,3 +357,19 @@ def test_the_model_list_refuses_other_methods_with_405(h: Harness) -> None:
         wrong = httpx.request(method, f"{h.gateway.url}/v1/models")
         assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
         assert wrong.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_a_limit_is_googles_429_resource_exhausted(h: Harness, clock: FakeClock) -> None:
+    h.configure(
+        CONFIG.replace("{root}", h.upstream.base_url.removesuffix("/v1")).replace(
+            "  - name: gem\n    aliases", "  - name: gem\n    limits: {rpm: 1}\n    aliases"
+        )
+    )
+    h.upstream.script("g-model", Reply("ok"))
+    assert post(h, "gem").status_code == 200
+    limited = post(h, "gem")
+    assert limited.status_code == 429
+    error = limited.json()["error"]
+    assert error["code"] == 429 and error["status"] == "RESOURCE_EXHAUSTED"
+    assert int(limited.headers["retry-after"]) >= 1
+    assert len(h.upstream.requests) == 1
