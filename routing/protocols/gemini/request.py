@@ -39,6 +39,7 @@ from routing.protocols.responses.tools import HostedTools
 PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 HOSTED = ("googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "googleMaps")
 JSON = "application/json"
+_SIGNATURE_ONLY = frozenset({SIGNATURE, "thought"})
 
 _GENERATION: Table = {
     **dict.fromkeys(
@@ -178,6 +179,8 @@ def _model_in(parts: list[Any], where: str, calls: dict[str, list[str]]) -> dict
             calls.setdefault(str(call["function"]["name"]), []).append(call["id"])
         elif "text" in part:
             (reasoning if part.get("thought") else texts).append(str(part["text"]))
+        elif set(part) <= _SIGNATURE_ONLY:
+            continue  # a signature with nothing else (Gemini 3 streams them): its own
         else:
             raise Unmappable(
                 f"'{where}.parts[{j}]' is a part only gemini targets accept.", param=where
