@@ -21,7 +21,16 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 
 from routing.api import openai
 from routing.api.openai import gateway_bug, table_unavailable
-from routing.api.pipeline import Admitted, Door, Route, authenticate, refuse, render, serve
+from routing.api.pipeline import (
+    Admitted,
+    Door,
+    Route,
+    authenticate,
+    refuse,
+    render,
+    serve,
+    wrong_method,
+)
 from routing.gateway.count import count_tokens
 from routing.gateway.replies import ErrorReply, Reply
 from routing.gateway.runtime import TableUnavailable, get_runtime
@@ -50,8 +59,13 @@ def contents_errors(body: dict[str, Any]) -> ErrorReply | None:
     return None
 
 
+def _google(status: int, message: str, code: str) -> ErrorReply:
+    """An error of the door's own, in Google's shape."""
+    return ErrorReply(status, message, code, door=Protocol.GEMINI)
+
+
 def _invalid(message: str) -> ErrorReply:
-    return ErrorReply(400, message, "invalid_request", door=Protocol.GEMINI)
+    return _google(400, message, "invalid_request")
 
 
 GEMINI = Door(Protocol.GEMINI, check=contents_errors)
@@ -105,30 +119,23 @@ async def model_action(
 ) -> HttpResponseBase:
     """``POST …/models/{model}:{action}``: the door's call, or its token count."""
     if request.method != "POST":
-        reply = ErrorReply(
-            405, f"{request.method} is not supported here; use POST.", "method_not_allowed"
-        )
-        reply.door = Protocol.GEMINI
-        response = render(reply)
-        response["allow"] = "POST"
-        return response
+        return wrong_method(request, Protocol.GEMINI)
     model = model.removeprefix("models/")
     if action == "countTokens":
         return await serve(request, COUNT_TOKENS, {"model": model})
     if action not in ACTIONS:
         message = f"Method not found: {action} (use generateContent or streamGenerateContent)."
-        return await _refused(request, ErrorReply(404, message, "unknown_url"))
+        return await _refused(request, _google(404, message, "unknown_url"))
     stream = action == "streamGenerateContent"
     if stream and request.GET.get("alt") != "sse":
         message = "streamGenerateContent is served as server-sent events only: add ?alt=sse."
-        return await _refused(request, ErrorReply(400, message, "invalid_request"))
+        return await _refused(request, _google(400, message, "invalid_request"))
     return await serve(request, GEMINI, {"model": model, "stream": stream})
 
 
 async def _refused(request: HttpRequest, reply: ErrorReply) -> HttpResponseBase:
     """A request the door turns away before reading it: on the record with its key (a
     request without a valid key gets the key's 401 instead, as at every door)."""
-    reply.door = Protocol.GEMINI
     table = await get_runtime().current_table()
     key = authenticate(request, table, Protocol.GEMINI)
     if isinstance(key, ErrorReply):
@@ -183,17 +190,14 @@ async def get_model(request: HttpRequest, version: str, model: str) -> HttpRespo
     name = model.removeprefix("models/")
     group = table.resolve(name)
     if group is None or (key.groups and group.name not in key.groups):
-        reply = ErrorReply(404, f"models/{name} is not found.", "model_not_found")
-        reply.door = Protocol.GEMINI
-        return render(reply)
+        return render(_google(404, f"models/{name} is not found.", "model_not_found"))
     return HttpResponse(orjson.dumps(gemini_model(name, table)), content_type="application/json")
 
 
 async def unknown_endpoint(request: HttpRequest, rest: str = "") -> HttpResponseBase:
     """Anything else under /v1beta: Google's 404, not Django's HTML page."""
-    reply = ErrorReply(404, f"Unknown endpoint: {request.method} {request.path}", "unknown_url")
-    reply.door = Protocol.GEMINI
-    return render(reply)
+    message = f"Unknown endpoint: {request.method} {request.path}"
+    return render(_google(404, message, "unknown_url"))
 
 
 def wants_gemini(request: HttpRequest) -> bool:
