@@ -15,7 +15,7 @@ import pytest
 DEFAULT_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     / "switchyard"
-    / "agents-cc2.1.197-codex0.171.0"
+    / "agents-cc2.1.197-codex0.171.0-gemini0.61.0"
 )
 
 
