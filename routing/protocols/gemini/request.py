@@ -289,10 +289,11 @@ def effort_of(thinking: Any) -> str | None:
     no effort; -1, dynamic: none either, the target decides)."""
     if not isinstance(thinking, dict):
         return None
-    level = str(thinking.get("thinkingLevel") or "").lower()
+    # Google's JSON takes proto field names too (the google-genai SDK sends thinking_level)
+    level = str(thinking.get("thinkingLevel") or thinking.get("thinking_level") or "").lower()
     if level in EFFORT_BUDGETS:
         return level
-    budget = thinking.get("thinkingBudget")
+    budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
     if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
         return effort_for_budget(budget)
     return None
@@ -478,3 +479,30 @@ def test_body(model: str) -> dict[str, object]:
         "contents": [{"role": "user", "parts": [{"text": "ping"}]}],
         "generationConfig": {"maxOutputTokens": 1},
     }
+
+
+def signed_for(body: dict[str, Any], model: str) -> dict[str, Any]:
+    """A Gemini-door body as a ``gemini`` target ``model`` gets it: for Gemini 3, which
+    refuses a step's function calls without a thought signature, each model turn whose
+    calls carry none (history from another target, stripped by continuity, or written by
+    the client) gets Google's documented placeholder on its first call. A copy when
+    changed; the very body otherwise."""
+    contents = body.get("contents")
+    if not _gemini_3(model) or not isinstance(contents, list):
+        return body
+    out: list[Any] | None = None
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or content.get("role") != "model":
+            continue
+        parts = content.get("parts")
+        if not isinstance(parts, list):
+            continue
+        calls = [j for j, p in enumerate(parts) if isinstance(p, dict) and "functionCall" in p]
+        if not calls or any(SIGNATURE in parts[j] for j in calls):
+            continue
+        if out is None:
+            out = list(contents)
+        signed = list(parts)
+        signed[calls[0]] = {**parts[calls[0]], SIGNATURE: PLACEHOLDER_SIGNATURE}
+        out[i] = {**content, "parts": signed}
+    return body if out is None else {**body, "contents": out}
