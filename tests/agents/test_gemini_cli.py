@@ -29,7 +29,7 @@ import pytest
 
 from routing.gateway.events import CallOutcome, CallRecord
 from routing.simulator.gemini import SIGNATURE
-from routing.simulator.script import Behaviour, Fail, Reply, When
+from routing.simulator.script import Behaviour, DropAfter, Fail, Reply, When
 from tests.conftest import Harness
 
 ANTHROPIC = "{provider: anthropic, model: a-model}"
@@ -37,7 +37,7 @@ CHAT = "{provider: chat, model: c-model}"
 GEMINI = "{provider: gem, model: g-model}"
 
 
-def config(first: str, second: str) -> str:
+def config(*targets: str) -> str:
     """One group, reached by every Gemini CLI model name through its alias."""
     return f"""
 providers:
@@ -48,7 +48,7 @@ groups:
   - name: gemini
     aliases: ["gemini-*"]
     retry: {{max_retries: 0}}
-    targets: [{first}, {second}]
+    targets: [{", ".join(targets)}]
 """
 
 
@@ -124,6 +124,10 @@ class Gemini:
 def answer(events: list[dict[str, Any]]) -> str:
     [last] = [e for e in events if e["type"] == "result"]
     assert last["status"] == "success", last
+    return answer_text(events)
+
+
+def answer_text(events: list[dict[str, Any]]) -> str:
     parts = [e["content"] for e in events if e["type"] == "message" and e["role"] == "assistant"]
     return "".join(parts)
 
@@ -151,8 +155,8 @@ def calls(h: Harness, n: int) -> list[CallRecord]:
     return h.events(CallRecord, at_least=n, timeout=10)
 
 
-def configure(h: Harness, first: str, second: str) -> None:
-    h.configure(config(first, second).replace("{root}", h.upstream.base_url.removesuffix("/v1")))
+def configure(h: Harness, *targets: str) -> None:
+    h.configure(config(*targets).replace("{root}", h.upstream.base_url.removesuffix("/v1")))
 
 
 @pytest.fixture
@@ -295,3 +299,21 @@ def json_schema(body: dict[str, Any]) -> dict[str, Any]:
     if "output_config" in body:
         return dict(body["output_config"]["format"]["schema"])
     return dict(body["response_format"]["json_schema"]["schema"])
+
+
+def test_a_cut_after_the_commit_point_is_retried_by_the_cli(h: Harness, gemini: Gemini) -> None:
+    """What Gemini CLI does with the door's last ``data: {"error": …}`` line (SPEC §20):
+    its SDK reads the line as a chunk with no candidates, so the stream ends without a
+    ``finishReason``; the CLI sends the turn again (4 times in all, each on the record as
+    failed), prints each try's partial text, and reports the error in its result."""
+    configure(h, CHAT)  # one target: nothing to rescue the cut stream on
+    h.upstream.script("c-model", then=classified(DropAfter(2, content="Partial words")))
+    events = gemini.run("say it")
+    [last] = [e for e in events if e["type"] == "result"]
+    assert last["status"] == "error"
+    errors = [e["message"] for e in events if e["type"] == "error"]
+    assert errors == ["Model stream ended without a finish reason."]
+    assert answer_text(events) == "Partial words" * 4
+    records = calls(h, 5)
+    assert [r.outcome for r in records] == [CallOutcome.OK] + [CallOutcome.FAILED] * 4
+    assert len(turns(h, "c-model")) == 4
