@@ -297,3 +297,52 @@ def test_chat_500_fails_over_to_gemini_from_the_chat_door(h: Harness) -> None:
     extra = (call.model_extra or {}).get("extra_content")
     assert extra == {"google": {"thought_signature": SIGNATURE}}
     assert answer.model == "chat-then-gem"
+
+
+# ------------------------------------------------------------ countTokens and models
+def test_count_tokens_answers_an_upstreams_4xx_as_the_doors(h: Harness) -> None:
+    counted = post(h, "gem", "countTokens")
+    assert counted.status_code == 200, counted.text
+    assert counted.json() == {"totalTokens": 2}
+    assert counted.headers["x-switchyard-target"] == "gem/g-model"
+    assert "model" not in h.upstream.requests[0].body
+    refused = post(h, "gem", "countTokens", {"generateContentRequest": {"bad": True}})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["status"] == "INVALID_ARGUMENT"
+    assert refused.headers["x-switchyard-attempts"] == "1"
+
+
+def test_count_tokens_is_an_estimate_only_when_no_target_can_count(h: Harness) -> None:
+    counted = post(h, "to-chat", "countTokens")
+    assert counted.status_code == 200
+    assert counted.json()["totalTokens"] >= 1
+    assert counted.headers["x-switchyard-estimate"] == "true"
+    assert h.upstream.requests == []
+
+
+@pytest.mark.parametrize("path", ["/v1beta/models", "/v1/models"])
+def test_models_are_listed_in_googles_shape(h: Harness, path: str) -> None:
+    listed = httpx.get(h.gateway.url + path, headers={"x-goog-api-key": h.key})
+    assert listed.status_code == 200
+    models = {m["name"]: m for m in listed.json()["models"]}
+    assert "generateContent" in models["models/gem"]["supportedGenerationMethods"]
+    one = httpx.get(f"{h.gateway.url}{path}/gemini-2.5-pro?key={h.key}")
+    assert one.json()["name"] == "models/gemini-2.5-pro"
+    missing = httpx.get(f"{h.gateway.url}{path}/nope", headers={"x-goog-api-key": h.key})
+    assert missing.status_code == 404 and missing.json()["error"]["status"] == "NOT_FOUND"
+
+
+def test_openai_clients_still_get_openais_model_list(h: Harness) -> None:
+    listed = httpx.get(h.gateway.url + "/v1/models", headers={"authorization": f"Bearer {h.key}"})
+    assert listed.json()["object"] == "list"
+    assert "gem" in {m["id"] for m in listed.json()["data"]}
+
+
+def test_a_get_on_an_action_is_405_and_an_unknown_path_googles_404(h: Harness) -> None:
+    wrong = httpx.get(f"{h.gateway.url}/v1beta/models/gem:generateContent")
+    assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    assert wrong.json()["error"]["code"] == 405
+    unknown = httpx.get(f"{h.gateway.url}/v1beta/files")
+    assert unknown.status_code == 404 and unknown.json()["error"]["status"] == "NOT_FOUND"
+    action = post(h, "gem", "embedContent")
+    assert action.status_code == 404 and action.json()["error"]["status"] == "NOT_FOUND"

@@ -12,6 +12,7 @@ from google.genai import errors, types
 
 from routing.simulator import Reply
 from routing.simulator.gemini import SIGNATURE
+from routing.simulator.script import DropAfter
 from tests.conftest import Harness
 
 CONFIG = """
@@ -190,3 +191,24 @@ def test_a_function_call_round_trip(h: Harness, model: str, stream: bool) -> Non
             "tool_call_id": call.id,
             "content": "a.txt b.txt",
         }
+
+
+def test_a_cut_after_the_commit_point_reaches_the_sdk_as_an_error(h: Harness) -> None:
+    h.upstream.script("g-model", DropAfter(chunks=2, content="one two three four"))
+    sdk = client(h)
+    seen: list[str] = []
+    with pytest.raises(errors.APIError) as caught:
+        for chunk in sdk.models.generate_content_stream(model="gem", contents="hi"):
+            seen.append(chunk.text or "")
+    assert "".join(seen)  # the committed text came first
+    assert caught.value.code == 502 and caught.value.status == "UNAVAILABLE"
+
+
+def test_the_docs_gemini_example_runs(h: Harness) -> None:
+    from tests.test_readme_examples import readme_example
+
+    code = readme_example("gemini-door").replace("http://127.0.0.1:8000", h.gateway.url)
+    h.upstream.script("g-model", Reply("hello"))
+    exec(compile(code, "docs/front-doors.md", "exec"), {"KEY": h.key})  # noqa: S102
+    [sent] = h.upstream.requests
+    assert sent.path == "/v1beta/models/g-model:generateContent"
