@@ -55,7 +55,7 @@ groups:
 MARK = "gemini-cli-ok"
 SHELL = {"name": "run_shell_command", "arguments": {"command": f"echo {MARK}", "description": "p"}}
 SCORED = json.dumps({"complexity_reasoning": "One explicit command.", "complexity_score": 10})
-FLASH, PRO = "gemini-3.8-flash", "gemini-3.1-pro-preview"  # what a score of 10 picks; the fallback
+FLASH = "gemini-3.8-flash"  # what a score of 10 picks (unparsed: gemini-3.1-pro-preview)
 # Where each kind's request carries the shell's output (When's default scope: the last item).
 RESULT = {"a-model": '"tool_result"', "c-model": '"role":"tool"'}
 
