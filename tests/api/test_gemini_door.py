@@ -6,9 +6,6 @@ failovers gemini → anthropic and chat → gemini."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -19,9 +16,13 @@ from routing.gateway.events import CallOutcome, CallRecord
 from routing.simulator import Reply
 from routing.simulator.gemini import SIGNATURE
 from routing.simulator.script import DropAfter, EndBeforeFinish, Fail
+from tests.api import test_front_doors
+from tests.api.test_front_doors import FakeClock
 from tests.conftest import Harness
 
-CONFIG = """
+clock = test_front_doors.clock  # the fake clock fixture, as the other doors' tests use it
+
+PROVIDERS = """
 providers:
   - name: gem
     kind: gemini
@@ -35,6 +36,10 @@ providers:
     kind: openai
     base_url: {upstream}
     api_key: chat-upstream-key
+"""
+CONFIG = (
+    PROVIDERS
+    + """
 groups:
   - name: gem
     aliases: ["gemini-*"]
@@ -57,22 +62,20 @@ groups:
       - {provider: chat, model: o-down}
       - {provider: gem, model: g-up}
 """
+)
 HELLO = {"contents": [{"role": "user", "parts": [{"text": "hi there"}]}]}
 
 
-@dataclass
-class FakeClock:
-    now: float
-
-    def __call__(self) -> float:
-        return self.now
+def configured(harness: Harness, config: str) -> Harness:
+    """The harness with ``config`` loaded, ``{root}`` the simulator's (Gemini's base has no
+    version: the gateway adds ``/v1beta``)."""
+    harness.configure(config.replace("{root}", harness.upstream.base_url.removesuffix("/v1")))
+    return harness
 
 
 @pytest.fixture
 def h(harness: Harness) -> Harness:
-    root = harness.upstream.base_url.removesuffix("/v1")
-    harness.configure(CONFIG.replace("{root}", root))
-    return harness
+    return configured(harness, CONFIG)
 
 
 def post(
@@ -206,14 +209,6 @@ def test_bad_input_is_invalid_argument_and_changes_nothing(h: Harness, body: Any
     assert h.upstream.requests == []
     [record] = records(h)
     assert record.outcome is CallOutcome.REFUSED
-
-
-@pytest.fixture
-def clock(h: Harness) -> Iterator[FakeClock]:
-    fake = FakeClock(1_800_000_000.0)
-    h.runtime.clock = fake  # type: ignore[attr-defined]
-    yield fake
-    h.runtime.clock = time.time  # type: ignore[attr-defined]
 
 
 def test_exhaustion_is_unavailable_in_googles_shape(h: Harness, clock: FakeClock) -> None:

@@ -13,34 +13,9 @@ from google.genai import errors, types
 from routing.simulator import Reply
 from routing.simulator.gemini import SIGNATURE
 from routing.simulator.script import DropAfter
+from tests.api.test_gemini_door import CONFIG, configured
 from tests.conftest import Harness
 
-CONFIG = """
-providers:
-  - name: gem
-    kind: gemini
-    base_url: {root}
-    api_key: gemini-upstream-key
-  - name: claude
-    kind: anthropic
-    base_url: {upstream}
-    api_key: anthropic-upstream-key
-  - name: chat
-    kind: openai
-    base_url: {upstream}
-    api_key: chat-upstream-key
-groups:
-  - name: gem
-    aliases: ["gemini-*"]
-    targets:
-      - {provider: gem, model: g-model}
-  - name: to-claude
-    targets:
-      - {provider: claude, model: c-model}
-  - name: to-chat
-    targets:
-      - {provider: chat, model: o-model}
-"""
 KINDS = {"gemini-2.5-flash": "g-model", "to-claude": "c-model", "to-chat": "o-model"}
 LS = types.FunctionDeclaration(
     name="ls",
@@ -53,9 +28,7 @@ LS = types.FunctionDeclaration(
 
 @pytest.fixture
 def h(harness: Harness) -> Harness:
-    root = harness.upstream.base_url.removesuffix("/v1")
-    harness.configure(CONFIG.replace("{root}", root))
-    return harness
+    return configured(harness, CONFIG)
 
 
 def client(h: Harness, version: str = "v1beta") -> genai.Client:

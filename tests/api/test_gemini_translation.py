@@ -8,8 +8,6 @@ Gemini 3 target gets Google's placeholder signature on the calls that lost their
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,30 +15,17 @@ import pytest
 from routing.protocols.gemini.request import PLACEHOLDER_SIGNATURE
 from routing.simulator import Reply
 from routing.simulator.script import Fail
-from tests.api.test_gemini_door import FakeClock, post, stream, text_of
+from tests.api import test_front_doors
+from tests.api.test_front_doors import FakeClock
+from tests.api.test_gemini_door import CONFIG as DOOR_CONFIG
+from tests.api.test_gemini_door import configured, post, stream, text_of
 from tests.conftest import Harness
 
-CONFIG = """
-providers:
-  - name: gem
-    kind: gemini
-    base_url: {root}
-    api_key: gemini-upstream-key
-  - name: claude
-    kind: anthropic
-    base_url: {upstream}
-    api_key: anthropic-upstream-key
-  - name: chat
-    kind: openai
-    base_url: {upstream}
-    api_key: chat-upstream-key
-groups:
-  - name: to-claude
-    targets:
-      - {provider: claude, model: c-model}
-  - name: to-chat
-    targets:
-      - {provider: chat, model: o-model}
+clock = test_front_doors.clock  # the fake clock fixture, as the other doors' tests use it
+
+CONFIG = (
+    DOOR_CONFIG
+    + """
   - name: claude-skips-hosted
     hosted_tools: skip
     targets:
@@ -56,6 +41,7 @@ groups:
       - {provider: gem, model: gemini-3-pro}
       - {provider: claude, model: c-backup}
 """
+)
 SCHEMA_OPENAPI = {
     "type": "OBJECT",
     "properties": {
@@ -75,17 +61,7 @@ ASK = [{"role": "user", "parts": [{"text": "which model?"}]}]
 
 @pytest.fixture
 def h(harness: Harness) -> Harness:
-    root = harness.upstream.base_url.removesuffix("/v1")
-    harness.configure(CONFIG.replace("{root}", root))
-    return harness
-
-
-@pytest.fixture
-def clock(h: Harness) -> Iterator[FakeClock]:
-    fake = FakeClock(1_800_000_000.0)
-    h.runtime.clock = fake  # type: ignore[attr-defined]
-    yield fake
-    h.runtime.clock = time.time  # type: ignore[attr-defined]
+    return configured(harness, CONFIG)
 
 
 def sent_to(h: Harness, model: str) -> dict[str, Any]:
@@ -122,20 +98,16 @@ def test_a_response_json_schema_reaches_an_anthropic_target_as_output_config(
 
 
 def test_other_doors_structured_output_reaches_a_gemini_target(h: Harness) -> None:
-    h.configure(
-        CONFIG.replace("{root}", h.upstream.base_url.removesuffix("/v1"))
-        + "  - name: to-gem\n    targets:\n      - {provider: gem, model: g-plain}\n"
-    )
-    h.upstream.script("g-plain", Reply('{"model": "pro"}'), Reply('{"model": "pro"}'))
+    h.upstream.script("g-model", Reply('{"model": "pro"}'))
     h.client().chat.completions.create(
-        model="to-gem",
+        model="gemini-x",
         messages=[{"role": "user", "content": "which?"}],
         response_format={
             "type": "json_schema",
             "json_schema": {"name": "pick", "schema": SCHEMA_JSON},
         },
     )
-    config = sent_to(h, "g-plain")["generationConfig"]
+    config = sent_to(h, "g-model")["generationConfig"]
     assert config["responseMimeType"] == "application/json"
     assert config["responseJsonSchema"] == SCHEMA_JSON
 
