@@ -218,6 +218,21 @@ def test_images_both_ways() -> None:
             },
             {"type": "array", "items": {"type": "integer"}},
         ),
+        (  # Gemini CLI 0.61.0's classifier: JSON Schema, upper-case types
+            {
+                "responseMimeType": "application/json",
+                "responseJsonSchema": {
+                    "type": "OBJECT",
+                    "properties": {"score": {"type": "INTEGER", "description": "1-100"}},
+                    "required": ["score"],
+                },
+            },
+            {
+                "type": "object",
+                "properties": {"score": {"type": "integer", "description": "1-100"}},
+                "required": ["score"],
+            },
+        ),
     ],
 )
 def test_structured_output_to_json_schema_and_back(config: dict[str, Any], expected: Any) -> None:

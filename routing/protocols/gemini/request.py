@@ -273,9 +273,12 @@ def _generation_in(config: dict[str, Any], out: dict[str, Any]) -> None:
             out[chat] = config[gemini]
     if config.get("stopSequences"):
         out["stop"] = list(config["stopSequences"])
-    schema = config.get("responseJsonSchema")
-    if schema is None and config.get("responseSchema") is not None:
-        schema = to_json_schema(config["responseSchema"])
+    # JSON Schema in name, yet Gemini CLI 0.61.0 writes its classifier's responseJsonSchema
+    # with the subset's upper-case types (Google takes them; other kinds reject "OBJECT"),
+    # so both are normalised — a copy, and a no-op on lower-case JSON Schema.
+    schema = config.get("responseJsonSchema", config.get("responseSchema"))
+    if schema is not None:
+        schema = to_json_schema(schema)
     if schema is not None:
         out["response_format"] = {
             "type": "json_schema",

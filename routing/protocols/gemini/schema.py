@@ -2,9 +2,11 @@
 
 ``parameters`` and ``responseSchema`` are Gemini's OpenAPI 3.0 subset: upper-case type
 names (``OBJECT``, ``STRING``…), ``nullable``, ``propertyOrdering``. ``parametersJsonSchema``
-and ``responseJsonSchema`` are JSON Schema and pass unchanged. ``to_json_schema`` normalises
-the subset (lower-case types, ``nullable`` as a ``"null"`` type, Gemini-only keys left out)
-so a chat, Messages or Responses target gets a schema it reads.
+and ``responseJsonSchema`` are JSON Schema: the first passes unchanged, the second goes
+through ``to_json_schema`` too, since Gemini CLI writes it with upper-case types (which
+Google accepts). ``to_json_schema`` normalises the subset (lower-case types, ``nullable`` as
+a ``"null"`` type, Gemini-only keys left out) so a chat, Messages or Responses target gets
+a schema it reads.
 """
 
 from __future__ import annotations
