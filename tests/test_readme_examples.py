@@ -57,3 +57,20 @@ def test_the_readme_algorithm_routes_calls(harness: Harness, example_module: str
         )
     assert raw.headers["x-switchyard-target"] == "p1/gpt-mini"
     assert harness.upstream.count("big") == 0
+
+
+def test_the_readme_minimal_configuration_loads() -> None:
+    """The README's configuration (one provider per platform) is a valid file as written."""
+    from routing.config.yaml import load_text
+
+    [block] = re.findall(
+        r"## A minimal configuration\s*```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S
+    )
+    env = {"PRIMARY_API_KEY": "k1", "ANTHROPIC_API_KEY": "k2", "AZURE_OPENAI_API_KEY": "k3"}
+    config = load_text(block, env=env)
+    assert {p.platform for p in config.providers} == {"direct", "bedrock", "vertex", "azure"}
+    assert [t.provider for t in config.groups[1].targets] == [
+        "claude",
+        "claude-bedrock",
+        "claude-vertex",
+    ]
