@@ -248,3 +248,69 @@ def test_a_chat_500_fails_over_to_the_anthropic_target(
     records = harness.events(CallRecord, at_least=2)
     assert all(r.served_by == "anthropic/a-model" for r in records)
     assert records[0].served_by_fallback
+
+
+CLOUDS = """
+providers:
+  - {name: anthropic, kind: anthropic, base_url: "{upstream}", api_key: upstream-key}
+  - name: bedrock
+    kind: anthropic
+    platform: bedrock
+    base_url: "{host}"
+    region: us-east-1
+    aws_access_key_id: AKIATESTCLAUDECODE01
+    aws_secret_access_key: test-secret-for-claude-code
+  - name: vertex
+    kind: anthropic
+    platform: vertex
+    base_url: "{host}"
+    region: us-east5
+    project: sim-project
+    credentials_file: "{account}"
+groups:
+  - name: claude
+    aliases: ["claude-*"]
+    retry: {max_retries: 0}
+    targets:
+      - {provider: anthropic, model: claude-opus-4-8}
+      - {provider: bedrock, model: "us.anthropic.claude-opus-4-8-v1:0"}
+      - {provider: vertex, model: "claude-opus-4-8@20251101"}
+"""
+
+
+def test_the_same_claude_on_three_clouds_keeps_its_tool_loop_and_thinking(
+    h: Harness, claude: Claude, tmp_path: Path
+) -> None:
+    """SPEC §19: Anthropic's API answers 529, the same Claude on Bedrock (SigV4) starts the
+    tool loop with a signed thinking block, then fails; the same Claude on Vertex AI (a
+    token from the service-account file) finishes it and gets that thinking block back
+    byte for byte: one model family, so the signature is kept (docs/continuity.md)."""
+    from tests.platforms.accounts import write_service_account
+
+    account = write_service_account(h.upstream, tmp_path)
+    host = h.upstream.base_url.removesuffix("/v1")
+    h.configure(CLOUDS.replace("{host}", host).replace("{account}", str(account)))
+    bedrock, vertex = "us.anthropic.claude-opus-4-8-v1:0", "claude-opus-4-8@20251101"
+    h.upstream.script("claude-opus-4-8", then=Fail(529, "Overloaded", type="overloaded_error"))
+    h.upstream.script(
+        bedrock,
+        then=When(
+            '"tool_result"',
+            Fail(503, "bedrock is down (simulated)"),
+            otherwise=Reply("Running it.", reasoning="I should run it.", tool_call=BASH),
+        ),
+    )
+    h.upstream.script(vertex, then=Reply("The command printed hi-from-bash."))
+    events = claude.run("run echo hi-from-bash")
+    assert result(events) == "The command printed hi-from-bash."
+    assert tool_results(events) == ["hi-from-bash"]
+    signed = messages_sent(h, bedrock)
+    assert signed and all(r.headers["authorization"].startswith("AWS4-HMAC-SHA256") for r in signed)
+    [finished] = messages_sent(h, vertex)
+    assert finished.headers["authorization"].startswith("Bearer ")
+    turn = next(m for m in reversed(finished.body["messages"]) if m["role"] == "assistant")
+    assert [b for b in turn["content"] if b["type"] == "thinking"] == [
+        {"type": "thinking", "thinking": "I should run it.", "signature": "sim-signature"}
+    ]
+    records = h.events(CallRecord, at_least=2)
+    assert [r.served_by for r in records] == [f"bedrock/{bedrock}", f"vertex/{vertex}"]
