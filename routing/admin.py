@@ -161,6 +161,7 @@ class RecordsItsRows(ConfigAdmin):
 
 _PROVIDER_FIELD_FOR = {
     "timeouts.connect_s": "connect_timeout_s",
+    "timeouts.headers_s": "headers_timeout_s",
     "timeouts.first_token_s": "first_token_timeout_s",
     "timeouts.idle_s": "idle_timeout_s",
     "timeouts.total_s": "total_timeout_s",
@@ -202,6 +203,7 @@ class ProviderAdminForm(VersionedForm):
             "betas",
             "models",
             "connect_timeout_s",
+            "headers_timeout_s",
             "first_token_timeout_s",
             "idle_timeout_s",
             "total_timeout_s",
@@ -278,6 +280,7 @@ class ProviderAdmin(SavesThroughService):
             {
                 "fields": (
                     "connect_timeout_s",
+                    "headers_timeout_s",
                     "first_token_timeout_s",
                     "idle_timeout_s",
                     "total_timeout_s",

@@ -268,6 +268,7 @@ def provider_form(provider: Provider | None = None, **overrides: Any) -> dict[st
         "headers": "{}",
         "models": '["model-a"]',
         "connect_timeout_s": "5",
+        "headers_timeout_s": "10",
         "first_token_timeout_s": "60",
         "idle_timeout_s": "60",
         "total_timeout_s": "600",
@@ -524,3 +525,4 @@ def test_admin_group_aliases_are_validated_against_other_groups(admin_client: Cl
     done = admin_client.post("/admin/routing/group/add/", {**form, "aliases": '["gpt-*"]'})
     assert done.status_code == 302, done.content.decode()
     assert Group.objects.get(name="auto").aliases == ["gpt-*"]
+
