@@ -166,6 +166,13 @@ def _label(key: ApiKey) -> str:
     return f"{key.name} ({key.prefix}…)"
 
 
+NAME_RULE = "a key needs a name of 1-100 printable characters"
+
+
+def good_key_name(name: object) -> bool:
+    return isinstance(name, str) and 0 < len(name.strip()) <= 100 and name.isprintable()
+
+
 def key_create(
     *,
     name: str,
@@ -183,8 +190,8 @@ def key_create(
         checked = key_limits(limits)
     except ConfigError as exc:
         errors += exc.errors
-    if not isinstance(name, str) or not 0 < len(name.strip()) <= 100 or not name.isprintable():
-        errors.append(FieldError("name", "a key needs a name of 1-100 printable characters"))
+    if not good_key_name(name):
+        errors.append(FieldError("name", NAME_RULE))
     if kind not in KINDS:
         errors.append(FieldError("kind", f"must be one of {', '.join(KINDS)}"))
     if errors:
@@ -244,6 +251,30 @@ def key_update(*, key_id: int, limits: Any, actor: str, path: str = "api") -> Ap
                 object_name=_label(key),
                 before=before,
                 after=_snapshot(key),
+            )
+    return key
+
+
+def key_rename(*, key_id: int, name: str, actor: str, path: str = "admin") -> ApiKey:
+    """Rename a key (the admin's key page): the name is a label, the secret and every
+    limit stay. Recorded like every other write; nothing is recorded when it is the same."""
+    if not good_key_name(name):
+        raise ConfigError.single("name", NAME_RULE)
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(pk=key_id).first()
+        if key is None:
+            raise NotFound("API key", key_id)
+        if key.name != name:
+            before = {"name": key.name, **_snapshot(key)}
+            key.name = name
+            key.save(update_fields=["name"])
+            record(
+                actor=actor,
+                path=path,
+                object_type="key",
+                object_name=_label(key),
+                before=before,
+                after={"name": key.name, **_snapshot(key)},
             )
     return key
 
