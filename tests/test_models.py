@@ -525,4 +525,3 @@ def test_admin_group_aliases_are_validated_against_other_groups(admin_client: Cl
     done = admin_client.post("/admin/routing/group/add/", {**form, "aliases": '["gpt-*"]'})
     assert done.status_code == 302, done.content.decode()
     assert Group.objects.get(name="auto").aliases == ["gpt-*"]
-
