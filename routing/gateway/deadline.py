@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class ReadDeadline:
@@ -53,7 +55,7 @@ class ReadDeadline:
         self._cancelling = 0
         self._expired = False
 
-    async def run(self, read: Awaitable[bytes], deadline: float) -> bytes:
+    async def run(self, read: Awaitable[T], deadline: float) -> T:
         """``read`` bounded by ``deadline``: its result, or ``TimeoutError`` past it."""
         self.start(deadline)
         try:
