@@ -462,17 +462,9 @@ async def run_attempt(
         name = model
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
-    # A stream's headers come before the model thinks (``headers_s``: an upstream that
-    # accepted the connection and sends nothing is dead); a JSON call's come with its whole
-    # answer, so ``first_token_s`` bounds them (SPEC §3.8, docs/outages.md).
-    headers_at, phase = started + timeouts.first_token_s, "first-token"
-    if stream and timeouts.headers_s < timeouts.first_token_s:
-        headers_at, phase = started + timeouts.headers_s, "headers"
-    total_at = min(deadline, started + timeouts.total_s)
-    if headers_at >= total_at:
-        headers_at, phase = total_at, "total"
     path = f"/{endpoint}" if endpoint else None
     send = client.send(body, path=path, headers=headers, model=model, stream=stream)
+    headers_at, phase = _headers_deadline(timeouts, started, deadline, stream=stream)
     response = await _headers_in_time(send, headers_at, phase, clock)
     if not stream:
         return await _read_completion(
@@ -511,6 +503,22 @@ async def run_attempt(
     except BaseException:
         await reader.aclose()
         raise
+
+
+def _headers_deadline(
+    timeouts: Timeouts, started: float, deadline: float, *, stream: bool
+) -> tuple[float, str]:
+    """When the response headers must have come, and the timeout that says so. A stream's
+    come before the model thinks (``headers_s``: an upstream that accepted the connection
+    and sends nothing is dead); a JSON call's come with its whole answer, so
+    ``first_token_s`` bounds them (SPEC §3.8, docs/outages.md)."""
+    headers_at, phase = started + timeouts.first_token_s, "first-token"
+    if stream and timeouts.headers_s < timeouts.first_token_s:
+        headers_at, phase = started + timeouts.headers_s, "headers"
+    total_at = min(deadline, started + timeouts.total_s)
+    if headers_at >= total_at:
+        return total_at, "total"
+    return headers_at, phase
 
 
 async def _headers_in_time(
