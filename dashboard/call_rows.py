@@ -67,8 +67,7 @@ def row_from_call(call: Call) -> CallRow:
 
 def row_from_record(record: CallRecord) -> CallRow:
     """From a live ``routing.gateway.events.CallRecord``."""
-    usage = record.usage or {}
-    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    total = (record.billed or {}).get("total_tokens")  # as the ledger records it
     return CallRow(
         call_id=record.call_id,
         started_at=float(record.started_at),

@@ -24,7 +24,9 @@ from routing import selectors
 from routing.audit.retention import retention_from_settings
 from routing.audit.selectors import calls_count, calls_recent
 from routing.engine.targets import target_key
-from routing.gateway.runtime import get_runtime
+from routing.gateway.runtime import TableUnavailable, get_runtime
+from routing.gateway.table import ProviderSpec, target_price
+from routing.limits.spec import Price, PriceSource
 
 log = logging.getLogger("switchyard.dashboard")
 
@@ -43,10 +45,22 @@ class TargetRow:
     up_order: str  # the whole order after moving this target up ("" = cannot)
     down_order: str
     stats: live_stats.TargetStats | None = None
+    price: Price | None = None  # configured, or the catalogue's (SPEC §19); None: unpriced
 
     @property
     def key(self) -> str:
         return target_key(self.provider, self.model)
+
+    @property
+    def price_text(self) -> str:
+        """``3 in / 15 out per M tokens · genai-prices 0.2.3: anthropic/claude-sonnet-4-5``."""
+        price = self.price
+        if price is None:
+            return "unpriced: no price configured and none in the catalogue (cost –)"
+        numbers = f"{price.input:g} in / {price.output:g} out per M tokens"
+        if price.source is PriceSource.CATALOGUE:
+            return f"{numbers} · {price.origin}"
+        return f"{numbers} · configured"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +134,7 @@ def _card(
     badges: Mapping[str, Badge],
     providers: list[ProviderChoice],
     stats: Mapping[str, live_stats.TargetStats],
+    specs: Mapping[str, ProviderSpec],
 ) -> GroupCard:
     targets = sorted(detail["targets"], key=lambda t: t["position"])
     ids = [t["id"] for t in targets]
@@ -135,6 +150,7 @@ def _card(
             up_order=_moved(ids, index, -1),
             down_order=_moved(ids, index, +1),
             stats=stats.get(target_key(t["provider"], t["model"])),
+            price=_price(t, specs),
         )
         for index, t in enumerate(targets)
     ]
@@ -147,6 +163,13 @@ def _card(
         retry_summary=retry_summary(detail["fields"]),
         calls_capacity=retention_from_settings()["max_rows"],
     )
+
+
+def _price(target: Mapping[str, Any], specs: Mapping[str, ProviderSpec]) -> Price | None:
+    """The price a call to the target pays, as the routing table prices it (a provider
+    not compiled yet: none to look the catalogue up under)."""
+    spec = specs.get(target["provider"])
+    return None if spec is None else target_price(target["options"], spec, target["model"])
 
 
 def retry_summary(fields: Mapping[str, Any]) -> str:
@@ -177,7 +200,11 @@ async def group_cards(details: Sequence[Mapping[str, Any]]) -> list[GroupCard]:
     runtime = get_runtime()
     badges = await badges_read(runtime, keys)
     stats = live_stats.current().read(keys, runtime.clock())
-    cards = [_card(detail, badges, providers, stats) for detail in details]
+    try:
+        specs = (await runtime.current_table()).providers
+    except TableUnavailable:  # the groups still show (SPEC §7), their prices do not
+        specs = {}
+    cards = [_card(detail, badges, providers, stats, specs) for detail in details]
     for card, detail in zip(cards, details, strict=True):
         await _recent_calls(card)
         card.limits = await _limit_rows(card.name, detail)

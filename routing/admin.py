@@ -35,8 +35,15 @@ from routing.config.policy import (
     validate_effective,
     validate_policy_flat,
 )
-from routing.config.schema import TARGET_OPTIONS, parse_provider, parse_target, target_options
+from routing.config.schema import (
+    PLATFORM_SECRETS,
+    TARGET_OPTIONS,
+    parse_provider,
+    parse_target,
+    target_options,
+)
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
+from routing.protocols.registry import PLATFORM_CHOICES
 from routing.services import group_delete, key_delete, key_rename, key_revoke, provider_delete
 from routing.services.api_keys import NAME_RULE as KEY_NAME_RULE
 from routing.services.api_keys import good_key_name
@@ -171,9 +178,11 @@ _PROVIDER_FIELD_FOR = {
 }
 
 
+_PROVIDER_PLATFORM_FIELDS = ("platform", "region", "project", "credentials_file", "entra")
 _PROVIDER_SCHEMA_FIELDS = (
     "name",
     "kind",
+    *_PROVIDER_PLATFORM_FIELDS,
     "base_url",
     "headers",
     "betas",
@@ -191,6 +200,24 @@ class ProviderAdminForm(VersionedForm):
         help_text="Write-only. Leave empty to keep the stored key.",
     )
     clear_api_key = forms.BooleanField(label="Remove the stored API key", required=False)
+    platform = forms.ChoiceField(choices=PLATFORM_CHOICES, initial="direct", required=False)
+    aws_access_key_id = forms.CharField(
+        label="AWS access key id",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="bedrock: write-only; empty keeps the stored one (none: AWS's own chain).",
+    )
+    aws_secret_access_key = forms.CharField(
+        label="AWS secret access key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    aws_session_token = forms.CharField(
+        label="AWS session token",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_aws_keys = forms.BooleanField(label="Remove the stored AWS keys", required=False)
     headers = forms.JSONField(
         required=False,
         help_text='Extra headers, {"name": "value"}. Values are write-only, like the API key: '
@@ -202,6 +229,7 @@ class ProviderAdminForm(VersionedForm):
         fields = [
             "name",
             "kind",
+            *_PROVIDER_PLATFORM_FIELDS,
             "base_url",
             "betas",
             "models",
@@ -226,8 +254,9 @@ class ProviderAdminForm(VersionedForm):
         if any(name not in cleaned for name in _PROVIDER_SCHEMA_FIELDS if name in self.fields):
             return cleaned  # Django already reported a field; the schema check needs them all
         raw = self._fields()
-        if cleaned.get("api_key"):  # the schema's credential rule (printable ASCII) applies
-            raw["api_key"] = cleaned["api_key"]
+        for secret in ("api_key", *PLATFORM_SECRETS):
+            if cleaned.get(secret):  # the schema's credential rule (printable ASCII) applies
+                raw[secret] = cleaned[secret]
         try:
             parse_provider(raw)
             new_headers(self.instance, raw["headers"])  # "" keeps a stored value, if any
@@ -244,6 +273,9 @@ class ProviderAdminForm(VersionedForm):
         return {
             "name": cleaned.get("name") or self.instance.name,  # read-only once created
             "kind": cleaned["kind"],
+            "platform": cleaned["platform"] or "direct",
+            **{name: cleaned[name] or None for name in ("region", "project", "credentials_file")},
+            "entra": cleaned["entra"],
             "base_url": cleaned["base_url"],
             "headers": cleaned["headers"] or {},
             "betas": cleaned["betas"] or None,
@@ -264,6 +296,11 @@ class ProviderAdminForm(VersionedForm):
             data["api_key"] = None
         elif self.cleaned_data.get("api_key"):
             data["api_key"] = self.cleaned_data["api_key"]
+        for secret in PLATFORM_SECRETS:
+            if self.cleaned_data.get("clear_aws_keys"):
+                data[secret] = None
+            elif self.cleaned_data.get(secret):
+                data[secret] = self.cleaned_data[secret]
         return data
 
 
@@ -271,12 +308,36 @@ class ProviderAdminForm(VersionedForm):
 class ProviderAdmin(SavesThroughService):
     form = ProviderAdminForm
 
-    list_display = ("name", "kind", "base_url", "credential", "version")
+    list_display = ("name", "kind", "platform", "base_url", "credential", "version")
     search_fields = ("name", "base_url")
-    readonly_fields = ("credential", "models_loaded_at", "version", "created_at", "updated_at")
+    readonly_fields = (
+        "credential",
+        "aws_keys",
+        "models_loaded_at",
+        "version",
+        "created_at",
+        "updated_at",
+    )
     fieldsets = (
         (None, {"fields": ("name", "kind", "base_url", "based_on_version")}),
         ("Credential", {"fields": ("credential", "api_key", "clear_api_key")}),
+        (
+            "Platform (SPEC §19)",
+            {
+                "fields": (
+                    "platform",
+                    "region",
+                    "project",
+                    "credentials_file",
+                    "aws_keys",
+                    "aws_access_key_id",
+                    "aws_secret_access_key",
+                    "aws_session_token",
+                    "clear_aws_keys",
+                    "entra",
+                )
+            },
+        ),
         ("Upstream", {"fields": ("headers", "betas", "models", "models_loaded_at")}),
         (
             "Timeouts (seconds)",
@@ -297,6 +358,12 @@ class ProviderAdmin(SavesThroughService):
     @admin.display(description="credential")
     def credential(self, obj: Provider) -> str:
         return f"set ({obj.api_key_hint})" if obj.has_api_key else "not set"
+
+    @admin.display(description="AWS keys")
+    def aws_keys(self, obj: Provider) -> str:
+        return (
+            ", ".join(obj.platform_secret_names) + " set" if obj.platform_secret_names else "none"
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         # A provider is never renamed (targets name it): create a new one instead.

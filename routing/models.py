@@ -32,6 +32,7 @@ from django.utils.deconstruct import deconstructible
 from routing import crypto
 from routing.config.schema import GROUP_NAME_RE, TIMEOUT_DEFAULTS
 from routing.engine.targets import target_key
+from routing.platforms.base import PlatformSettings
 from routing.protocols.registry import KIND_CHOICES
 
 HINT_MIN_KEY_LENGTH = 12  # shorter credentials get no hint: 4 chars would be too much of them
@@ -59,7 +60,20 @@ class Provider(models.Model):
 
     name = models.SlugField(unique=True)
     kind = models.CharField(max_length=20, choices=KIND_CHOICES, default="openai")
-    base_url = models.CharField(max_length=500, validators=[base_url_validator])
+    # Where and how the kind is reached (SPEC §19); its fields below are read by the
+    # platforms that need them (routing.platforms). Empty base_url: the platform's own
+    # endpoint (built from region/project), where it has one. No model choices: the
+    # registry's PLATFORMS are checked by the schema every write goes through, and the
+    # admin's form offers them, so a new platform needs no migration.
+    platform = models.CharField(max_length=20, default="direct")
+    base_url = models.CharField(max_length=500, blank=True, validators=[base_url_validator])
+    region = models.CharField(max_length=64, blank=True, default="")
+    project = models.CharField(max_length=128, blank=True, default="")
+    credentials_file = models.CharField(max_length=500, blank=True, default="")
+    entra = models.BooleanField(default=False)
+    # The platform's secrets (aws_access_key_id, aws_secret_access_key, aws_session_token):
+    # {name: Fernet token}, write-only like api_key (get/set_platform_secrets).
+    platform_secrets_encrypted = models.JSONField(default=dict, blank=True, editable=False)
     api_key_encrypted = models.TextField(blank=True, default="", editable=False)
     api_key_hint = models.CharField(max_length=12, blank=True, default="", editable=False)
     # Extra request headers, {name: Fernet token of the value}: values often carry
@@ -147,6 +161,40 @@ class Provider(models.Model):
                 same = False
             tokens[name] = token if same and token is not None else crypto.encrypt(value)
         self.headers_encrypted = tokens
+
+    @property
+    def platform_secret_names(self) -> list[str]:
+        """The platform secrets that are set (their values are write-only)."""
+        return sorted(self.platform_secrets_encrypted or {})
+
+    def get_platform_secrets(self) -> dict[str, str]:
+        """The platform secrets in plaintext. Raises ``CredentialDecryptError`` like
+        :meth:`get_api_key`."""
+        return {
+            name: crypto.decrypt(token)
+            for name, token in (self.platform_secrets_encrypted or {}).items()
+        }
+
+    def set_platform_secret(self, name: str, plain: str) -> None:
+        """Encrypt and store one platform secret (``""`` clears it). Does not save."""
+        stored = dict(self.platform_secrets_encrypted or {})
+        plain = plain.strip()
+        if plain:
+            stored[name] = crypto.encrypt(plain)
+        else:
+            stored.pop(name, None)
+        self.platform_secrets_encrypted = stored
+
+    def platform_settings(self) -> PlatformSettings:
+        """The platform fields as the platforms read them, secrets decrypted (raises
+        ``CredentialDecryptError`` when one cannot be)."""
+        return PlatformSettings(
+            region=self.region,
+            project=self.project,
+            credentials_file=self.credentials_file,
+            entra=self.entra,
+            **self.get_platform_secrets(),
+        )
 
 
 class Group(models.Model):

@@ -42,7 +42,13 @@ def _provider_out(provider: Provider, used_by: list[str]) -> dict[str, Any]:
     return {
         "name": provider.name,
         "kind": provider.kind,
+        "platform": provider.platform,
         "base_url": provider.base_url,
+        "region": provider.region,
+        "project": provider.project,
+        "credentials_file": provider.credentials_file,
+        "entra": provider.entra,
+        "aws_keys_set": provider.platform_secret_names,  # their names; values are write-only
         "api_key_set": provider.has_api_key,
         "api_key_hint": provider.api_key_hint,
         "headers": {name: "" for name in provider.header_names},  # values are write-only

@@ -25,9 +25,9 @@ from dashboard.views.common import PAGE_PATH, actor, int_or_none, staff_required
 from routing import selectors, services
 from routing.config.errors import ConfigError
 from routing.config.fields import declared_fields
-from routing.config.schema import TimeoutsIn
+from routing.config.schema import PLATFORM_SECRETS, TimeoutsIn
 from routing.gateway.runtime import get_runtime
-from routing.protocols.registry import KIND_CHOICES
+from routing.protocols.registry import KIND_CHOICES, PLATFORM_CHOICES, PLATFORMS
 
 PAGE = "dashboard/providers.html"
 # (key, label) from the declared timeouts (routing.config.schema.TimeoutsIn).
@@ -84,6 +84,18 @@ class ProviderForm:
         return [(value, label, value == chosen) for value, label in KIND_CHOICES]
 
     @property
+    def platforms(self) -> list[tuple[str, str, bool]]:
+        """The platform select's options (the registry's): value, label, selected."""
+        chosen = self.values.get("platform") or "direct"
+        return [(value, label, value == chosen) for value, label in PLATFORM_CHOICES]
+
+    @property
+    def platform_fields(self) -> set[str]:
+        """Every field some platform reads (the form shows those, each platform's own
+        named in its label)."""
+        return {name for platform in PLATFORMS.values() for name in platform.fields}
+
+    @property
     def timeouts(self) -> list[TimeoutField]:
         current = self.values.get("timeouts") or {}
         return [
@@ -113,7 +125,13 @@ def _read_form(post: QueryDict) -> tuple[dict[str, Any], dict[str, list[str]]]:
     values: dict[str, Any] = {
         "name": post.get("name", "").strip(),
         "kind": post.get("kind", "openai"),
+        "platform": post.get("platform", "direct"),
         "base_url": post.get("base_url", "").strip(),
+        **{
+            name: post.get(name, "").strip() or None
+            for name in ("region", "project", "credentials_file")
+        },
+        "entra": post.get("entra") == "1",
     }
     errors: dict[str, list[str]] = {}
     timeouts: dict[str, Any] = {}
@@ -155,6 +173,7 @@ def _read_form(post: QueryDict) -> tuple[dict[str, Any], dict[str, list[str]]]:
 
 def _split(exc: ConfigError) -> tuple[dict[str, list[str]], list[str]]:
     known = {"name", "base_url", "api_key", "kind", "health_check_s", "betas.allow", "betas.strip"}
+    known |= {"platform", "region", "project", "credentials_file", "entra", *PLATFORM_SECRETS}
     known |= {f"timeouts.{k}" for k, _ in TIMEOUT_FIELDS}
     by_field: dict[str, list[str]] = {}
     general: list[str] = []
@@ -217,7 +236,10 @@ async def _create(request: HttpRequest) -> HttpResponse:
         del data["betas"]
     if key.strip():
         data["api_key"] = key
-    form = ProviderForm(values=values, errors=errors, key_dropped=bool(key.strip()))
+    secrets = _secrets(request.POST)
+    data.update(secrets)
+    dropped = bool(key.strip() or secrets)
+    form = ProviderForm(values=values, errors=errors, key_dropped=dropped)
     if not errors:
         try:
             await sync_to_async(services.provider_create)(
@@ -239,8 +261,18 @@ async def _create(request: HttpRequest) -> HttpResponse:
     return render(request, f"{PAGE}#create_form", {"form": form}, status=422)
 
 
+def _secrets(post: QueryDict) -> dict[str, str | None]:
+    """The platform secrets the form sent (write-only like the key: empty keeps)."""
+    if post.get("clear_aws_keys") == "1":
+        return dict.fromkeys(PLATFORM_SECRETS)
+    return {name: post.get(name, "") for name in PLATFORM_SECRETS if post.get(name, "").strip()}
+
+
 def _edit_form(detail: Mapping[str, Any], **state: Any) -> ProviderForm:
     values = {
+        "kind": detail["kind"],
+        "platform": detail["platform"],
+        **{name: detail[name] for name in ("region", "project", "credentials_file", "entra")},
         "base_url": detail["base_url"],
         "timeouts": dict(detail["timeouts"]),
         "health_check_s": detail.get("health_check_s"),
@@ -276,6 +308,8 @@ async def provider_edit(request: HttpRequest, name: str) -> HttpResponse:
     data: dict[str, Any] = {
         "base_url": values["base_url"],
         "kind": values["kind"],
+        "platform": values["platform"],
+        **{name: values[name] for name in ("region", "project", "credentials_file", "entra")},
         "timeouts": values["timeouts"],
         "health_check_s": values["health_check_s"],
         "betas": values["betas"] or None,
@@ -284,6 +318,7 @@ async def provider_edit(request: HttpRequest, name: str) -> HttpResponse:
         data["api_key"] = None
     elif key.strip():
         data["api_key"] = key
+    data.update(_secrets(request.POST))
     template = f"{PAGE}#edit_form"
     if based_on != detail["version"]:
         form = _edit_form(

@@ -43,6 +43,30 @@ Timestamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
 
 
 # ---------------------------------------------------------------------- schemas
+class PriceTierOut(Schema):
+    above: int = Field(description="a prompt of more tokens than this pays this tier's price")
+    input: float
+    output: float
+
+
+class PriceOut(Schema):
+    """A target's price per million tokens and where it came from (SPEC §17, §19)."""
+
+    input: float
+    output: float
+    cached_input: float | None = Field(description="cache reads; null: priced as input")
+    cache_write: float | None = Field(description="cache writes; null: priced as input")
+    tiers: list[PriceTierOut] = Field(description="long-context prices, ascending")
+    source: Literal["configured", "catalogue"] = Field(
+        description="`configured`: the target's `price`; `catalogue`: genai-prices, looked "
+        "up when the configuration compiled"
+    )
+    origin: str | None = Field(
+        description="a catalogue price: the catalogue, its version and the entry used, "
+        "e.g. `genai-prices 0.2.3: anthropic/claude-sonnet-4-5`"
+    )
+
+
 class TargetStatusOut(Schema):
     key: str
     provider: str
@@ -55,6 +79,9 @@ class TargetStatusOut(Schema):
     remaining_cooldown_s: float
     last_code: str | None
     consecutive_failures: int
+    price: PriceOut | None = Field(
+        None, description="null: no configured price and none in the catalogue (cost null)"
+    )
 
 
 class GroupStatusOut(Schema):

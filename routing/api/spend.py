@@ -26,8 +26,11 @@ class SpendQuery(Schema):
     "/spend",
     response={200: list[SpendOut], **FILTERED},
     summary="Calls, tokens and cost by key, group, target or UTC day",
-    description="Refused calls are left out; `cost` is null when no call in the row had "
-    "a price and usage.",
+    description="`tokens` and `cost` count the same attempts: every upstream attempt that "
+    "reported usage (a failed attempt that was billed, then retried or switched, too), as "
+    "the token and cost budgets are charged; cost at each attempt's own target's price. "
+    "`by=target` counts a call under the target that served it. Refused calls are left "
+    "out; `cost` is null when no call in the row had a price and usage.",
 )
 async def spend(request: HttpRequest, filters: Query[SpendQuery]) -> list[dict[str, Any]]:
     return await sync_to_async(spend_rows)(

@@ -74,6 +74,7 @@ class UpstreamKind(models.TextChoices):
     ANTHROPIC = "anthropic", "Anthropic messages"
     OPENAI_RESPONSES = "openai-responses", "OpenAI responses"
     GEMINI = "gemini", "Google Gemini (generateContent)"
+    BEDROCK_CONVERSE = "bedrock-converse", "Amazon Bedrock Converse"
 
 
 class ChangePath(models.TextChoices):
@@ -99,10 +100,15 @@ class Call(models.Model):
     elapsed_ms = models.FloatField()
     ttft_ms = models.FloatField(null=True, blank=True, verbose_name="time to first token (ms)")
     overhead_ms = models.FloatField(null=True, blank=True, verbose_name="gateway overhead (ms)")
+    # What every attempt that reported usage was billed, summed (the answer's tokens and
+    # those of an attempt that failed after its usage): the same attempts as ``cost`` and
+    # the token budgets (SPEC §17). Older rows hold the answer's only: the other attempts'
+    # usage was never stored, so there is nothing to migrate them from.
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    # From usage and the serving target's price; null: no usage or no price (never 0).
+    # Each attempt's usage at its own target's price, summed; null: no usage or no price
+    # (never 0).
     cost = models.FloatField(null=True, blank=True)
     attempt_count = models.PositiveSmallIntegerField(default=0)
     # The gateway key that made the call: its id and name, never its secret or hash.

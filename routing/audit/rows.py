@@ -7,7 +7,7 @@ new event types without breaking the writer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -66,7 +66,7 @@ class _Cleaner:
         return scrub(text, self.secrets)[:MESSAGE_MAX]
 
 
-def _tokens(usage: dict[str, Any] | None, name: str) -> int | None:
+def _tokens(usage: Mapping[str, Any] | None, name: str) -> int | None:
     value = (usage or {}).get(name)
     return value if isinstance(value, int) and value >= 0 else None
 
@@ -86,9 +86,10 @@ def _call_rows(record: CallRecord, clean: _Cleaner, rows: Rows) -> None:
             elapsed_ms=record.elapsed_ms,
             ttft_ms=record.ttft_ms,
             overhead_ms=record.overhead_ms,
-            prompt_tokens=_tokens(record.usage, "prompt_tokens"),
-            completion_tokens=_tokens(record.usage, "completion_tokens"),
-            total_tokens=_tokens(record.usage, "total_tokens"),
+            # what every attempt was billed, as its cost and the token budgets count it
+            prompt_tokens=_tokens(record.billed, "prompt_tokens"),
+            completion_tokens=_tokens(record.billed, "completion_tokens"),
+            total_tokens=_tokens(record.billed, "total_tokens"),
             cost=record.cost,
             attempt_count=len(record.attempts),
             key_id=record.key_id,

@@ -36,6 +36,7 @@ EXPORT_HEADER = (
     "# Credentials are ${<PROVIDER>_API_KEY} placeholders: set those variables to load it.\n"
     "# Header values are ${<PROVIDER>_HEADER_<NAME>} placeholders: unset, the stored value\n"
     "# is kept; set them to load it elsewhere.\n"
+    "# AWS keys are ${<PROVIDER>_AWS_...} placeholders: unset, the stored key is kept.\n"
 )
 
 
@@ -78,6 +79,12 @@ def header_var_for(provider_name: str, header: str) -> str:
     return provider_name.upper().replace("-", "_") + "_HEADER_" + name
 
 
+def secret_var_for(provider_name: str, secret: str) -> str:
+    """The placeholder variable for a platform secret: ``claude-bedrock``,
+    ``aws_secret_access_key`` -> ``CLAUDE_BEDROCK_AWS_SECRET_ACCESS_KEY``."""
+    return provider_name.upper().replace("-", "_") + "_" + secret.upper()
+
+
 def _literal(text: str) -> str:
     """Escape ``${`` so interpolation gives the text back on load."""
     return text.replace("${", "$${")
@@ -103,13 +110,20 @@ def _policy_block(flat: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _export_provider(provider: Provider) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": provider.name,
-        "kind": provider.kind,
-        "base_url": _literal(provider.base_url),
-    }
+    out: dict[str, Any] = {"name": provider.name, "kind": provider.kind}
+    if provider.platform != "direct":
+        out["platform"] = provider.platform
+    if provider.base_url:
+        out["base_url"] = _literal(provider.base_url)
+    for name in ("region", "project", "credentials_file"):
+        if getattr(provider, name):
+            out[name] = _literal(getattr(provider, name))
+    if provider.entra:
+        out["entra"] = True
     if provider.has_api_key:
         out["api_key"] = "${" + env_var_for(provider.name) + "}"
+    for secret in provider.platform_secret_names:  # write-only: a placeholder, like api_key
+        out[secret] = "${" + secret_var_for(provider.name, secret) + "}"
     if provider.header_names:  # values are write-only: "" keeps the stored one on a load
         out["headers"] = {
             name: "${" + header_var_for(provider.name, name) + "}"

@@ -5,8 +5,9 @@ Decisions:
 - ``${VAR}`` and ``${VAR:-default}`` are interpolated in string values (the default
   applies when the variable is unset or empty); ``$${`` writes a literal ``${``.
   Duplicate mapping keys are errors (YAML would silently keep the last one).
-- A credential written as one ``${VAR}`` whose variable is unset is dropped from the
-  document (absent = keep the stored credential) and listed in ``unset_credentials``;
+- A credential (``api_key``, a platform secret) written as one ``${VAR}`` whose variable
+  is unset is dropped from the document (absent = keep the stored credential); an
+  ``api_key`` so dropped is listed in ``unset_credentials``;
   the apply (``routing.services.config_apply``) checks there is a stored one to keep.
   A header value written so becomes ``""``, which keeps the stored value the same way.
 - Schema errors and missing environment variables are collected and raised together as
@@ -116,7 +117,9 @@ def interpolate(value: Any, env: Mapping[str, str], path: str = "") -> tuple[Any
     return value, errors
 
 
-_CREDENTIAL_PATH = re.compile(r"^providers\.(\d+)\.api_key$")
+_CREDENTIAL_PATH = re.compile(
+    r"^providers\.(\d+)\.(api_key|aws_access_key_id|aws_secret_access_key|aws_session_token)$"
+)
 _HEADER_PATH = re.compile(r"^providers\.(\d+)\.headers\.(.+)$")
 _WHOLE_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 
@@ -134,7 +137,8 @@ def _unset_credentials(
             continue
         match = _CREDENTIAL_PATH.match(error.path)
         provider = interpolated["providers"][int(match.group(1))] if match else None
-        written = raw["providers"][int(match.group(1))].get("api_key") if match else None
+        field = match.group(2) if match else "api_key"
+        written = raw["providers"][int(match.group(1))].get(field) if match else None
         whole = _WHOLE_REF.match(written) if isinstance(written, str) else None
         name = provider.get("name") if isinstance(provider, dict) else None
         if (
@@ -143,8 +147,9 @@ def _unset_credentials(
             and isinstance(name, str)
             and whole.group(1) not in env
         ):
-            provider.pop("api_key", None)
-            kept[name] = whole.group(1)
+            provider.pop(field, None)
+            if field == "api_key":  # a platform secret left out falls back on its chain
+                kept[name] = whole.group(1)
         else:
             remaining.append(error)
     return kept, remaining

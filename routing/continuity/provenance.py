@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from routing.continuity.family import same_family
 from routing.engine.targets import split_target_key, target_key
 
 PROVENANCE_TTL_S = 24 * 3600.0
@@ -131,9 +132,14 @@ class Producer(NamedTuple):
         return cls(parts.provider, parts.model) if parts is not None else cls(None, key)
 
     def same_target(self, other: Producer) -> bool:
-        if self.provider is None or other.provider is None:
-            return self.model == other.model
-        return self.provider == other.provider and self.model == other.model
+        """Whether a turn this target wrote is, to ``other``, its own: the same provider
+        and model, or the same Claude under another cloud's name for it (its signed
+        thinking is valid on every platform Anthropic serves it on; see ``family``)."""
+        if self.model == other.model and (
+            self.provider is None or other.provider is None or self.provider == other.provider
+        ):
+            return True
+        return same_family(self.model, other.model)
 
 
 def label(route: Producer, other: Producer) -> str:

@@ -11,11 +11,9 @@ tool-call delta for a stream, the idle timeout not applying before it; send → 
 headers for a JSON call, whose headers come with its whole answer), idle (between chunks
 after the first content), total (whole attempt, also capped by the call's deadline).
 
-Deadlines are instants on the ``clock`` the call passes in (the runtime's injectable
-``monotonic``); the loop's timers are given what is left until them, so a test's clock
-and the loop's need not agree. A clock that schedules its own timers (a ``call_later``
-method, as a test's virtual clock has) is asked for them instead of the loop
-(``ReadDeadline``), so a test can let a minute pass without waiting one.
+Deadlines are instants on the ``clock`` the call passes in (the runtime's ``monotonic``);
+the loop's timers get what is left until them, so a test's clock and the loop's may differ;
+a clock with a ``call_later`` of its own (a test's virtual clock) sets them instead.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from routing.engine.rescue import Partial
 from routing.gateway.continuity import ServedTurn
 from routing.gateway.deadline import ReadDeadline
 from routing.gateway.replies import sse
+from routing.platforms.base import StreamReader
 from routing.protocols import Protocol, responses
 from routing.protocols.canonical import OPAQUE
 from routing.protocols.legs import (
@@ -108,9 +107,11 @@ class EventReader:
         scrub: Callable[[Failure], Failure] = lambda failure: failure,
         clock: Callable[[], float] = time.monotonic,
         name: str | None = None,
+        body: StreamReader | None = None,
     ) -> None:
         """``started`` and ``deadline`` are instants on ``clock``; ``name``: the model
-        every event names (the client's, ``routing.protocols.naming``), None: as sent."""
+        every event names (``routing.protocols.naming``), None: as sent; ``body``: the
+        stream as protocol bytes (``OpenAIClient.reader``), default as sent."""
         self._scrub = scrub  # an in-stream error event is upstream text
         self._renamer = None if name is None else Renamer(name)
         self._clock = clock
@@ -118,7 +119,7 @@ class EventReader:
         self._kind = kind
         self._decoder: Decoder | None = decoder_for(kind)
         self._frame = None if self._decoder is None else frame_for(kind)
-        self._body = response.reader()
+        self._body: StreamReader = response.reader() if body is None else body
         self._watch = ReadDeadline(clock)
         self._parser = SSEParser()
         self._plain = PlainDeltas()
@@ -234,8 +235,8 @@ class EventReader:
         except TimeoutError as exc:  # a read's own timeout, should one come through
             raise UpstreamFailure(Failure(FailureCode.TIMEOUT, f"{phase} timeout")) from exc
         except UpstreamFailure as exc:
-            if exc.failure.code is not FailureCode.TRANSPORT:  # e.g. a client read timeout
-                raise
+            if exc.failure.code is not FailureCode.TRANSPORT:  # a failure frame: upstream text
+                raise UpstreamFailure(self._scrub(exc.failure), exc.usage) from exc
             # A reset ends the body as a clean close does (SPEC §3.5): the answer decides,
             # not the connection: complete is a clean end, anything else the same cut.
             self._accept(self._parser.close())
@@ -458,8 +459,7 @@ async def run_attempt(
     ``deadline`` is the call's, an instant on ``clock`` (the runtime's ``monotonic``)."""
     started = clock()
     timeouts = client.timeouts
-    if name is None:
-        name = model
+    name = model if name is None else name
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
     path = f"/{endpoint}" if endpoint else None
@@ -489,6 +489,7 @@ async def run_attempt(
         scrub=client.upstream_failure,
         clock=clock,
         name=name,
+        body=client.reader(response),
     )
     if partial:
         reader.partial = Partial()
@@ -524,8 +525,8 @@ def _headers_deadline(
 async def _headers_in_time(
     send: Awaitable[UpstreamResponse], deadline: float, phase: str, clock: Callable[[], float]
 ) -> UpstreamResponse:
-    """The upstream's response headers by ``deadline`` (an instant on ``clock``), or a
-    TIMEOUT failure naming the ``phase`` whose timeout came first."""
+    """The response headers by ``deadline`` (an instant on ``clock``), or a TIMEOUT failure
+    naming the ``phase`` that came first."""
     watch = ReadDeadline(clock)
     try:
         return await watch.run(send, deadline)

@@ -45,11 +45,17 @@ async def count_tokens(
         if not provider.protocol.count_tokens or provider.config_error:
             continue
         client = runtime.client_for(provider)
-        path = client.url.removeprefix(client.base_url) + "/count_tokens"
+        path = client.count_tokens_url(target.model)
+        if path is None:
+            continue  # reached on a platform that cannot count
         sent, _ = filter_betas(headers, provider.betas_allow, provider.betas_strip)
         try:
             response = await asyncio.wait_for(
-                client.send(orjson.dumps({**body, "model": target.model}), path=path, headers=sent),
+                client.send(
+                    client.count_tokens_body(orjson.dumps({**body, "model": target.model})),
+                    path=path,
+                    headers=sent,
+                ),
                 timeout=min(provider.timeouts.first_token_s, COUNT_CAP_S),
             )
             try:
@@ -73,7 +79,7 @@ async def count_tokens(
             continue  # the next target that counts
         trail.append(f"{target.key}:ok")
         return JsonReply(
-            payload,
+            client.count_tokens_answer(payload),
             status=response.status_code,
             headers={"x-switchyard-target": target.key, **_named(named, trail)},
         )

@@ -70,6 +70,7 @@ class AttemptRecord:
     kind: str = "openai"  # the target's upstream kind (the protocol this attempt spoke)
     continuation: bool = False  # a mid-stream rescue of a cut stream (SPEC §16)
     usage: dict[str, Any] | None = None  # what the upstream reported for it (priced, §17)
+    cost: float | None = None  # its usage at its own target's price (None: either missing)
     cooldown_s: float | None = None  # the cooling its failure earned the target (the last try)
 
 
@@ -109,6 +110,10 @@ class CallRecord:
     reason: str = ""  # a refused call's error message (what the client was told)
     trace_id: str = ""  # the call's sampled OpenTelemetry trace (routing.observability.tracing)
     cost: float | None = None  # each attempt's usage at its target's price, summed (SPEC §17)
+    # The tokens of every attempt that reported usage, summed: what the upstreams billed,
+    # so the same attempts as ``cost`` and the token budgets (``usage`` is the answer's own,
+    # as the client was told). The ledger's token columns and Spend count these.
+    billed: dict[str, int] | None = None
 
     @property
     def door(self) -> str:

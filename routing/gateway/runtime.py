@@ -235,6 +235,8 @@ class Runtime:
         client = OpenAIClient(
             protocol=provider.protocol,
             platform=provider.platform,
+            settings=provider.settings,
+            provider=provider.name,
             base_url=provider.base_url,
             api_key=provider.api_key,
             headers=provider.headers,

@@ -33,7 +33,7 @@ from routing.engine.rescue import Resume
 from routing.engine.select import Charge, charge
 from routing.gateway.continuity import UNREWRITABLE, Continuity, Scope
 from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord
-from routing.limits.spec import cost_of, usage_tokens
+from routing.limits.spec import billed_usage, cost_of
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
 from routing.protocols.legs import Prepared, translate_body
@@ -359,16 +359,18 @@ class CallState:
         record.outcome, record.error_code, record.http_status = outcome, error_code, http_status
         record.elapsed_ms = max((self.runtime.monotonic() - self.started) * 1000, 1e-3)
         # Every attempt that reported usage is paid for, each at its own target's price:
-        # a retried, switched or rescued call costs more than its answer.
-        tokens, by_key = 0, self.group.by_key
+        # a retried, switched or rescued call costs more than its answer. Its tokens and
+        # its cost count the same attempts, in the budgets and on the ledger alike.
+        by_key = self.group.by_key
         for attempt in record.attempts:
             if attempt.usage:
-                tokens += usage_tokens(attempt.usage)
                 target = by_key.get(attempt.target)
-                cost = cost_of(attempt.usage, target.price) if target is not None else None
-                if cost is not None:
-                    record.cost = cost if record.cost is None else record.cost + cost
+                attempt.cost = None if target is None else cost_of(attempt.usage, target.price)
+                if attempt.cost is not None:
+                    record.cost = attempt.cost + (record.cost or 0.0)
+        record.billed = billed_usage(attempt.usage for attempt in record.attempts)
         if self.admission is not None and self.gate is not None:
+            tokens = record.billed["total_tokens"] if record.billed else 0
             self.gate.settle(self.admission, tokens, record.cost)
         self.runtime.calls_open -= 1
         if self.trace is not None:

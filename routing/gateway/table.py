@@ -34,9 +34,18 @@ from routing.engine.plan import CommitPoint
 from routing.engine.rescue import Resume
 from routing.engine.retry import RetryPolicy
 from routing.engine.targets import split_target_key, target_key
+from routing.limits.catalogue import catalogue_price
 from routing.limits.spec import GroupLimits, LimitSet, Price
 from routing.protocols import Protocol
-from routing.protocols.registry import DIRECT, KIND_PROTOCOLS, PROTOCOLS, PlatformSpec, ProtocolSpec
+from routing.protocols.registry import (
+    DIRECT,
+    KIND_PROTOCOLS,
+    PLATFORMS,
+    PROTOCOLS,
+    PlatformSettings,
+    PlatformSpec,
+    ProtocolSpec,
+)
 from routing.upstream.openai import Timeouts
 
 if TYPE_CHECKING:
@@ -64,6 +73,7 @@ class ProviderSpec:
     betas_allow: frozenset[str] | None = None
     betas_strip: frozenset[str] = frozenset()
     platform: PlatformSpec = DIRECT  # where and how it is reached (SPEC §19)
+    settings: PlatformSettings = PlatformSettings()  # the platform's fields
     # Its kind's protocol, looked up in the registry once, here (an unknown kind, stored
     # before validation said so, fails its targets at dispatch like a bad credential).
     protocol: ProtocolSpec = field(init=False)
@@ -80,7 +90,7 @@ class ProviderSpec:
     def secrets(self) -> tuple[str, ...]:
         """What upstream text is scrubbed of (SPEC §9): the credential and every header
         value (they often carry credentials too)."""
-        return (self.api_key, *self.headers.values())
+        return (self.api_key, *self.headers.values(), *self.settings.secrets)
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -88,6 +98,7 @@ class ProviderSpec:
         return (
             self.kind,
             self.platform.name,
+            self.settings,
             self.base_url,
             self.api_key,
             tuple(sorted(self.headers.items())),
@@ -341,9 +352,23 @@ def target_options(options: Mapping[str, Any]) -> dict[str, Any]:
     capabilities = options.get("capabilities")
     if isinstance(capabilities, Mapping) and capabilities.get("prefill") is not None:
         out["prefill"] = bool(capabilities["prefill"])
-    if options.get("price"):
-        out["price"] = Price.of(options["price"])
     return out
+
+
+def target_price(options: Mapping[str, Any], provider: ProviderSpec, model: str) -> Price | None:
+    """A target's price: its configured ``price`` wins; without one, the genai-prices
+    catalogue's for the model where the provider reaches it (SPEC §19) — looked up when
+    the table compiles (and by the pages), never on a call; unknown there: None
+    (unpriced, never guessed)."""
+    configured = Price.of(options.get("price"))
+    if configured is not None:
+        return configured
+    return catalogue_price(
+        kind=provider.kind,
+        platform=provider.platform.name,
+        model=model,
+        base_url=provider.base_url,
+    )
 
 
 def _with_circuit(target: TargetSpec, overrides: Any, group: CircuitPolicy) -> TargetSpec:
@@ -383,6 +408,33 @@ def _credential(row: Provider) -> tuple[str, dict[str, str], str]:
     except CredentialDecryptError as exc:
         log.error("provider %s cannot be used: %s", row.name, exc)
         return "", {}, str(exc)
+
+
+def _platform(row: Provider) -> tuple[PlatformSpec, PlatformSettings, str]:
+    """A provider's platform and its fields, or why its targets cannot be reached (an
+    unknown platform or a missing field stored before validation said so, a secret the
+    secret key cannot decrypt): that provider's failure at dispatch, not the table's."""
+    from routing.crypto import CredentialDecryptError
+
+    platform = PLATFORMS.get(row.platform)
+    if platform is None:
+        return DIRECT, PlatformSettings(), f"unknown platform '{row.platform}'"
+    try:
+        settings = row.platform_settings()
+    except CredentialDecryptError as exc:
+        log.error("provider %s cannot be used: %s", row.name, exc)
+        return platform, PlatformSettings(), str(exc)
+    problems = platform.check(row.kind, row.base_url, "", settings)
+    return platform, settings, "; ".join(problems.values())
+
+
+def _endpoint(row: Provider, platform: PlatformSpec, settings: PlatformSettings) -> str:
+    """The base a provider is reached at: its ``base_url``, else the platform's own
+    endpoint (SPEC §19), as the platform resolves them."""
+    protocol = KIND_PROTOCOLS.get(row.kind)
+    if protocol is None:
+        return row.base_url
+    return platform.resolve_base_url(protocol, row.base_url, settings)
 
 
 def compile_table() -> RoutingTable:
@@ -431,17 +483,20 @@ def _compile_providers() -> dict[str, ProviderSpec]:
 
 def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
     api_key, headers, unreadable = _credential(row)
+    platform, settings, unreachable = _platform(row)
     return ProviderSpec(
         name=row.name,
         kind=row.kind,
-        base_url=row.base_url,
+        platform=platform,
+        settings=settings,
+        base_url=_endpoint(row, platform, settings),
         api_key=api_key,
         headers=headers,
         models=frozenset(row.models or ()),
         check_interval_s=(
             default_check_s if row.health_check_s is None else float(row.health_check_s)
         ),
-        config_error=unreadable or unsendable(api_key, headers, row.base_url),
+        config_error=unreadable or unreachable or unsendable(api_key, headers, row.base_url),
         betas_allow=(
             frozenset(row.betas["allow"])
             if isinstance(row.betas, dict) and row.betas.get("allow") is not None
@@ -484,6 +539,7 @@ def _compile_groups(
                 provider=providers[t.provider.name],
                 model=t.model,
                 context_window=t.context_window,
+                price=target_price(t.options or {}, providers[t.provider.name], t.model),
                 **target_options(t.options or {}),
             )
             for index, t in enumerate(enabled)

@@ -11,20 +11,57 @@ report usage in Anthropic's shape read it from here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 PER_MILLION = 1_000_000.0
 
 
+class PriceSource(StrEnum):
+    """Where a target's price came from (SPEC §17, §19): the operator's ``price``, or the
+    genai-prices catalogue when the routing table compiled (``routing.limits.catalogue``)."""
+
+    CONFIGURED = "configured"
+    CATALOGUE = "catalogue"
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Currency units per million tokens. ``cached_input`` None: priced as input."""
+    """Currency units per million tokens. ``cached_input`` None: cache reads priced as
+    input; ``cache_write`` None: cache writes priced as input (a configured price has no
+    cache-write field; the catalogue's have one). ``tiers``: the catalogue's long-context
+    prices, ascending — a prompt over a tier's ``above`` tokens (cache reads and writes
+    included) pays that tier's price on all of its tokens, as the providers bill it."""
 
     input: float
     output: float
     cached_input: float | None = None
+    cache_write: float | None = None
+    tiers: tuple[PriceTier, ...] = ()
+    source: PriceSource = PriceSource.CONFIGURED
+    origin: str = ""  # a catalogue price: the catalogue, its version and the entry used
+
+    def for_prompt(self, prompt_tokens: int) -> Price:
+        """The price a prompt of ``prompt_tokens`` pays (its tier's, else this one)."""
+        for tier in reversed(self.tiers):
+            if prompt_tokens > tier.above:
+                return tier.price
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        """For the status API and pages: the numbers and where they came from."""
+        out: dict[str, Any] = {"input": self.input, "output": self.output}
+        out["cached_input"] = self.cached_input
+        out["cache_write"] = self.cache_write
+        out["tiers"] = [
+            {"above": tier.above, "input": tier.price.input, "output": tier.price.output}
+            for tier in self.tiers
+        ]
+        out["source"] = self.source.value
+        out["origin"] = self.origin or None
+        return out
 
     @classmethod
     def of(cls, raw: Any) -> Price | None:
@@ -54,14 +91,27 @@ def usage_parts(usage: dict[str, Any] | None) -> tuple[int, int, int, int]:
 
 def cost_of(usage: Mapping[str, Any] | None, price: Price | None) -> float | None:
     """A call's cost from its canonical usage; None without usage or price (never 0 for
-    "unknown"). Cache reads are priced as ``cached_input``; cache writes as input."""
+    "unknown"). Cache reads are priced as ``cached_input``, cache writes as
+    ``cache_write`` (each as input when absent); reasoning tokens are output tokens."""
     if not usage or price is None:
         return None
     uncached, output, cache_read, cache_write = usage_parts(dict(usage))
+    price = price.for_prompt(uncached + cache_read + cache_write)
     cached_price = price.input if price.cached_input is None else price.cached_input
+    write_price = price.input if price.cache_write is None else price.cache_write
     return (
-        (uncached + cache_write) * price.input + cache_read * cached_price + output * price.output
+        uncached * price.input
+        + cache_write * write_price
+        + cache_read * cached_price
+        + output * price.output
     ) / PER_MILLION
+
+
+class PriceTier(NamedTuple):
+    """A long-context price: a prompt of more than ``above`` tokens pays ``price``."""
+
+    above: int
+    price: Price
 
 
 def usage_tokens(usage: Mapping[str, Any] | None) -> int:
@@ -75,6 +125,23 @@ def usage_tokens(usage: Mapping[str, Any] | None) -> int:
     return (prompt if isinstance(prompt, int) else 0) + (
         completion if isinstance(completion, int) else 0
     )
+
+
+def billed_usage(usages: Iterable[Mapping[str, Any] | None]) -> dict[str, int] | None:
+    """The tokens of every attempt that reported usage, summed (None: none did): what the
+    upstreams billed, so what a call's cost, its token budgets and the ledger count alike.
+    ``total_tokens`` is each attempt's :func:`usage_tokens`, the number a budget is charged."""
+    billed: dict[str, int] | None = None
+    for usage in usages:
+        if not usage:
+            continue
+        if billed is None:
+            billed = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = usage.get(name)
+            billed[name] += value if isinstance(value, int) and value > 0 else 0
+        billed["total_tokens"] += usage_tokens(usage)
+    return billed
 
 
 @dataclass(frozen=True, slots=True)

@@ -85,20 +85,23 @@ HEALTH_TRANSITIONS = Counter(
 )
 INPUT_TOKENS = Counter(
     "switchyard_input_tokens",
-    "Input (prompt) tokens of calls, by group and serving target.",
+    "Input (prompt) tokens billed, by group and the target of each attempt that reported "
+    "usage (a failed attempt's too: what cost and the token budgets count).",
     ["group", "target"],
     registry=REGISTRY,
 )
 OUTPUT_TOKENS = Counter(
     "switchyard_output_tokens",
-    "Output (completion) tokens of calls, by group and serving target.",
+    "Output (completion) tokens billed, by group and the target of each attempt that "
+    "reported usage.",
     ["group", "target"],
     registry=REGISTRY,
 )
 COST = Counter(
     "switchyard_cost",
-    "Cost of calls (the targets' price currency), by group and serving target; calls "
-    "without usage or price add nothing.",
+    "Cost of calls (the targets' price currency), by group and the target of each attempt "
+    "that reported usage, at that target's price; attempts without usage or price add "
+    "nothing.",
     ["group", "target"],
     registry=REGISTRY,
 )
@@ -187,8 +190,10 @@ def observe(event: Event) -> None:
             _rescues(group, "ok" if event.outcome == CallOutcome.OK else "failed").inc()
         if event.outcome == CallOutcome.REFUSED:
             _refusals(group, event.error_code or "").inc()
-        elif event.served_by and event.usage:
-            _usage(group, _target(event.served_by), event.usage, event.cost)
+        else:  # every billed attempt at its own target: the same attempts as the budgets
+            for attempt in event.attempts:
+                if attempt.usage:
+                    _usage(group, _target(attempt.target), attempt.usage, attempt.cost)
         if event.outcome == CallOutcome.OK and event.ttft_ms is not None:
             _ttft(group).observe(event.ttft_ms / 1000)
         if event.overhead_ms is not None:

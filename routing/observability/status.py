@@ -34,6 +34,9 @@ class TargetStatus:
     remaining_cooldown_s: float
     last_code: str | None
     consecutive_failures: int
+    # its price per million tokens and where it came from (configured, or the catalogue
+    # with its version and entry: SPEC §19); None: unpriced, its calls' cost is null
+    price: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,7 @@ async def status_read(runtime: Runtime) -> Status:
                     remaining_cooldown_s=round(verdict.remaining_s, 3),
                     last_code=verdict.code,
                     consecutive_failures=verdict.consecutive_failures,
+                    price=None if target.price is None else target.price.as_dict(),
                 )
             )
         groups.append(

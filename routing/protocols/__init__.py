@@ -45,6 +45,7 @@ class Protocol(StrEnum):
     MESSAGES = "anthropic"
     RESPONSES = "openai-responses"
     GEMINI = "gemini"
+    CONVERSE = "bedrock-converse"
 
 
 class Unmappable(ValueError):

@@ -86,6 +86,15 @@ def tool_call(id_: Any, name: Any, arguments: Any) -> dict[str, Any]:
     return {"id": id_, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
+def call_arguments(arguments: Any) -> Any:
+    """A canonical tool call's ``arguments`` (JSON text) as the object a kind sends; text
+    that is not JSON travels as ``{"_raw": text}``."""
+    try:
+        return orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {"_raw": arguments}
+
+
 def function_choice(name: Any) -> dict[str, Any]:
     """A ``tool_choice`` naming the one function the model must call."""
     return {"type": "function", "function": {"name": name}}

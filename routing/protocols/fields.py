@@ -111,6 +111,21 @@ CHAT_DROPPED: Table = dict.fromkeys(
 )
 
 
+# Chat Completions (and Responses) request hints the other kinds have no place for, whose
+# loss leaves the same answer: a service tier, client metadata, cache and safety keys.
+CHAT_HINTS_DROPPED: Table = dict.fromkeys(
+    (
+        "service_tier",
+        "metadata",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+        "verbosity",
+    ),
+    DROPPED,
+)
+
+
 def check(table: Table, body: Mapping[str, Any], *, target: str, prefix: str = "") -> list[str]:
     """The notes for ``body``'s dropped fields; raises ``Unmappable`` for a refused one.
 

@@ -5,9 +5,9 @@ codecs (request to and from the canonical view, answers, the stream decoder and 
 its history view (continuity), its error shapes, its display name and its door's name, and
 what its upstream's API offers (embeddings, token counting, an assistant prefill). A
 **platform** is where and how a protocol is reached: the URL layout, the authentication
-headers, the stream framing and the error shape (``direct``, the vendor's own API at
-``base_url``, is the only one today; section 19 adds ``bedrock``, ``vertex``, ``azure``).
-A platform wraps a protocol; it never re-translates it.
+headers, the stream framing and the error shape: ``direct`` (the vendor's own API at
+``base_url``) and one module each in ``routing.platforms`` (section 19: ``bedrock``,
+``vertex``, ``azure``). A platform wraps a protocol; it never re-translates it.
 
 Everything that names kinds or platforms derives from :data:`PROTOCOLS` and
 :data:`PLATFORMS`: the provider model's choices, the config schema's and the API's
@@ -32,9 +32,16 @@ import orjson
 from routing.continuity.chat import ChatHistory
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
-from routing.engine.failures import Failure, classify_http
+from routing.platforms.azure import AZURE
+from routing.platforms.base import PlatformSettings as PlatformSettings
+from routing.platforms.base import PlatformSpec as PlatformSpec
+from routing.platforms.bedrock import BEDROCK
+from routing.platforms.vertex import VERTEX
 from routing.protocols import Protocol, chat
 from routing.protocols.canonical import EventDecoder, EventEncoder
+from routing.protocols.converse import reply as converse_reply
+from routing.protocols.converse import request as converse_request
+from routing.protocols.converse import stream as converse_stream
 from routing.protocols.gemini import reply as gemini_reply
 from routing.protocols.gemini import request as gemini_request
 from routing.protocols.gemini import stream as gemini_stream
@@ -60,7 +67,7 @@ class ProtocolSpec:
 
     kind: Protocol
     label: str  # display name (the provider form's choices, pages)
-    door: str  # its front door's name on the ledger, events and traces
+    door: str | None  # its front door's name on the ledger, events and traces (None: none)
     vendor: str  # gen_ai.provider.name on spans (the GenAI conventions' well-known value)
     # Continuity's view of its request bodies at its own door (None: no door speaks it yet,
     # so no body of its shape is ever rewritten; the Gemini door of SPEC §20 adds one).
@@ -90,6 +97,7 @@ class ProtocolSpec:
     embeddings: bool = False  # has <base>/embeddings
     count_tokens: bool = False  # has <endpoint>/count_tokens (SPEC §15)
     prefill: bool = True  # a rescue may continue with an assistant prefill (SPEC §16)
+    direct: bool = True  # its vendor's own API is reachable at a base_url (``DIRECT``)
 
     @property
     def canonical(self) -> bool:
@@ -143,6 +151,25 @@ def _gemini_encoder(names: ToolNames | None) -> EventEncoder:
 
 def _gemini_completion(canonical: Body, names: ToolNames | None) -> bytes:
     return orjson.dumps(gemini_reply.completion_from_canonical(canonical))
+
+
+def _converse_error_body(
+    message: str, *, code: str, type: str, status: int, param: str | None = None
+) -> bytes:
+    return converse_reply.error_body(message, status=status)
+
+
+def _converse_error_event(message: str, *, code: str, status: int = 502) -> bytes:
+    return b"data: " + converse_reply.error_body(message, status=status) + b"\n\n"
+
+
+def _converse_completion(canonical: Body, names: ToolNames | None) -> bytes:
+    return orjson.dumps(converse_reply.completion_from_canonical(canonical))
+
+
+def _no_stream_error(event: Body) -> None:
+    """Converse streams carry no error events: an exception frame is the reader's failure."""
+    return None
 
 
 def _gemini_path(model: str, stream: bool) -> str:
@@ -237,56 +264,47 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             auth_header="x-goog-api-key",
             prefill=False,  # Gemini continues no model turn left open
         ),
+        ProtocolSpec(  # Amazon Bedrock's Converse: a target only, on the bedrock platform
+            Protocol.CONVERSE,
+            label="Amazon Bedrock Converse",
+            door=None,
+            vendor="aws.bedrock",
+            history=None,
+            test_body=converse_request.test_body,
+            error_body=_converse_error_body,
+            error_event=_converse_error_event,
+            stream_error=_no_stream_error,
+            completion_for_door=_converse_completion,
+            from_canonical=converse_request.from_canonical,
+            completion_to_canonical=converse_reply.completion_to_canonical,
+            decoder=converse_stream.StreamDecoder,
+            path="/converse",
+            model_in_body=False,
+            prefill=False,  # not every Converse model continues an assistant turn
+            direct=False,  # Bedrock's API: reached on the bedrock platform only
+        ),
     )
 }
 
 
-@dataclass(frozen=True, slots=True)
-class PlatformSpec:
-    """Where and how a protocol is reached: the URLs, the credential's headers, how a
-    stream is framed and how an error answer is read (SPEC §19)."""
-
-    name: str
-    label: str
-    kinds: frozenset[Protocol]  # the protocols it can carry
-    framing: Literal["sse"] = "sse"  # a stream's framing (``routing.upstream.sse``)
-    classify: Callable[..., Failure] = classify_http  # (status, body, headers, *, now)
-
-    def base(self, protocol: ProtocolSpec, base_url: str) -> str:
-        """The base the protocol's paths go under: a documented base without a version
-        (Anthropic's, Gemini's) gets the protocol's, unless one is there already."""
-        base = base_url.rstrip("/")
-        if protocol.versioned_base and not base.endswith(("/v1", protocol.version)):
-            return base + protocol.version
-        return base
-
-    def endpoint_url(
-        self, protocol: ProtocolSpec, base_url: str, model: str = "", stream: bool = False
-    ) -> str:
-        """Where a request goes; ``model`` and ``stream`` matter to a protocol whose URL
-        names them (``model_path``)."""
-        if protocol.model_path is not None:
-            return self.base(protocol, base_url) + protocol.model_path(model, stream)
-        return self.base(protocol, base_url) + protocol.path
-
-    def models_url(self, protocol: ProtocolSpec, base_url: str) -> str:
-        return self.base(protocol, base_url) + "/models"
-
-    def auth_headers(self, protocol: ProtocolSpec, api_key: str) -> dict[str, str]:
-        if protocol.auth_header == "authorization":
-            return {"authorization": f"Bearer {api_key}"}
-        return {protocol.auth_header: api_key}
-
-
-DIRECT = PlatformSpec("direct", "the vendor's own API at base_url", frozenset(PROTOCOLS))
+DIRECT = PlatformSpec(
+    "direct",
+    "the vendor's own API at base_url",
+    frozenset(kind for kind, spec in PROTOCOLS.items() if spec.direct),
+)
 
 # The platform registry: one entry per platform.
-PLATFORMS: dict[str, PlatformSpec] = {platform.name: platform for platform in (DIRECT,)}
+PLATFORMS: dict[str, PlatformSpec] = {
+    platform.name: platform for platform in (DIRECT, BEDROCK, VERTEX, AZURE)
+}
+PLATFORM_CHOICES: list[tuple[str, str]] = [(name, p.label) for name, p in PLATFORMS.items()]
 
 KIND_PROTOCOLS: dict[str, ProtocolSpec] = {kind.value: spec for kind, spec in PROTOCOLS.items()}
 KINDS: tuple[str, ...] = tuple(kind.value for kind in PROTOCOLS)
 KIND_CHOICES: list[tuple[str, str]] = [(kind.value, spec.label) for kind, spec in PROTOCOLS.items()]
-DOOR_NAMES: dict[str, str] = {kind.value: spec.door for kind, spec in PROTOCOLS.items()}
+DOOR_NAMES: dict[str, str] = {  # the kinds a front door speaks
+    kind.value: spec.door for kind, spec in PROTOCOLS.items() if spec.door is not None
+}
 VENDORS: dict[str, str] = {kind.value: spec.vendor for kind, spec in PROTOCOLS.items()}
 
 if TYPE_CHECKING:  # a Literal mypy reads as str; pydantic (at runtime) as the registry's

@@ -59,6 +59,7 @@ from routing.services.providers import (
     copy_provider_fields,
     new_credential,
     new_headers,
+    new_platform_secrets,
     provider_snapshot,
 )
 
@@ -148,7 +149,13 @@ def _check_effective(
 def _provider_state(provider: Provider) -> tuple[Any, ...]:
     return (
         provider.kind,
+        provider.platform,
         provider.base_url,
+        provider.region,
+        provider.project,
+        provider.credentials_file,
+        provider.entra,
+        provider.platform_secrets_encrypted,  # a secret set anew changes its token
         provider.headers_encrypted,  # an unchanged value keeps its token
         provider.betas,
         provider.models,
@@ -158,11 +165,15 @@ def _provider_state(provider: Provider) -> tuple[Any, ...]:
 
 
 def _set_api_key(provider: Provider, item: ProviderIn) -> bool:
-    """Apply the file's ``api_key`` by :func:`new_credential`; True when it changed."""
+    """Apply the file's ``api_key`` by :func:`new_credential` and its platform secrets by
+    :func:`new_platform_secrets`; True when one changed."""
     value = item.api_key.get_secret_value() if item.api_key is not None else None
     credential = new_credential(provider, given="api_key" in item.model_fields_set, value=value)
+    secrets = new_platform_secrets(provider, {n: getattr(item, n) for n in item.model_fields_set})
+    for secret, plain in secrets.items():
+        provider.set_platform_secret(secret, plain)
     if credential is None:
-        return False
+        return bool(secrets)
     provider.set_api_key(credential)
     return True
 

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from routing import crypto
 from routing.config.errors import ConfigError, FieldError, NotFound
 from routing.config.export import TIMEOUT_FIELDS
-from routing.config.schema import ProviderIn, parse_provider
+from routing.config.schema import PLATFORM_SECRETS, ProviderIn, parse_provider
 from routing.crypto import CredentialDecryptError
 from routing.models import Provider
 from routing.services.base import (
@@ -67,6 +67,29 @@ def new_headers(provider: Provider, given: Mapping[str, str]) -> dict[str, str]:
     return {name: value or by_name[name.lower()] for name, value in given.items()}
 
 
+def new_platform_secrets(provider: Provider, data: Mapping[str, Any]) -> dict[str, str]:
+    """The platform secrets to store (``""`` = clear) under the credential's rule, per
+    secret: absent or ``""`` keeps, a string replaces, ``null`` clears."""
+    try:
+        stored = provider.get_platform_secrets()
+    except CredentialDecryptError:
+        stored = {}  # unreadable under the current secret: new values win
+    out: dict[str, str] = {}
+    for name in PLATFORM_SECRETS:
+        if name not in data:
+            continue
+        value = data[name]
+        if value is None:
+            if name in (provider.platform_secrets_encrypted or {}):
+                out[name] = ""
+            continue
+        plain = str(value.get_secret_value() if hasattr(value, "get_secret_value") else value)
+        plain = plain.strip()
+        if plain and stored.get(name) != plain:
+            out[name] = plain
+    return out
+
+
 def header_fingerprints(provider: Provider) -> dict[str, str]:
     """Per header, a fingerprint of its encrypted value (what records show; the value
     itself never leaves the row). A value that did not change keeps its token."""
@@ -82,7 +105,12 @@ def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     list refreshed from the upstream; a health check interval left out is the gateway's;
     a header value ``""`` keeps the stored one (:func:`new_headers`)."""
     provider.kind = item.kind
+    provider.platform = item.platform
     provider.base_url = item.base_url
+    provider.region = item.region or ""
+    provider.project = item.project or ""
+    provider.credentials_file = item.credentials_file or ""
+    provider.entra = item.entra
     provider.set_headers(new_headers(provider, item.headers))
     provider.betas = item.betas.model_dump(exclude_none=True) if item.betas else {}
     if item.models is not None:
@@ -104,6 +132,7 @@ def provider_snapshot(provider: Provider) -> dict[str, Any]:
     token = provider.api_key_encrypted
     return {
         "kind": provider.kind,
+        **_platform_snapshot(provider),
         "base_url": provider.base_url,
         "api_key": hashlib.sha256(token.encode()).hexdigest()[:16] if token else "",
         "headers": header_fingerprints(provider),
@@ -112,6 +141,22 @@ def provider_snapshot(provider: Provider) -> dict[str, Any]:
         "timeouts": {key: getattr(provider, column) for key, column in TIMEOUT_FIELDS.items()},
         "health_check_s": provider.health_check_s,
     }
+
+
+def _platform_snapshot(provider: Provider) -> dict[str, Any]:
+    """The platform and the fields it uses; a secret as a fingerprint of its token."""
+    if provider.platform == "direct" and not provider.platform_secrets_encrypted:
+        return {}  # as records showed before platforms existed
+    fields = {
+        name: getattr(provider, name)
+        for name in ("region", "project", "credentials_file", "entra")
+        if getattr(provider, name)
+    }
+    secrets = {
+        name: hashlib.sha256(token.encode()).hexdigest()[:16]
+        for name, token in sorted((provider.platform_secrets_encrypted or {}).items())
+    }
+    return {"platform": provider.platform, **fields, **secrets}
 
 
 def get_provider(name: str) -> Provider:
@@ -126,7 +171,13 @@ def _stored(provider: Provider) -> dict[str, Any]:
     return {
         "name": provider.name,
         "kind": provider.kind,
+        "platform": provider.platform,
         "base_url": provider.base_url,
+        **{
+            name: getattr(provider, name) or None
+            for name in ("region", "project", "credentials_file")
+        },
+        "entra": provider.entra,
         "headers": {name: "" for name in provider.header_names},  # "": keep the value
         "betas": dict(provider.betas) if provider.betas else None,
         "models": list(provider.models or []),
@@ -148,6 +199,8 @@ def provider_create(*, data: dict[str, Any], actor: str, path: str) -> Provider:
     _apply_fields(provider, raw)
     if item.api_key is not None:
         provider.set_api_key(item.api_key.get_secret_value())
+    for secret, plain in new_platform_secrets(provider, raw).items():
+        provider.set_platform_secret(secret, plain)
     try:
         with transaction.atomic():
             provider.save()
@@ -177,10 +230,11 @@ def _merged(provider: Provider, data: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in data.items():
         if key == "timeouts" and isinstance(value, Mapping):
             raw["timeouts"] = {**raw["timeouts"], **value}
-        elif key != "api_key":
+        elif key != "api_key" and key not in PLATFORM_SECRETS:
             raw[key] = value
-    if data.get("api_key") is not None:
-        raw["api_key"] = data["api_key"]  # so the schema checks its type
+    for key in ("api_key", *PLATFORM_SECRETS):
+        if data.get(key) is not None:
+            raw[key] = data[key]  # so the schema checks its type
     return raw
 
 
@@ -203,6 +257,9 @@ def provider_update(
         if credential is not None:
             provider.set_api_key(credential)
             credential_set.append(bool(credential))
+        for secret, plain in new_platform_secrets(provider, data).items():
+            provider.set_platform_secret(secret, plain)
+            credential_set.append(bool(plain))
         after = provider_snapshot(provider)
         if after == before:
             raise Unchanged
@@ -237,8 +294,8 @@ def providers_rotate_secret(*, old_secret: str, new_secret: str) -> int:
     count = 0
     with transaction.atomic():
         rows = Provider.objects.select_for_update()
-        for pk, name, token, headers in rows.values_list(
-            "pk", "name", "api_key_encrypted", "headers_encrypted"
+        for pk, name, token, headers, secrets in rows.values_list(
+            "pk", "name", "api_key_encrypted", "headers_encrypted", "platform_secrets_encrypted"
         ):
             if token:
                 Provider.objects.filter(pk=pk).update(api_key_encrypted=rotate(name, token))
@@ -246,6 +303,9 @@ def providers_rotate_secret(*, old_secret: str, new_secret: str) -> int:
             if headers:  # header values are encrypted the same way
                 rotated = {header: rotate(name, value) for header, value in headers.items()}
                 Provider.objects.filter(pk=pk).update(headers_encrypted=rotated)
+            if secrets:  # and the platform's secrets
+                rotated = {secret: rotate(name, value) for secret, value in secrets.items()}
+                Provider.objects.filter(pk=pk).update(platform_secrets_encrypted=rotated)
     return count
 
 

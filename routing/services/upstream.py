@@ -29,7 +29,7 @@ from routing.crypto import CredentialDecryptError
 from routing.engine.failures import Redactor
 from routing.gateway.table import unsendable
 from routing.models import Provider
-from routing.protocols.registry import protocol_of
+from routing.protocols.registry import PLATFORMS, protocol_of
 from routing.services.base import ProviderCallError, record
 from routing.services.providers import get_provider, provider_snapshot
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure
@@ -49,13 +49,14 @@ class ProviderTestResult:
     message: str
 
 
-def _redactor(secret: str, headers: dict[str, str]) -> Redactor:
+def _redactor(secret: str, headers: dict[str, str], more: tuple[str, ...] = ()) -> Redactor:
     """Every provider's secret and header values, this one's included (they may not be
-    stored yet)."""
-    secrets = [secret, *headers.values()]
+    stored yet), and this one's platform secrets (``more``)."""
+    secrets = [secret, *headers.values(), *more]
     for row in Provider.objects.all():
         try:
             secrets += [row.get_api_key(), *row.get_headers().values()]
+            secrets += row.platform_settings().secrets  # another provider's AWS keys too
         except CredentialDecryptError:
             continue
     return Redactor(secrets)
@@ -77,16 +78,24 @@ def _summary(text: str) -> str:
 def _client(provider: Provider) -> tuple[OpenAIClient, Redactor]:
     try:
         secret, headers = provider.get_api_key(), provider.get_headers()
+        settings = provider.platform_settings()
     except CredentialDecryptError as exc:
         raise ProviderCallError(str(exc)) from None
     problem = unsendable(secret, headers, provider.base_url)
     if problem:  # the call path's verdict on the same row (Call._unsendable)
         raise ProviderCallError(f"MISSING_CREDENTIAL: {problem}: write it again")
-    redact = _redactor(secret, headers)
+    platform = PLATFORMS.get(provider.platform)
+    if platform is None:  # stored before validation said so; the table's verdict too
+        raise ProviderCallError(f"unknown platform '{provider.platform}'")
+    protocol = protocol_of(provider.kind)
+    redact = _redactor(secret, headers, settings.secrets)
     cap = min(provider.total_timeout_s, CALL_CAP_S)
     client = OpenAIClient(
-        protocol=protocol_of(provider.kind),
-        base_url=provider.base_url,
+        protocol=protocol,
+        platform=platform,  # the call path's own reach: its URLs, credential and errors
+        settings=settings,
+        provider=provider.name,
+        base_url=platform.resolve_base_url(protocol, provider.base_url, settings),
         api_key=secret,
         headers=headers,
         timeouts=Timeouts(
@@ -204,7 +213,9 @@ def provider_test(*, name: str, model: str | None = None) -> ProviderTestResult:
     body = orjson.dumps(client.test_body(model))
 
     async def ping() -> int:
-        response = await client.send(body)
+        response = await client.send(
+            body, model=model
+        )  # a URL may name it (Gemini, Bedrock, Vertex)
         try:
             await response.read()
         finally:

@@ -10,8 +10,21 @@ Routes::
     POST /v1beta/models/{model}:generateContent  the same, in Gemini's shapes (the model
                                 and, with ``:streamGenerateContent?alt=sse``, the stream
                                 named by the path; ``x-goog-api-key`` auth); also under /v1
+    POST /model/{modelId}/invoke | /invoke-with-response-stream | /converse |
+         /converse-stream       Amazon Bedrock (``bedrock``): the model is the path's,
+                                streams are event-stream frames, SigV4 checked against
+                                ``aws_keys`` (or a Bedrock API key as Bearer)
+    POST /model/{modelId}/count-tokens  ``{"inputTokens": n}`` for an InvokeModel body
     POST /v1/embeddings         one vector per input (a scripted Fail/Delay/Reset applies)
     GET  /v1/models             OpenAI list of the configured (or scripted) models
+    POST /openai/v1/chat/completions, /openai/v1/responses, /openai/v1/embeddings
+                                Azure OpenAI's v1 API (``api-key`` or an issued Entra
+                                token), and GET /msi/token, the managed identity's token
+                                endpoint (``routing.simulator.azure``)
+    POST /v1/projects/{project}/locations/{region}/publishers/{anthropic|google}/models/…
+                                Vertex AI (``routing.simulator.vertex``): Bearer tokens that
+                                ``POST /token`` issued to a registered service account
+    POST /token                 the OAuth token endpoint a service-account file points at
     POST /_control/script       {"model", "behaviours": [...], "then": {...} | null}
     POST /_control/default      {"behaviour": {...}}
     POST /_control/reset        forget scripts, counters, records; restore the default
@@ -29,16 +42,25 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from routing.simulator import azure, bedrock
 from routing.simulator.gemini import model_and_stream
 from routing.simulator.payloads import error_body, usage_for
 from routing.simulator.play import ClientGone, CutByScript, Exchange, perform
 from routing.simulator.script import Behaviour, Fail, behaviour_from_dict
 from routing.simulator.state import Ledger
+from routing.simulator.vertex import (
+    GoogleAuthority,
+    bearer_failure,
+    body_problem,
+    google_error,
+    vertex_path,
+)
 
 
 @dataclass
@@ -48,8 +70,11 @@ class Upstream:
     ledger: Ledger
     api_key: str | None = None
     models: list[str] | None = None
+    aws_keys: dict[str, str] | None = None  # Bedrock: access key id -> secret (SigV4)
     handlers: set[asyncio.Task[Any]] = field(default_factory=set)
+    google: GoogleAuthority = field(default_factory=GoogleAuthority)  # Vertex AI's tokens
     stopping: bool = False
+    azure: azure.AzureState = field(default_factory=azure.AzureState)
 
 
 UPSTREAM = web.AppKey("upstream", Upstream)
@@ -68,6 +93,10 @@ def build_app(upstream: Upstream) -> web.Application:
     app.router.add_get("/v1beta/models", list_gemini_models)
     app.router.add_post("/v1beta/models/{target}", generate_content)
     app.router.add_post("/v1/models/{target}", generate_content)
+    app.router.add_post("/model/{tail:.+}", invoke_model)
+    azure.add_routes(app, upstream.azure, _serve)
+    app.router.add_post("/v1/projects/{tail:.+}", vertex_predict)
+    app.router.add_post("/token", google_token)
     app.router.add_post("/_control/script", control_script)
     app.router.add_post("/_control/default", control_default)
     app.router.add_post("/_control/reset", control_reset)
@@ -149,11 +178,101 @@ async def generate_content(request: web.Request) -> web.StreamResponse:
     return await _serve(request, body, model, {**body, "model": model, "stream": stream})
 
 
+async def invoke_model(request: web.Request) -> web.StreamResponse:
+    """Bedrock's runtime routes: the model and the action are the (raw) path's; the
+    credentials are checked before anything else, as AWS does."""
+    upstream = request.app[UPSTREAM]
+    raw = await request.read()
+    named = bedrock.model_and_action(request.raw_path)
+    denied = bedrock.auth_failure(
+        request.method,
+        request.raw_path,
+        request.headers,
+        raw,
+        aws_keys=upstream.aws_keys,
+        api_key=upstream.api_key,
+    )
+    if named is None or denied is not None:
+        status, kind, message = denied or (404, "UnknownOperationException", "not found")
+        return web.json_response(
+            {"message": message}, status=status, headers={"x-amzn-ErrorType": kind}
+        )
+    model, action = named
+    body = await _json_object(request)
+    problem = bedrock.invalid_body("invoke" if action == "count-tokens" else action, body)
+    if problem is not None:
+        return web.json_response(
+            {"message": problem}, status=400, headers={"x-amzn-ErrorType": "ValidationException"}
+        )
+    assert body is not None
+    if action == "count-tokens":
+        return web.json_response({"inputTokens": bedrock.count_tokens(body)})
+    stream = action in bedrock.STREAMS
+    served = {**body, "model": model, "stream": stream}
+    return await _serve(request, body, model, served, auth=_checked)
+
+
+def _checked(request: web.Request) -> None:
+    """A route that checked the request's credential itself (Bedrock's SigV4 or key)."""
+    return None
+
+
+async def vertex_predict(request: web.Request) -> web.StreamResponse:
+    """Vertex AI's model paths: Claude's Messages (rawPredict, count-tokens) and Gemini's
+    generateContent, the model and the stream named by the path, a Bearer token required."""
+    named = vertex_path(request.path)
+    body = await _json_object(request)
+    if named is None or body is None:
+        status, message = (404, "Not found.") if named is None else (400, "Invalid JSON payload.")
+        name = "NOT_FOUND" if named is None else "INVALID_ARGUMENT"
+        return web.json_response(google_error(status, message, name), status=status)
+    upstream = request.app[UPSTREAM]
+    denied = bearer_failure(upstream.google, request.headers.get("Authorization", ""))
+    problem = body_problem(named, body)
+    if denied is None and problem is not None:
+        denied = Fail(400, body=json.dumps(google_error(400, problem, "INVALID_ARGUMENT")))
+    if named.count_tokens:
+        return await _vertex_count_tokens(request, body, denied)
+    stream = named.stream if named.publisher == "google" else bool(body.get("stream"))
+    if denied is None and named.publisher == "google" and stream:
+        if request.query.get("alt") != "sse":
+            message = "the simulator streams alt=sse only"
+            denied = Fail(400, body=json.dumps(google_error(400, message, "INVALID_ARGUMENT")))
+    view = {**body, "model": named.model, "stream": stream}
+    return await _serve(request, body, named.model, view, auth=lambda _: denied)
+
+
+async def _vertex_count_tokens(
+    request: web.Request, body: dict[str, Any], denied: Fail | None
+) -> web.Response:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    ledger = request.app[UPSTREAM].ledger
+    record = ledger.begin(str(body.get("model", "")), body, headers, request.path, b"")
+    ledger.finish(record, disconnected=False)
+    if denied is not None:
+        return web.Response(
+            status=denied.status, text=denied.body or "", content_type="application/json"
+        )
+    return web.json_response({"input_tokens": usage_for(body, "")["prompt_tokens"]})
+
+
+async def google_token(request: web.Request) -> web.Response:
+    """The OAuth 2.0 token endpoint (a JWT-bearer grant, form-encoded, as google-auth sends)."""
+    form = {key: str(value) for key, value in (await request.post()).items()}
+    status, answer = request.app[UPSTREAM].google.grant(form)
+    return web.json_response(answer, status=status)
+
+
 async def _serve(
-    request: web.Request, recorded: dict[str, Any], model: str, body: dict[str, Any]
+    request: web.Request,
+    recorded: dict[str, Any],
+    model: str,
+    body: dict[str, Any],
+    auth: Callable[[web.Request], Fail | None] | None = None,
 ) -> web.StreamResponse:
     """Answer with the model's next scripted behaviour; ``recorded`` is the body the
-    ledger keeps, ``body`` what the behaviours read."""
+    ledger keeps, ``body`` what the behaviours read; ``auth`` a platform's own check of
+    the request's credential (Azure's), else the configured ``api_key``'s."""
     upstream = request.app[UPSTREAM]
     headers = {k.lower(): v for k, v in request.headers.items()}
     record = upstream.ledger.begin(model, recorded, headers, request.path, await request.read())
@@ -161,7 +280,9 @@ async def _serve(
     if task is not None:
         upstream.handlers.add(task)
     try:
-        behaviour: Behaviour | None = _auth_failure(request, upstream.api_key)
+        behaviour: Behaviour | None = (
+            _auth_failure(request, upstream.api_key) if auth is None else auth(request)
+        )
         if behaviour is None:
             behaviour = upstream.ledger.next_behaviour(model)
         exchange = Exchange(
@@ -268,6 +389,8 @@ async def control_default(request: web.Request) -> web.Response:
 
 async def control_reset(request: web.Request) -> web.Response:
     request.app[UPSTREAM].ledger.reset()
+    request.app[UPSTREAM].azure.reset()
+    request.app[UPSTREAM].google.reset()
     return web.json_response({"ok": True})
 
 

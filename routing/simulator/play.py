@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from routing.simulator import bedrock
 from routing.simulator.payloads import (
     Completion,
     embeddings,
@@ -55,6 +56,7 @@ from routing.simulator.script import (
     Reset,
     Silent,
     StallAfter,
+    StreamError,
     UsageThenError,
     When,
 )
@@ -105,6 +107,12 @@ class Exchange:
     def completion(self) -> Completion:
         return Completion(self.model, include_usage=self.stream and self.include_usage)
 
+    @property
+    def bedrock_action(self) -> str | None:
+        """The Bedrock action the path names (its streams are event-stream frames)."""
+        named = bedrock.model_and_action(self.request.path)
+        return None if named is None else named[1]
+
     def wire(self) -> Wire:
         """The shapes of the protocol this request's path speaks (chat, messages, responses)."""
         cls = wire_class(self.request.path)
@@ -120,8 +128,10 @@ class Sse:
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
+        self.action = exchange.bedrock_action
+        kind = "text/event-stream" if self.action is None else "application/vnd.amazon.eventstream"
         self.response = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            status=200, headers={"Content-Type": kind, "Cache-Control": "no-cache"}
         )
         self.wire: Wire | None = None
 
@@ -141,8 +151,11 @@ class Sse:
 
     async def raw(self, data: str, name: str | None = None) -> None:
         head = f"event: {name}\n" if name else ""
+        out = f"{head}data: {data}\n\n".encode()
+        if self.action is not None:  # Bedrock: AWS event-stream frames
+            out = bedrock.encode(self.action, name, data)
         try:
-            await self.response.write(f"{head}data: {data}\n\n".encode())
+            await self.response.write(out)
         except ConnectionError as exc:
             raise ClientGone(self.response) from exc
 
@@ -226,6 +239,8 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
             return await (_stream_stall(ex, behaviour) if ex.stream else _json_stall(ex))
         case UsageThenError():
             return await _usage_then_error(ex, behaviour)
+        case StreamError():
+            return await _stream_error(ex, behaviour)
         case Malformed():
             return await (_stream_malformed(ex, behaviour) if ex.stream else _json_garbage(ex))
     raise TypeError(f"not a behaviour: {behaviour!r}")
@@ -253,14 +268,17 @@ async def _send(
 
 
 async def _fail(ex: Exchange, fail: Fail) -> web.StreamResponse:
+    headers = fail.headers
+    if ex.bedrock_action is not None:  # the error's type is a header
+        headers = {**bedrock.error_headers(fail.status, fail.type), **headers}
     if fail.body is not None:
-        return await _send(ex, fail.status, fail.body, fail.headers)
+        return await _send(ex, fail.status, fail.body, headers)
     body = ex.wire().error(fill_model(fail.message, ex.model), fail.type, fail.code, fail.status)
-    return await _send(ex, fail.status, _dumps(body), fail.headers)
+    return await _send(ex, fail.status, _dumps(body), headers)
 
 
 async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
-    if ex.request.path == "/v1/embeddings":
+    if ex.request.path.endswith("/v1/embeddings"):  # Azure's too: /openai/v1/embeddings
         return await _send(ex, 200, _dumps(embeddings(ex.body, ex.model)))
     content = fill_model(reply.content, ex.model)
     reasoning = fill_model(reply.reasoning, ex.model)
@@ -410,6 +428,20 @@ async def _usage_then_error(ex: Exchange, b: UsageThenError) -> web.StreamRespon
     sse = await _stream_partial(ex, "", 0, usage_first=True)
     assert sse.wire is not None
     await sse.emit(sse.wire.stream_error())
+    return await sse.end(done=False)
+
+
+async def _stream_error(ex: Exchange, b: StreamError) -> web.StreamResponse:
+    message = fill_model(b.message, ex.model)
+    if not ex.stream:
+        kind = b.exception[:1].upper() + b.exception[1:]
+        return await _fail(ex, Fail(b.status, message, type=kind))
+    sse = await _stream_partial(ex, b.content if b.chunks else "", b.chunks)
+    assert sse.wire is not None
+    if ex.bedrock_action is not None:
+        await sse.emit(bedrock.exception_events(b.exception, message))
+    else:
+        await sse.emit(sse.wire.stream_error())
     return await sse.end(done=False)
 
 

@@ -26,6 +26,9 @@ DropAfter          role, [reasoning], content xN,   headers + half the body, TCP
                    [a tool call begun], TCP cut
 StallAfter         role, content xN, then silence   headers, then silence
 UsageThenError     role, usage, SSE error event     HTTP 500 error body
+StreamError        role, content xN, the wire's     HTTP ``status`` error of ``exception``
+                   error event (Bedrock: an
+                   exception frame)
 Malformed("json")  every data line is garbage       200 with a body that is not JSON
 Malformed("sse-    good 20-chunk answer, chunk 10   same as ``json``
 line")             replaced by broken JSON
@@ -158,6 +161,20 @@ class UsageThenError:
     (no ``[DONE]``). ``status_in_stream=False``: plain HTTP 500 instead."""
 
     status_in_stream: bool = True
+
+
+@dataclass(frozen=True)
+class StreamError:
+    """Stream the preamble and ``content`` in ``chunks`` chunks (0: nothing, so the
+    failure comes before the commit point), then the wire's in-stream failure — on Bedrock
+    an exception frame of type ``exception`` carrying ``message`` — and a clean end.
+    Non-stream: an HTTP ``status`` error of that type."""
+
+    chunks: int = 0
+    content: str = "Hello from {model}, then a failure"
+    exception: str = "modelStreamErrorException"
+    message: str = "The model stream failed."
+    status: int = 424
 
 
 @dataclass(frozen=True)
@@ -326,6 +343,7 @@ Behaviour: TypeAlias = (
     | Silent
     | DropAfter
     | UsageThenError
+    | StreamError
     | StallAfter
     | Empty
     | Malformed
@@ -346,6 +364,7 @@ _CLASSES: tuple[type[Any], ...] = (
     Silent,
     DropAfter,
     UsageThenError,
+    StreamError,
     StallAfter,
     Empty,
     Malformed,

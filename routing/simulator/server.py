@@ -22,8 +22,10 @@ from types import TracebackType
 from aiohttp import web
 
 from routing.simulator.app import Upstream, build_app
+from routing.simulator.azure import AzureState
 from routing.simulator.script import Behaviour, Reply
 from routing.simulator.state import Ledger, RecordedRequest
+from routing.simulator.vertex import GoogleAuthority
 
 _START_TIMEOUT_S = 10.0
 _STOP_TIMEOUT_S = 10.0
@@ -41,11 +43,13 @@ class FakeUpstream:
         default: Behaviour = _REPLY,
         models: list[str] | None = None,
         api_key: str | None = None,
+        aws_keys: dict[str, str] | None = None,
     ) -> None:
+        """``aws_keys``: access key id -> secret the Bedrock routes check SigV4 with."""
         self.host = host
         self.port = port
         self._ledger = Ledger(default)
-        self._upstream = Upstream(self._ledger, api_key=api_key, models=models)
+        self._upstream = Upstream(self._ledger, api_key=api_key, models=models, aws_keys=aws_keys)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -62,6 +66,17 @@ class FakeUpstream:
     def root_url(self) -> str:
         """``http://host:port``: where ``/_control/*`` lives."""
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def token_uri(self) -> str:
+        """The OAuth token endpoint a service-account file's ``token_uri`` names (Vertex AI)."""
+        return f"http://{self.host}:{self.port}/token"
+
+    @property
+    def google(self) -> GoogleAuthority:
+        """Vertex AI's identity side: ``register(client_email, public_key_pem)``, the
+        ``expires_in`` of the tokens it issues, ``fetches``, ``refuse_next``, ``revoke_all()``."""
+        return self._upstream.google
 
     def start(self) -> FakeUpstream:
         """Serve in a background thread; returns once the socket is listening."""
@@ -168,6 +183,13 @@ class FakeUpstream:
     def reset(self) -> None:
         """Clear scripts, counters and records; restore the constructor's default."""
         self._ledger.reset()
+        self._upstream.azure.reset()
+        self._upstream.google.reset()
+
+    @property
+    def azure(self) -> AzureState:
+        """Azure's key, deployments and the tokens it issued (``routing.simulator.azure``)."""
+        return self._upstream.azure
 
     # -- inspection ------------------------------------------------------------------
     def count(self, model: str | None = None) -> int:

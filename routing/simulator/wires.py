@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from routing.simulator import bedrock
+from routing.simulator.bedrock import ConverseWire
 from routing.simulator.gemini import GeminiWire, model_and_stream
 from routing.simulator.payloads import (
     Completion,
@@ -28,6 +30,7 @@ from routing.simulator.payloads import (
     default_error_type,
     error_body,
 )
+from routing.simulator.vertex import vertex_path
 
 Event = tuple[str | None, dict[str, Any]]
 
@@ -482,8 +485,27 @@ class ResponsesWire:
         return error_body(message, type_ or default_error_type(status), code)
 
 
-Wire = ChatWire | MessagesWire | ResponsesWire | GeminiWire
-WireClass = type[ChatWire] | type[MessagesWire] | type[ResponsesWire] | type[GeminiWire]
+class BedrockMessagesWire(MessagesWire):
+    """Anthropic Messages on Bedrock (InvokeModel): Bedrock's error bodies, and a stream
+    failure as an exception frame."""
+
+    def stream_error(self) -> list[Event]:
+        return bedrock.exception_events("modelStreamErrorException", "Overloaded")
+
+    def error(
+        self, message: str, type_: str | None, code: str | None, status: int
+    ) -> dict[str, Any]:
+        return {"message": message}
+
+
+Wire = ChatWire | MessagesWire | ResponsesWire | GeminiWire | ConverseWire
+WireClass = (
+    type[ChatWire]
+    | type[MessagesWire]
+    | type[ResponsesWire]
+    | type[GeminiWire]
+    | type[ConverseWire]
+)
 WIRES: dict[str, WireClass] = {
     "/v1/chat/completions": ChatWire,
     "/v1/messages": MessagesWire,
@@ -494,7 +516,13 @@ WIRES: dict[str, WireClass] = {
 
 def wire_class(path: str) -> WireClass:
     """The wire a request's path speaks: by path, or Gemini's ``…/models/{model}:action``."""
-    found = WIRES.get(path)
+    found = WIRES.get(path.removeprefix("/openai"))  # Azure's v1 API: /openai/v1/…
     if found is not None:
         return found
+    named = bedrock.model_and_action(path)
+    if named is not None:
+        return ConverseWire if named[1].startswith("converse") else BedrockMessagesWire
+    vertex = vertex_path(path)
+    if vertex is not None and vertex.publisher == "anthropic":
+        return MessagesWire  # Claude on Vertex AI answers in Anthropic's own shapes
     return GeminiWire if model_and_stream(path) is not None else ChatWire

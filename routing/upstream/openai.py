@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from routing.engine.failures import Failure, FailureCode
+from routing.platforms.base import Authenticator, PlatformSettings, StreamReader
 from routing.protocols import Protocol
 from routing.protocols.registry import DIRECT, PROTOCOLS, PlatformSpec, ProtocolSpec
 from routing.upstream.base import Timeouts, UpstreamFailure
@@ -41,6 +42,8 @@ class OpenAIClient:
         api_key: str,
         protocol: ProtocolSpec = PROTOCOLS[Protocol.CHAT],
         platform: PlatformSpec = DIRECT,
+        settings: PlatformSettings | None = None,
+        provider: str = "",
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         max_connections: int = 512,
@@ -48,7 +51,8 @@ class OpenAIClient:
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``clock`` is wall time (the runtime's): it dates a ``Retry-After`` given as an
-        HTTP date."""
+        HTTP date and a platform token's expiry. ``provider`` (its name) and ``settings``
+        (its platform fields) go to the platform's authenticator."""
         self.base_url = base_url.rstrip("/")
         self._clock = clock
         # Applied where upstream text enters: every provider's secret and any 6+ character
@@ -61,10 +65,15 @@ class OpenAIClient:
         self.url = platform.endpoint_url(protocol, self.base_url)
         self.models_url = platform.models_url(protocol, self.base_url)
         self.max_connections = max_connections
+        # the URL names the model or the stream: computed per request
+        self._per_request_url = platform.model_in_url or protocol.model_path is not None
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         self._headers.update(protocol.headers)
         self._headers.update(headers or {})
-        if api_key:
+        self._auth: Authenticator | None = platform.authenticator(
+            provider, protocol, api_key, settings or PlatformSettings(), clock
+        )
+        if api_key and self._auth is None:
             self._headers.update(platform.auth_headers(protocol, api_key))
         self._pool = Pool(headers=self._headers, timeouts=timeouts, max_connections=max_connections)
 
@@ -99,11 +108,18 @@ class OpenAIClient:
         bounded error body is read and classified). The caller owns closing the response.
         """
         if path is not None:
-            url = self.base_url + path
-        elif self.protocol.model_path is None:
-            url = self.url
-        else:
+            url = path if "://" in path else self.base_url + path
+        elif self._per_request_url:
             url = self.platform.endpoint_url(self.protocol, self.base_url, model, stream)
+        else:
+            url = self.url
+        if self.platform is not DIRECT:
+            if path is None:
+                body = self.platform.prepare_body(self.protocol, body, model, stream)
+                body, headers = self.platform.headers_into_body(self.protocol, body, headers)
+            if self._auth is not None:
+                sent = {**self._headers, **(headers or {})}
+                headers = {**(headers or {}), **await self._auth.headers("POST", url, body, sent)}
         response = await self._pool.post(url, body, headers)
         if response.status_code >= 400:
             try:
@@ -119,10 +135,35 @@ class OpenAIClient:
             )
         return response
 
+    def reader(self, response: UpstreamResponse) -> StreamReader:
+        """A streamed answer's body as the protocol's own bytes (the platform's framing
+        undone: a Bedrock event-stream re-framed as the protocol's SSE)."""
+        return self.platform.reader(response)
+
+    def count_tokens_url(self, model: str) -> str | None:
+        """Where this provider counts tokens (None: it cannot)."""
+        return self.platform.count_tokens_url(self.protocol, self.base_url, model)
+
+    def count_tokens_body(self, body: bytes) -> bytes:
+        """A token count's body as this provider's platform sends it."""
+        return self.platform.count_tokens_body(self.protocol, body)
+
+    def count_tokens_answer(self, payload: bytes) -> bytes:
+        """The platform's count answer as the protocol's ``{"input_tokens": n}``."""
+        return self.platform.count_tokens_answer(payload)
+
     async def model_list(self) -> Any:
         """``GET`` the kind's model list, parsed; ``UpstreamFailure`` for a transport error,
-        a status >= 400 (classified, scrubbed) or a body that is not JSON."""
-        response = await self._pool.get(self.models_url)
+        a status >= 400 (classified, scrubbed), a body that is not JSON, or a platform
+        that lists no models."""
+        if self.models_url is None:
+            raise UpstreamFailure(
+                Failure(FailureCode.BAD_REQUEST, f"platform {self.platform.name} lists no models")
+            )
+        headers: Mapping[str, str] | None = None
+        if self._auth is not None:
+            headers = await self._auth.headers("GET", self.models_url, b"", self._headers)
+        response = await self._pool.get(self.models_url, headers)
         try:
             if response.status_code >= 400:
                 payload = await response.read_limited(ERROR_BODY_LIMIT)
@@ -148,4 +189,8 @@ class OpenAIClient:
         return self._pool.closed
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        try:
+            if self._auth is not None:
+                await self._auth.aclose()
+        finally:
+            await self._pool.aclose()

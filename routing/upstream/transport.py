@@ -255,12 +255,14 @@ class Pool:
                 on_request[name] = value
         return request
 
-    async def get(self, url: str) -> UpstreamResponse:
-        """A plain GET (a model list), bounded by the provider's total timeout."""
+    async def get(self, url: str, headers: Mapping[str, str] | None = None) -> UpstreamResponse:
+        """A plain GET (a model list), bounded by the provider's total timeout; ``headers``
+        are added to this request only (a platform's signature or token)."""
         timeouts = self._timeouts
         request = self._client.build_request(
             "GET",
             self._url(url),
+            headers=dict(headers) if headers else None,
             timeout=httpx.Timeout(timeouts.total_s, connect=timeouts.connect_s),
         )
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from tests.conftest import Harness
@@ -128,3 +129,13 @@ def field_view(detail: dict[str, Any], name: str) -> tuple[Any, str, bool]:
     """``(value, source, overridden)`` of one policy field in a group/global read."""
     item = detail["fields"][name]
     return item["value"], item["source"], item["overridden"]
+
+
+def database_dump() -> str:
+    """Every row of every table, as text (raw SQL: no model field is skipped)."""
+    lines: list[str] = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - names from introspection
+            lines.extend(f"{table}: {row!r}" for row in cursor.fetchall())
+    return "\n".join(lines)

@@ -18,13 +18,12 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 
 from routing.audit import writer
 from routing.models import Provider
 from routing.simulator.server import FakeUpstream
-from tests.api.conftest import API
+from tests.api.conftest import API, database_dump
 from tests.conftest import Harness
 
 CANARY = "sk-CANARY-plaintext-7f3e9a1c5b2d"
@@ -42,16 +41,6 @@ def _seen(response: httpx.Response) -> str:
     headers = "\n".join(f"{k}: {v}" for k, v in response.headers.items())
     request = f"{response.request.method} {response.request.url} {response.status_code}"
     return f"{request}\n{headers}\n{response.text}"
-
-
-def _database_dump() -> str:
-    """Every row of every table, as text (raw SQL: no model field is skipped)."""
-    lines: list[str] = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names():
-            cursor.execute(f'SELECT * FROM "{table}"')  # noqa: S608 - names from introspection
-            lines.extend(f"{table}: {row!r}" for row in cursor.fetchall())
-    return "\n".join(lines)
 
 
 # Each kind sends the key its own way (a bearer token; Gemini's x-goog-api-key, which the
@@ -184,7 +173,7 @@ def test_the_credential_is_never_shown_anywhere(
         "responses": "\n".join(seen),
         "exportconfig": exported.getvalue(),
         "logs": "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-        "database": _database_dump(),
+        "database": database_dump(),
     }
     assert "[redacted]" in texts["responses"]  # the scrubber really had something to do
     assert "leaky" in texts["database"]

@@ -13,8 +13,8 @@ import pytest
 
 from routing.audit import writer
 from routing.simulator.script import KeyEcho
-from tests.api.conftest import API
-from tests.api.test_credential_scan import _database_dump, _seen
+from tests.api.conftest import API, database_dump
+from tests.api.test_credential_scan import _seen
 from tests.conftest import Harness, off_loop
 
 K1 = "sk-proj-ab12cd34ef56gh78ij90kl9f3e"
@@ -99,7 +99,7 @@ def test_no_fragment_of_any_secret_survives_a_masked_echo(
         "responses": "\n".join(seen),
         "events": events,
         "logs": "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records),
-        "database": off_loop(_database_dump),
+        "database": off_loop(database_dump),
     }
     assert "Incorrect API key provided" in texts["database"]
     for where, text in texts.items():

@@ -139,3 +139,52 @@ def test_a_labelled_child_is_made_once_and_is_the_metric_s_own() -> None:
     before = child._value.get()
     metrics._calls("children-test", CallOutcome.OK).inc()
     assert metrics.CALLS.labels("children-test", "ok")._value.get() == before + 1
+
+
+def test_tokens_and_cost_count_every_billed_attempt_at_its_own_target() -> None:
+    """The same attempts as the budgets and the ledger (SPEC §17): a call that failed
+    after its first attempt reported usage, then failed elsewhere without any, counts
+    the first attempt's tokens and cost under that attempt's target."""
+    from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord
+    from routing.observability import metrics
+
+    def sample(name: str, target: str) -> float:
+        labels = {"group": "billed-test", "target": target}
+        return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {
+        (name, target): sample(name, target)
+        for name in ("switchyard_input_tokens_total", "switchyard_cost_total")
+        for target in ("p1/a", "p1/b")
+    }
+    record = CallRecord(
+        call_id="billed",
+        group="billed-test",
+        session=None,
+        stream=True,
+        started_at=0.0,
+        outcome=CallOutcome.FAILED,  # served by none
+        attempts=[
+            AttemptRecord(
+                target="p1/a",
+                try_number=1,
+                ok=False,
+                elapsed_ms=1.0,
+                usage={"prompt_tokens": 30, "completion_tokens": 0},
+                cost=0.25,
+            ),
+            AttemptRecord(target="p1/b", try_number=1, ok=False, elapsed_ms=1.0),
+        ],
+    )
+    metrics.observe(record)
+    after = {key: sample(*key) for key in before}
+    assert after[("switchyard_input_tokens_total", "p1/a")] == (
+        before[("switchyard_input_tokens_total", "p1/a")] + 30
+    )
+    assert after[("switchyard_cost_total", "p1/a")] == (
+        before[("switchyard_cost_total", "p1/a")] + 0.25
+    )
+    assert (
+        after[("switchyard_input_tokens_total", "p1/b")]
+        == (before[("switchyard_input_tokens_total", "p1/b")])
+    )

@@ -34,6 +34,8 @@ def call(call_id: str, *, attempts: int = 1, message: str = "") -> CallRecord:
         ttft_ms=10.0,
         overhead_ms=0.4,
         usage={"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+        # what ``CallState.finish`` sums over the attempts; the ledger's columns record it
+        billed={"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
     )
     for n in range(1, attempts + 1):
         last = n == attempts

@@ -4,6 +4,7 @@ after its usage and rescued elsewhere. Token budgets are charged the same tokens
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -37,9 +38,10 @@ SENT = "The answer is "
 WHOLE = "The answer is forty-two, as everyone knows."
 
 
-def stream(h: Harness) -> str:
+def stream(h: Harness, client: Any = None) -> str:
+    """A streamed call to ``capped`` (with ``client``: as that client's key), its text."""
     text = ""
-    for chunk in h.client().chat.completions.create(
+    for chunk in (client or h.client()).chat.completions.create(
         model="capped",
         messages=[{"role": "user", "content": "What is the answer?"}],
         stream=True,
@@ -114,3 +116,70 @@ def test_a_rescued_stream_pays_for_the_cut_attempt_and_its_continuation(
     assert call.usage == continuation.usage  # the answer's usage: counted once
     assert call.cost == pytest.approx(priced([(cut.usage, PRICE_A), (continuation.usage, PRICE_B)]))
     assert tokens_today(harness) == usage_tokens(cut.usage) + usage_tokens(continuation.usage)
+
+
+# the group without a budget of its own (the key has one), retrying once in place
+KEYED = TWO_TARGETS.replace(
+    "    retry: {max_retries: 0}\n    limits: {tokens_per_day: 100000}\n",
+    "    retry: {max_retries: 1}\n",
+)
+
+
+def test_spend_counts_the_tokens_the_budget_was_charged(harness: Harness) -> None:
+    """A call retried in place and then switched, each failed attempt billed: the key's
+    budget use, its spend, the Spend API and page, and the call's ledger row all count
+    the same attempts' tokens (and cost), over real sockets against the simulator."""
+    import openai
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from routing.audit import writer
+    from routing.services.api_keys import generate_key
+    from tests.dashboard.conftest import PASSWORD
+
+    writer.attach(harness.runtime.hub)  # type: ignore[attr-defined]
+    harness.configure(KEYED)
+    key, secret = generate_key(
+        name="agent", limits={"tokens_per_day": 1_000_000, "cost_per_day": 100}
+    )
+    _, admin = generate_key(name="ops", kind="admin")
+    harness.upstream.script("a", UsageThenError(), UsageThenError())
+    harness.upstream.script("b", Reply("Forty-two."))
+    agent = openai.OpenAI(base_url=harness.gateway.base_url, api_key=secret, max_retries=0)
+    assert stream(harness, agent) == "Forty-two."
+    [call] = harness.events(CallRecord, at_least=1)
+    assert [(a.target, a.ok) for a in call.attempts] == [
+        ("p1/a", False),  # retried in place
+        ("p1/a", False),  # then switched
+        ("p1/b", True),
+    ]
+    assert all(a.usage for a in call.attempts)  # each was billed
+    billed = sum(usage_tokens(a.usage) for a in call.attempts)
+    assert billed > usage_tokens(call.usage)  # more than the answer's own tokens
+    tokens_today(harness)  # every charge landed
+    writer.flush(10)
+
+    http = Client()
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {admin}"}
+    detail = http.get(f"/api/v1/keys/{key.pk}", **auth).json()
+    assert detail["use"]["tokens_per_day"]["used"] == billed
+    assert detail["spend"]["today"]["tokens"] == billed
+    assert detail["use"]["cost_per_day"]["used"] == pytest.approx(call.cost)
+    assert detail["spend"]["today"]["cost"] == pytest.approx(call.cost)
+    [row] = [r for r in http.get("/api/v1/spend?by=key", **auth).json() if r["key"] == "agent"]
+    assert (row["calls"], row["tokens"]) == (1, billed)
+    assert row["cost"] == pytest.approx(call.cost)
+    [listed] = http.get("/api/v1/calls", **auth).json()
+    assert listed["usage"]["total_tokens"] == billed
+    assert listed["usage"]["prompt_tokens"] == sum(a.usage["prompt_tokens"] for a in call.attempts)
+
+    http.force_login(User.objects.create_user("operator", password=PASSWORD, is_staff=True))
+    page = http.get("/spend/", {"by": "key"}).content.decode()
+    agent_row = re.search(r'data-spend-row="agent">(.*?)</tr>', page, re.S)
+    assert agent_row is not None
+    assert re.findall(r'<td class="num">(\d+)</td>', agent_row.group(1)) == ["1", str(billed)]
+    counted = re.search(r"<p [^>]*data-spend-counted>(.*?)</p>", page, re.S)
+    assert counted is not None
+    assert "Tokens and cost count the same attempts" in counted.group(1)
+    assert "failed after reporting usage and was retried or switched" in counted.group(1)
+    assert "as the token and cost budgets are charged" in counted.group(1)

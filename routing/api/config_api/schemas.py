@@ -197,7 +197,15 @@ class TimeoutsOut(Schema):
 class ProviderOut(Schema):
     name: str
     kind: str
-    base_url: str
+    platform: str = Field(description="where and how the kind is reached (SPEC §19)")
+    base_url: str = Field(description='the endpoint; "" = the platform\'s own')
+    region: str
+    project: str
+    credentials_file: str
+    entra: bool
+    aws_keys_set: list[str] = Field(
+        description="which AWS keys are stored (their values are write-only)"
+    )
     api_key_set: bool
     api_key_hint: str
     headers: dict[str, Literal[""]] = Field(

@@ -55,6 +55,8 @@ from routing.config.schema.policies import (
 )
 from routing.config.schema.providers import (
     BETA_NAME_PATTERN,
+    PLATFORM_FIELDS,
+    PLATFORM_SECRETS,
     TIMEOUT_DEFAULTS,
     BetaNames,
     BetasIn,
@@ -120,6 +122,8 @@ __all__ = [
     "MIN_HEALTH_CHECK_S",
     "ModelId",
     "MODEL_ID_PATTERN",
+    "PLATFORM_FIELDS",
+    "PLATFORM_SECRETS",
     "POLICY_KEYS",
     "PRINTABLE_ASCII_PATTERN",
     "PROVIDER_NAME_RE",

@@ -4,24 +4,26 @@ list, timeouts and health-check interval."""
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, SecretStr
+from pydantic import AfterValidator, ConfigDict, Field, SecretStr, model_validator
 from pydantic_core import PydanticCustomError
 
+from routing.config.errors import FieldError
 from routing.config.fields import Policy, declared_fields
-from routing.config.schema.base import StrictModel, short
+from routing.config.schema.base import StrictModel, raise_all, short
 from routing.config.schema.types import (
     PRINTABLE_ASCII_PATTERN,
-    BaseUrl,
     Documented,
     HealthCheckSeconds,
     ModelId,
+    OptionalBaseUrl,
     ProviderName,
     TimeoutSeconds,
     printable_ascii,
 )
-from routing.protocols.registry import KindName
+from routing.platforms.base import PlatformSettings
+from routing.protocols.registry import PLATFORMS, KindName, PlatformName
 
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -133,6 +135,42 @@ class BetasIn(StrictModel):
     strip: BetaNames = Field(default_factory=list, description="These betas never pass.")
 
 
+Credential = Annotated[
+    Annotated[SecretStr, Documented({"pattern": PRINTABLE_ASCII_PATTERN})] | None,
+    AfterValidator(_credential),
+]
+# A cloud's region or project id: letters, digits, dashes, underscores, dots.
+PLATFORM_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+PlatformField = Annotated[str, Field(min_length=1, max_length=64, pattern=PLATFORM_NAME_PATTERN)]
+
+
+def _platform_rules(schema: dict[str, Any]) -> None:
+    """What :meth:`ProviderIn._reachable` checks, in the document: per platform, the kinds
+    it carries, the fields it needs, a base_url where it has no endpoint of its own, and
+    no field it does not read."""
+    rules: list[dict[str, Any]] = []
+    for name, platform in PLATFORMS.items():
+        when: dict[str, Any] = {"properties": {"platform": {"const": name}}}
+        if name != "direct":  # absent is direct
+            when["required"] = ["platform"]
+        then: dict[str, Any] = {
+            "properties": {
+                "kind": {"enum": sorted(kind.value for kind in platform.kinds)},
+                **{
+                    field: {"type": "null"} if field != "entra" else {"const": False}
+                    for field in PLATFORM_FIELDS
+                    if field not in platform.fields
+                },
+            },
+            "required": list(platform.required),
+        }
+        if not platform.has_default_endpoint:
+            then["required"].append("base_url")
+            then["properties"]["base_url"] = {"minLength": 1}
+        rules.append({"if": when, "then": then})
+    schema["allOf"] = rules
+
+
 class ProviderIn(StrictModel):
     """One provider. ``api_key`` absent or ``""`` keeps the stored credential, a string
     replaces it, ``null`` clears it (``routing.services.providers.new_credential``, every path).
@@ -142,13 +180,30 @@ class ProviderIn(StrictModel):
     absent or ``null`` = the gateway's ``SWITCHYARD_HEALTH_CHECK_S`` (default 10 s).
     """
 
+    model_config = ConfigDict(**StrictModel.model_config, json_schema_extra=_platform_rules)
+
     name: ProviderName
     kind: KindName = "openai"  # the protocol registry's kinds (routing.protocols.registry)
-    base_url: BaseUrl
-    api_key: Annotated[
-        Annotated[SecretStr, Documented({"pattern": PRINTABLE_ASCII_PATTERN})] | None,
-        AfterValidator(_credential),
-    ] = None
+    platform: PlatformName = Field(
+        "direct", description="Where and how the kind is reached (SPEC §19)."
+    )
+    base_url: OptionalBaseUrl = Field(
+        "", description="The endpoint; empty: the platform's own (bedrock, vertex)."
+    )
+    api_key: Credential = None
+    region: PlatformField | None = Field(None, description="bedrock, vertex: the region.")
+    project: PlatformField | None = Field(None, description="vertex: the project id.")
+    credentials_file: Annotated[str, Field(min_length=1, max_length=500)] | None = Field(
+        None,
+        description="vertex: a service-account JSON file (absent: Application Default "
+        "Credentials).",
+    )
+    aws_access_key_id: Credential = Field(
+        None, description="bedrock: write-only like api_key (absent: the AWS credential chain)."
+    )
+    aws_secret_access_key: Credential = Field(None, description="bedrock: write-only.")
+    aws_session_token: Credential = Field(None, description="bedrock: write-only.")
+    entra: bool = Field(False, description="azure: Microsoft Entra ID tokens, not api_key.")
     headers: Annotated[
         dict[str, str], AfterValidator(_headers), Documented(_HEADERS_DOCUMENTED)
     ] = Field(
@@ -163,3 +218,56 @@ class ProviderIn(StrictModel):
     ) = None
     timeouts: TimeoutsIn | None = None
     health_check_s: HealthCheckSeconds | None = None
+
+    @model_validator(mode="after")
+    def _reachable(self) -> ProviderIn:
+        """The platform's own check (routing.platforms): the kinds it carries and the
+        fields it needs, named in its messages."""
+        platform = PLATFORMS[self.platform]
+        problems = platform.check(self.kind, self.base_url, "", self.settings())
+        unread = [
+            name
+            for name in PLATFORM_FIELDS
+            if name not in platform.fields and getattr(self, name) not in (None, False)
+        ]
+        raise_all(
+            [FieldError(name, message) for name, message in problems.items()]
+            + [
+                FieldError(name, f"platform '{self.platform}' does not use {name}")
+                for name in unread
+            ]
+        )
+        return self
+
+    def settings(self) -> PlatformSettings:
+        """The platform fields given here (a secret left out reads ``""``)."""
+
+        def secret(value: SecretStr | None) -> str:
+            return "" if value is None else value.get_secret_value()
+
+        return PlatformSettings(
+            region=self.region or "",
+            project=self.project or "",
+            credentials_file=self.credentials_file or "",
+            entra=self.entra,
+            aws_access_key_id=secret(self.aws_access_key_id),
+            aws_secret_access_key=secret(self.aws_secret_access_key),
+            aws_session_token=secret(self.aws_session_token),
+        )
+
+
+# The platform fields of a provider, in the order the file, the API and the page show them.
+PLATFORM_FIELDS: tuple[str, ...] = (
+    "region",
+    "project",
+    "credentials_file",
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "entra",
+)
+PLATFORM_SECRETS: tuple[str, ...] = (
+    "aws_access_key_id",
+    "aws_secret_access_key",
+    "aws_session_token",
+)

@@ -211,6 +211,20 @@ BaseUrl = Annotated[
     AfterValidator(_base_url),
     Documented({"pattern": URL_PATTERN, "not": {"pattern": METADATA_URL_PATTERN}}),
 ]
+
+
+def _base_url_or_none(value: str) -> str:
+    return value if value == "" else _base_url(value)
+
+
+# A provider's endpoint: "" leaves it to the platform (SPEC §19), which says when it must
+# be given (``routing.platforms.base.PlatformSpec.check``).
+OptionalBaseUrl = Annotated[
+    str,
+    Field(max_length=500),
+    AfterValidator(_base_url_or_none),
+    Documented({"pattern": f"(^$)|({URL_PATTERN})", "not": {"pattern": METADATA_URL_PATTERN}}),
+]
 ContextWindow = Annotated[int, Field(ge=1, le=MAX_CONTEXT_WINDOW)]
 TimeoutSeconds = Annotated[float, Field(ge=0.1, le=3600)]
 MIN_HEALTH_CHECK_S = 1.0  # the checker's tick: a shorter interval would not check sooner

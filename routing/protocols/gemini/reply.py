@@ -22,7 +22,13 @@ from typing import Any
 import orjson
 
 from routing.limits.spec import usage_parts
-from routing.protocols.canonical import AnswerParts, chat_usage, read_completion, tool_call
+from routing.protocols.canonical import (
+    AnswerParts,
+    call_arguments,
+    chat_usage,
+    read_completion,
+    tool_call,
+)
 
 GEMINI_TO_FINISH = {
     "STOP": "stop",
@@ -71,10 +77,7 @@ def function_call_of(part: dict[str, Any]) -> dict[str, Any]:
 
 def function_call_part(id_: Any, name: Any, arguments: Any) -> dict[str, Any]:
     """A canonical tool call's fields as a ``functionCall`` part (arguments: JSON text)."""
-    try:
-        args = orjson.loads(arguments or "{}")
-    except orjson.JSONDecodeError:
-        args = {"_raw": arguments}
+    args = call_arguments(arguments)
     call: dict[str, Any] = {"name": name, "args": args if isinstance(args, dict) else {}}
     if id_:
         call["id"] = id_

@@ -16,6 +16,7 @@ from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget, fun
 from routing.protocols.canonical import function_choice, message_text
 from routing.protocols.fields import (
     CHAT_DROPPED,
+    CHAT_HINTS_DROPPED,
     CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
@@ -306,19 +307,8 @@ TARGET_FIELDS: Table = {
     **dict.fromkeys(("presence_penalty", "frequency_penalty"), MAPPED),
     **CHAT_ONLY,
     **{key: rule for key, rule in CHAT_DROPPED.items() if key not in ("seed",)},
-    **dict.fromkeys(
-        (
-            "parallel_tool_calls",
-            "user",
-            "service_tier",
-            "metadata",
-            "prompt_cache_key",
-            "prompt_cache_retention",
-            "safety_identifier",
-            "verbosity",
-        ),
-        DROPPED,
-    ),
+    **dict.fromkeys(("parallel_tool_calls", "user"), DROPPED),
+    **CHAT_HINTS_DROPPED,
 }
 # Thinking levels Gemini 3 takes, for an effort (2.x models take a budget instead).
 _LEVELS = {"minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}

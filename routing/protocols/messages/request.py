@@ -9,12 +9,17 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import orjson
-
 from routing.protocols import EFFORT_BUDGETS, Unmappable, effort_for_budget, function_tool
-from routing.protocols.canonical import function_choice, image_source, image_url, message_text
+from routing.protocols.canonical import (
+    call_arguments,
+    function_choice,
+    image_source,
+    image_url,
+    message_text,
+)
 from routing.protocols.fields import (
     CHAT_DROPPED,
+    CHAT_HINTS_DROPPED,
     CHAT_MAPPED,
     CHAT_ONLY,
     DROPPED,
@@ -309,17 +314,7 @@ TARGET_FIELDS: Table = {
         harmless=lambda v: _plain_text(v) or _json_schema(v),
     ),
     **CHAT_DROPPED,
-    **dict.fromkeys(
-        (
-            "service_tier",
-            "metadata",
-            "prompt_cache_key",
-            "prompt_cache_retention",
-            "safety_identifier",
-            "verbosity",
-        ),
-        DROPPED,
-    ),
+    **CHAT_HINTS_DROPPED,
 }
 
 
@@ -429,16 +424,12 @@ def _blocks_out(message: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
                 )
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
-        try:
-            arguments = orjson.loads(function.get("arguments") or "{}")
-        except orjson.JSONDecodeError:
-            arguments = {"_raw": function.get("arguments")}
         blocks.append(
             {
                 "type": "tool_use",
                 "id": call.get("id"),
                 "name": function.get("name"),
-                "input": arguments,
+                "input": call_arguments(function.get("arguments")),
             }
         )
     return blocks, "assistant" if role == "assistant" else "user"

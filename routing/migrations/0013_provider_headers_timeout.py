@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("routing", "0010_gemini_kind"),
+        ("routing", "0012_provider_kind_bedrock_converse"),
     ]
 
     operations = [
