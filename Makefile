@@ -52,24 +52,29 @@ browser:
 		else sudo apt-get update -qq -o DPkg::Lock::Timeout=600 && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 chromium >/dev/null; fi; }
 
 # The real agents the suite drives (tests/agents): pinned, installed once per machine into a
-# cache outside the clone (~650 MB), so every fresh clone's `make test` reuses the install.
+# cache outside the clone (~750 MB), so every fresh clone's `make test` reuses the install.
+# The directory's name carries every version, so a new pin never reuses an old install.
 # Each install goes to a directory of its own first: two clones' `make test` started at
 # once both install, and the first to finish is the one kept.
 CLAUDE_CODE_VERSION ?= 2.1.197
 CODEX_VERSION ?= 0.171.0
+GEMINI_CLI_VERSION ?= 0.61.0
 AGENTS_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/switchyard
-SWITCHYARD_AGENTS_DIR ?= $(AGENTS_CACHE)/agents-cc$(CLAUDE_CODE_VERSION)-codex$(CODEX_VERSION)
+SWITCHYARD_AGENTS_DIR ?= $(AGENTS_CACHE)/agents-cc$(CLAUDE_CODE_VERSION)-codex$(CODEX_VERSION)-gemini$(GEMINI_CLI_VERSION)
 export SWITCHYARD_AGENTS_DIR
+AGENT_BINS := claude codex gemini
+agents_installed = $(foreach b,$(AGENT_BINS),test -x "$(1)/node_modules/.bin/$(b)" &&) true
 
 agents:
-	@test -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/claude" -a -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/codex" || { \
+	@$(call agents_installed,$(SWITCHYARD_AGENTS_DIR)) || { \
 		command -v npm >/dev/null 2>&1 || { echo "the agent tests need node and npm (Debian: apt-get install nodejs npm)"; exit 1; }; \
-		echo "installing Claude Code $(CLAUDE_CODE_VERSION) and Codex $(CODEX_VERSION) into $(SWITCHYARD_AGENTS_DIR)"; \
+		echo "installing Claude Code $(CLAUDE_CODE_VERSION), Codex $(CODEX_VERSION) and Gemini CLI $(GEMINI_CLI_VERSION) into $(SWITCHYARD_AGENTS_DIR)"; \
 		tmp="$(SWITCHYARD_AGENTS_DIR).tmp.$$$$"; \
 		mkdir -p "$$tmp" && \
 		npm install --silent --no-audit --no-fund --prefix "$$tmp" \
-			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) || { rm -rf "$$tmp"; exit 1; }; \
-		if test -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/claude" -a -x "$(SWITCHYARD_AGENTS_DIR)/node_modules/.bin/codex"; then \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) \
+			@google/gemini-cli@$(GEMINI_CLI_VERSION) || { rm -rf "$$tmp"; exit 1; }; \
+		if $(call agents_installed,$(SWITCHYARD_AGENTS_DIR)); then \
 			rm -rf "$$tmp"; \
 		else rm -rf "$(SWITCHYARD_AGENTS_DIR)" && mv -T "$$tmp" "$(SWITCHYARD_AGENTS_DIR)"; fi; }
 

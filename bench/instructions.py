@@ -29,21 +29,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from bench import procs
 from bench.children import Upstream
 from bench.gateway import prepare
-from bench.loadgen import ENDPOINTS
+from bench.loadgen import endpoint
+from bench.loadgen import request_body as door_body
 from bench.run import ROOT, SCENARIOS
 
-COUNTABLE = ("a", "c", "i", "j", "k", "l", "m", "n", "o", "p", "q")  # one call at a time
+COUNTABLE = ("a", "c", "i", "j", "k", "l", "m", "n", "o", "p", "q", "t", "u")  # one at a time
 WARM = 60  # calls before the counted ones: caches, pools and lazy imports settle
 COLLECTED = re.compile(r"Collected : (\d+)")
 HOOKS_ONLY = "BENCH_TRACING_HOOKS_ONLY"  # --hooks-only, for the measured process
 
 
-def scope(path: str, body: bytes, key: str) -> dict[str, Any]:
+def scope(target: str, body: bytes, key: str) -> dict[str, Any]:
+    path, _, query = target.partition("?")
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -52,7 +52,7 @@ def scope(path: str, body: bytes, key: str) -> dict[str, Any]:
         "scheme": "http",
         "path": path,
         "raw_path": path.encode(),
-        "query_string": b"",
+        "query_string": query.encode(),
         "root_path": "",
         "headers": [
             (b"host", b"127.0.0.1"),
@@ -68,12 +68,12 @@ def scope(path: str, body: bytes, key: str) -> dict[str, Any]:
 def request_body(key: str) -> bytes:
     """What ``bench.loadgen`` sends for this scenario (same fields, same model names)."""
     scenario = SCENARIOS[key]
-    body: dict[str, object] = {"model": scenario.group, "stream": scenario.stream}
-    if scenario.door == "responses":
-        body.update(input="ping", max_output_tokens=32, store=False)
-    else:
-        body.update(messages=[{"role": "user", "content": "ping"}], max_tokens=32)
-    return orjson.dumps(body)
+    return door_body(scenario.door, scenario.group, scenario.stream)
+
+
+def door_path(key: str) -> str:
+    scenario = SCENARIOS[key]
+    return "/v1" + endpoint(scenario.door, scenario.group, scenario.stream)
 
 
 def quiet() -> None:
@@ -113,7 +113,7 @@ def drive(key: str, calls: int, secret: str, blocks: int | None = None) -> None:
     from routing.audit import writer
     from routing.gateway.runtime import get_runtime
 
-    path = "/v1" + ENDPOINTS[SCENARIOS[key].door]
+    path = door_path(key)
     body = request_body(key)
     request = scope(path, body, secret)
 

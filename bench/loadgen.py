@@ -39,10 +39,38 @@ import orjson
 from bench.wire import Answer, Connection, build_request
 
 TRANSPORT_ERRORS = (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)
-DOORS = ("chat", "messages", "responses")
+DOORS = ("chat", "messages", "responses", "gemini")
 ENDPOINTS = {"chat": "/chat/completions", "messages": "/messages", "responses": "/responses"}
 # What a non-streaming answer of each protocol cannot be without.
-BODY_MARKERS = {"chat": b'"choices"', "messages": b'"content"', "responses": b'"output"'}
+BODY_MARKERS = {
+    "chat": b'"choices"',
+    "messages": b'"content"',
+    "responses": b'"output"',
+    "gemini": b'"candidates"',
+}
+
+
+def endpoint(door: str, model: str, stream: bool) -> str:
+    """The door's path under the version (Gemini's names the model and the stream)."""
+    if door == "gemini":
+        action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"/models/{model}:{action}"
+    return ENDPOINTS[door]
+
+
+def request_body(door: str, model: str, stream: bool) -> bytes:
+    """The ping every door's load sends (the same fields the counted calls send)."""
+    body: dict[str, object]
+    if door == "gemini":  # the URL names the model and the stream
+        ping = [{"role": "user", "parts": [{"text": "ping"}]}]
+        body = {"contents": ping, "generationConfig": {"maxOutputTokens": 32}}
+        return orjson.dumps(body)
+    body = {"model": model, "stream": stream}
+    if door == "responses":
+        body.update(input="ping", max_output_tokens=32, store=False)
+    else:
+        body.update(messages=[{"role": "user", "content": "ping"}], max_tokens=32)
+    return orjson.dumps(body)
 
 
 @dataclass(frozen=True)
@@ -262,13 +290,9 @@ async def _finish(tasks: list[asyncio.Task[None]], rec: Recorder, until: float) 
 def make_target(args: argparse.Namespace) -> Target:
     url = urlsplit(args.url)
     host, port = url.hostname or "127.0.0.1", url.port or 80
-    path = (url.path.rstrip("/") or "/v1") + ENDPOINTS[args.door]
-    body: dict[str, object] = {"model": args.model, "stream": bool(args.stream)}
-    if args.door == "responses":
-        body.update(input="ping", max_output_tokens=32, store=False)
-    else:
-        body.update(messages=[{"role": "user", "content": "ping"}], max_tokens=32)
-    request = build_request(host=host, port=port, path=path, body=orjson.dumps(body), key=args.key)
+    path = (url.path.rstrip("/") or "/v1") + endpoint(args.door, args.model, bool(args.stream))
+    body = request_body(args.door, args.model, bool(args.stream))
+    request = build_request(host=host, port=port, path=path, body=body, key=args.key)
     return Target(
         host, port, request, bool(args.stream), args.expect_chunks if args.stream else 0, args.door
     )

@@ -146,6 +146,19 @@ SCENARIOS = {
             door="messages",
         ),
         Scenario(
+            "t",
+            "(c) through the Gemini door to an openai target: translated stream (compare o)",
+            8,
+            stream=True,
+            door="gemini",
+        ),
+        Scenario(
+            "u",
+            "(a) through the Gemini door to an openai target: translated both ways",
+            1,
+            door="gemini",
+        ),
+        Scenario(
             "p",
             "(a) through the Responses door to an anthropic target: translated both ways",
             1,

@@ -79,6 +79,15 @@ class SseWatch:
             elif kind in ("response.failed", "response.incomplete"):
                 self.error = self.error or "sse-error-event"
             return
+        candidates = obj.get("candidates")
+        if isinstance(candidates, list) and candidates:  # Gemini's (no event names)
+            parts = (candidates[0].get("content") or {}).get("parts") or ()
+            if any(p.get("text") or p.get("functionCall") for p in parts):
+                self.content_events += 1
+                if self.first_content is None:
+                    self.first_content = now
+            self.done = self.done or bool(candidates[0].get("finishReason"))
+            return
         for choice in obj.get("choices") or ():
             delta = choice.get("delta") or {}
             if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):

@@ -36,7 +36,7 @@ from routing.api.django_seam import (
     middleware_setting,
     release_request,
 )
-from routing.api.edge import guard
+from routing.api.edge import GATEWAY_PREFIX, guard
 from routing.api.hosts import host_refusal
 from routing.gateway.runtime import get_runtime
 
@@ -49,6 +49,9 @@ DOOR_PATHS = (
     "/v1/responses",
     "/v1/embeddings",
     "/v1/models",
+    "/v1beta/models",
+    "/v1beta/models/gemini:generateContent",
+    "/v1beta/models/gemini:streamGenerateContent",
 )
 MATCHES_KEPT = 256  # resolved paths the handler keeps (GatewayASGIHandler.resolve_request)
 STARTED = "switchyard.started"  # the scope key: the loop time the request reached us
@@ -251,7 +254,7 @@ def _release_request(
     release_request(request, response)
 
 
-def split_gateway_traffic(default_app: Any, prefix: str = "/v1/") -> Any:
+def split_gateway_traffic(default_app: Any, prefix: str | tuple[str, ...] = GATEWAY_PREFIX) -> Any:
     """An ASGI app sending HTTP requests for ``prefix`` paths to the lean handler, and
     everything else (the page, websockets, lifespan) to ``default_app``; every HTTP request
     first through the edge's bounded-read rules (``routing.api.edge.guard``). It goes in front of

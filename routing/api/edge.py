@@ -38,7 +38,8 @@ from django.conf import settings
 
 from routing.gateway.runtime import get_runtime
 
-GATEWAY_PREFIX = "/v1/"
+# The gateway's paths: the /v1 doors and Gemini's /v1beta (its SDKs' default version).
+GATEWAY_PREFIX = ("/v1/", "/v1beta/")
 SCRUBBED = "[scrubbed]"
 # Query parameters that carry credentials (Gemini's ``?key=``, OAuth's ``access_token``, ...):
 # their values never reach a log line.

@@ -52,7 +52,10 @@ def gateway_bug(request: HttpRequest, exc: Exception) -> HttpResponseBase:
 
 
 def _door(request: HttpRequest) -> Protocol:
-    return Protocol.MESSAGES if request.path.rstrip("/").endswith("/messages") else Protocol.CHAT
+    path = request.path
+    if path.startswith("/v1beta/") or ":" in path.rpartition("/")[2]:
+        return Protocol.GEMINI  # Gemini's door (routing.api.gemini)
+    return Protocol.MESSAGES if path.rstrip("/").endswith("/messages") else Protocol.CHAT
 
 
 def _chat_errors(body: dict[str, Any]) -> ErrorReply | None:

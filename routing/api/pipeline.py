@@ -121,15 +121,19 @@ class Door:
     protocol_headers: Callable[[HttpRequest], dict[str, str]] | None = None
 
 
-async def serve(request: HttpRequest, door: Door) -> HttpResponseBase:
+async def serve(
+    request: HttpRequest, door: Door, url_fields: Mapping[str, Any] | None = None
+) -> HttpResponseBase:
     """Serve one request through ``door``: every refusal before the call is recorded and
-    answered in the door's shape; the call's own reply is rendered as it is."""
+    answered in the door's shape; the call's own reply is rendered as it is.
+    ``url_fields``: what the URL says of the request (Gemini's model and stream), taken as
+    body fields (``ProtocolSpec.url_fields``: never sent on in a body)."""
     runtime = get_runtime()
     table = await runtime.current_table()
     key = authenticate(request, table, door.protocol)
     if isinstance(key, ErrorReply):
         return refuse(request, key, endpoint=door.endpoint)
-    body = read_body(request, door)
+    body = read_body(request, door, url_fields)
     if isinstance(body, ErrorReply):
         return refuse(request, body, key=key, endpoint=door.endpoint)
     group = resolve_group(table, key, body["model"], door.protocol)
@@ -145,16 +149,24 @@ async def serve(request: HttpRequest, door: Door) -> HttpResponseBase:
 # --- the shared steps ------------------------------------------------------------------
 
 
+# A door's own key header, beside ``Authorization: Bearer`` (what its clients send).
+KEY_HEADERS = {Protocol.MESSAGES: "x-api-key", Protocol.GEMINI: "x-goog-api-key"}
+
+
 def authenticate(
     request: HttpRequest, table: RoutingTable, door: Protocol = Protocol.CHAT
 ) -> KeySpec | ErrorReply:
-    """``Authorization: Bearer`` everywhere; ``x-api-key`` too on the Messages door."""
+    """``Authorization: Bearer`` everywhere; ``x-api-key`` too on the Messages door,
+    ``x-goog-api-key`` or ``?key=`` (Google documents both) on the Gemini door."""
     header = request.headers.get("authorization", "")
     scheme, _, secret = header.partition(" ")
-    if door is Protocol.MESSAGES and not secret.strip():
-        scheme, secret = "bearer", request.headers.get("x-api-key", "")
+    own = KEY_HEADERS.get(door)
+    if own is not None and not secret.strip():
+        scheme, secret = "bearer", request.headers.get(own, "")
+        if door is Protocol.GEMINI and not secret.strip():
+            secret = request.GET.get("key", "")
     if scheme.lower() != "bearer" or not secret.strip():
-        hint = "'x-api-key: <key>' or " if door is Protocol.MESSAGES else ""
+        hint = f"'{own}: <key>' or " if own is not None else ""
         return ErrorReply(
             401,
             f"Missing API key: send {hint}'Authorization: Bearer <key>'.",
@@ -176,8 +188,13 @@ def authenticate(
     return key
 
 
-def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str, Any] | ErrorReply:
-    """The body as a JSON object with a string ``model`` (every door's first check)."""
+def parse_json(
+    request: HttpRequest,
+    door: Protocol = Protocol.CHAT,
+    url_fields: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | ErrorReply:
+    """The body as a JSON object with a string ``model`` (every door's first check);
+    ``url_fields`` (what the URL says: Gemini's model and stream) join it first."""
     try:
         raw = request.body
     except RequestDataTooBig:
@@ -188,6 +205,8 @@ def parse_json(request: HttpRequest, door: Protocol = Protocol.CHAT) -> dict[str
         return ErrorReply(400, "Request body is not valid JSON.", "invalid_json", door=door)
     if not isinstance(body, dict):
         return ErrorReply(400, "Request body must be a JSON object.", "invalid_request", door=door)
+    if url_fields:
+        body.update(url_fields)
     if len(raw) > 2 * JSON_DEPTH_MAX and too_deep(body):
         return ErrorReply(
             400,
@@ -228,9 +247,11 @@ def too_deep(body: object) -> bool:
     return False
 
 
-def read_body(request: HttpRequest, door: Door) -> dict[str, Any] | ErrorReply:
+def read_body(
+    request: HttpRequest, door: Door, url_fields: Mapping[str, Any] | None = None
+) -> dict[str, Any] | ErrorReply:
     """The shared body rules (:func:`parse_json`), then the door's own."""
-    body = parse_json(request, door.protocol)
+    body = parse_json(request, door.protocol, url_fields)
     if isinstance(body, ErrorReply):
         return body
     invalid = door.check(body)

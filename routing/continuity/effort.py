@@ -199,3 +199,51 @@ def _with(body: dict[str, Any], name: str, value: dict[str, Any]) -> dict[str, A
     if value:
         return {**body, name: value}
     return {k: v for k, v in body.items() if k != name}
+
+
+# --------------------------------------------------------------------------- Gemini
+_LEVEL_KEYS = ("thinkingLevel", "thinking_level")
+_BUDGET_KEYS = ("thinkingBudget", "thinking_budget")
+_GEMINI_LEVELS = {"minimal": "low", "low": "low", "medium": "high", "high": "high", "xhigh": "high"}
+
+
+def apply_gemini_effort(
+    body: dict[str, Any], policy: EffortPolicy, efforts: Sequence[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """:func:`apply_effort` for a Gemini body's ``generationConfig.thinkingConfig``: its
+    ``thinkingLevel``, or its ``thinkingBudget`` read as ``effort_for_budget`` gives it
+    (0 and -1, no thinking and dynamic thinking, are no effort). ``drop`` removes the level
+    and the budget (``includeThoughts`` stays); ``max`` writes the top level's budget, or
+    its level when the client sent a level (Gemini 3's)."""
+    config = body.get("generationConfig")
+    generation = config if isinstance(config, dict) else {}
+    raw = generation.get("thinkingConfig")
+    thinking = raw if isinstance(raw, dict) else {}
+    # Google's JSON takes proto field names too (the google-genai SDK sends thinking_level)
+    level = next((thinking[k] for k in _LEVEL_KEYS if k in thinking), None)
+    budget = next((thinking[k] for k in _BUDGET_KEYS if k in thinking), None)
+    value: str | None = None
+    if isinstance(level, str) and level:
+        value = level.lower()
+    elif type(budget) is int and budget > 0:
+        value = effort_for_budget(budget)
+    rest = {k: v for k, v in thinking.items() if k not in _LEVEL_KEYS + _BUDGET_KEYS}
+
+    def written(settings: dict[str, Any]) -> dict[str, Any]:
+        return _with(body, "generationConfig", _with(generation, "thinkingConfig", settings))
+
+    if policy is EffortPolicy.DROP:
+        if value is None:
+            return body, []
+        return written(rest), [f"effort:{value}->dropped"]
+    if policy is EffortPolicy.MAX and (top := highest(efforts)) is not None:
+        if value == top:
+            return body, []
+        if level is not None:
+            settings = {**rest, "thinkingLevel": _GEMINI_LEVELS[top]}
+        else:
+            settings = {**rest, "thinkingBudget": EFFORT_BUDGETS[top]}
+        return written(settings), [f"effort:{value or '-'}->{top}"]
+    if value is not None and efforts and value not in efforts:
+        return written(rest), [f"effort:{value}->dropped(unsupported)"]
+    return body, []

@@ -44,7 +44,7 @@ from routing.protocols.legs import (
     frame_for,
     stream_error,
 )
-from routing.protocols.naming import Renamer, carrier, renamed
+from routing.protocols.naming import Renamer, rename_answer, rename_event, renamed
 from routing.protocols.responses.tools import ToolNames
 from routing.upstream.openai import OpenAIClient, Timeouts, UpstreamFailure, UpstreamResponse
 from routing.upstream.sse import DONE, PlainDeltas, SSEParser
@@ -382,9 +382,8 @@ class EventReader:
                 self._finished = True
                 self._failure = self._scrub(classify_error_object(error, None))
                 break
-            if name is not None and (held := carrier(event)) is not None:
-                if held["model"] != name:  # only the few events that name it
-                    payload, redone = renamed(payload, held, name, event), True
+            if name is not None and (named := rename_event(payload, event, name)) is not None:
+                payload, redone = named, True  # only the events that name another model
             chunks = decoder.decode(event)
             for canonical in chunks:
                 self.turn.feed(canonical)
@@ -626,8 +625,8 @@ async def _read_completion(
     if door is not kind:
         canonical["model"] = model
         raw = completion_for_door(door, canonical, names)
-    elif completion.get("model") not in (None, model):  # a pass-through: its name alone
-        raw = renamed(raw, completion, model)
+    elif (named := rename_answer(raw, completion, model)) is not None:
+        raw = named  # a pass-through: its name alone
     ttft = clock() - started
     return Answer(
         prefix=[raw],

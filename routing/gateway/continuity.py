@@ -34,9 +34,11 @@ from routing.continuity.chat import (
 from routing.continuity.effort import (
     EffortPolicy,
     apply_effort,
+    apply_gemini_effort,
     apply_messages_effort,
     apply_responses_effort,
 )
+from routing.continuity.gemini import GeminiHistory, has_model_turns
 from routing.continuity.history import HistoryView
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.provenance import (
@@ -53,7 +55,7 @@ from routing.state.base import HealthStore
 
 log = logging.getLogger("switchyard.gateway")
 UNREWRITABLE = "history-unrewritable"
-View = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory]
+View = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory] | type[GeminiHistory]
 EffortRule = Callable[
     [dict[str, Any], EffortPolicy, Sequence[str]], tuple[dict[str, Any], list[str]]
 ]
@@ -62,6 +64,7 @@ EFFORT_RULES: dict[View, EffortRule] = {
     ChatHistory: apply_effort,
     MessagesHistory: apply_messages_effort,
     ResponsesHistory: apply_responses_effort,
+    GeminiHistory: apply_gemini_effort,
 }
 
 
@@ -105,8 +108,8 @@ class Continuity:
         *,
         view: View = ChatHistory,
     ) -> None:
-        """``view``: the HistoryView of ``body``'s protocol (chat; Messages or Responses
-        for those doors' pass-through to targets of their own kind)."""
+        """``view``: the HistoryView of ``body``'s protocol (chat; Messages, Responses or
+        Gemini for those doors' pass-through to targets of their own kind)."""
         self.store = store
         self.body = body
         self._view = view
@@ -226,6 +229,8 @@ def _has_assistant_turn(body: dict[str, Any], view: View) -> bool:
     odd value says yes, and the view decides — and counts — what it is)."""
     if view is ResponsesHistory:
         return has_output_items(body)
+    if view is GeminiHistory:
+        return has_model_turns(body)
     messages = body.get("messages")
     if type(messages) is not list:
         return True

@@ -36,7 +36,7 @@ from routing.gateway.events import AttemptRecord, CallOutcome, CallRecord
 from routing.limits.spec import billed_usage, cost_of
 from routing.protocols import Protocol
 from routing.protocols.betas import filter_betas
-from routing.protocols.legs import Prepared, translate_body
+from routing.protocols.legs import Prepared, translate_body, wire_body
 from routing.protocols.registry import PROTOCOLS
 
 if TYPE_CHECKING:
@@ -198,7 +198,8 @@ class CallState:
             body = orjson.dumps({**self.body, "model": target.model})
         elif kind is self.door and self.door_continuity is not None:
             outbound, rewrites = await self.door_continuity.outbound(target)
-            body = orjson.dumps(outbound)
+            body, signed = wire_body(kind, outbound, target.model)
+            rewrites = [*rewrites, *signed]
         else:
             outbound, rewrites = await self.continuity.outbound(target)
             if target.key in self.runtime.no_mid_system and has_mid_system(outbound):

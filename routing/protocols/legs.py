@@ -42,9 +42,14 @@ def decoder_for(kind: Protocol) -> Decoder | None:
 
 
 def frame_for(kind: Protocol) -> Callable[[bytes, dict[str, Any]], bytes]:
-    """How a Messages or Responses event is framed on the wire (``event:`` + ``data:``):
-    the same for both (``canonical.frame``)."""
-    return frame
+    """How a Messages, Responses or Gemini event is framed on the wire: ``event:`` +
+    ``data:`` for the first two (``canonical.frame``), a ``data:`` line alone for Gemini."""
+    return frame if PROTOCOLS[kind].named_events else data_line
+
+
+def data_line(payload: bytes, event: dict[str, Any]) -> bytes:
+    """An upstream event relayed as a ``data:`` line (Gemini's streams name no events)."""
+    return b"data: " + payload + b"\n\n"
 
 
 def stream_error(kind: Protocol, event: dict[str, Any]) -> Any:
@@ -78,10 +83,22 @@ class Prepared:
             object.__setattr__(self, "canonical", self.body)
 
     def request(self, kind: Protocol, model: str) -> bytes:
-        body = self.body if kind is self.door else self.bodies[kind]
-        if not PROTOCOLS[kind].model_in_body:  # the URL names it (Gemini)
-            return orjson.dumps(body)
-        return orjson.dumps({**body, "model": model})
+        return wire_body(kind, self.body if kind is self.door else self.bodies[kind], model)[0]
+
+
+def wire_body(kind: Protocol, body: dict[str, Any], model: str) -> tuple[bytes, list[str]]:
+    """``body`` as a target of ``kind`` serving ``model`` gets it, and what that changed:
+    ``model`` in it, or, for a kind whose URL names the model (Gemini), without what its
+    door read from the URL and as its kind sends it on (``ProtocolSpec.outbound``)."""
+    spec = PROTOCOLS[kind]
+    if spec.model_in_body:
+        return orjson.dumps({**body, "model": model}), []
+    if spec.url_fields:
+        body = {k: v for k, v in body.items() if k not in spec.url_fields}
+    notes: list[str] = []
+    if spec.outbound is not None:
+        body, notes = spec.outbound(body, model)
+    return orjson.dumps(body), notes
 
 
 def translate_request(

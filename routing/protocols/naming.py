@@ -11,7 +11,8 @@ upstream sent (``"model":"<its name>"``, found exactly once) rather than the JSO
 re-encoded. A chat stream names its model in every chunk, so its relay renames each write
 with one byte replacement learned from the first chunk it parsed (``Renamer``); a Messages
 or Responses stream names it in a few events only (``message_start``, the ``response.*``
-lifecycle events), and only those are rewritten.
+lifecycle events), and only those are rewritten; a Gemini answer and each of its stream's
+chunks name it in ``modelVersion``.
 """
 
 from __future__ import annotations
@@ -20,29 +21,66 @@ from typing import Any
 
 import orjson
 
-_KEYS = (b'"model":', b'"model": ')  # compact (most servers), and Python's json.dumps
+
+def _keys(member: str) -> tuple[bytes, bytes]:
+    """The member's key as compact JSON (most servers) and as Python's json.dumps writes it."""
+    if member == "model":
+        return _KEYS
+    return (b'"' + member.encode() + b'":', b'"' + member.encode() + b'": ')
 
 
-def _key(payload: bytes, model: str) -> bytes | None:
-    """The key of ``payload``'s ``model`` member naming ``model``, as the upstream spelled
-    it, when the bytes show that member exactly once; None otherwise (re-encode)."""
+_KEYS = (b'"model":', b'"model": ')
+
+
+def _key(payload: bytes, model: str, member: str = "model") -> bytes | None:
+    """The key of ``payload``'s ``member`` naming ``model``, as the upstream spelled it,
+    when the bytes show that member exactly once; None otherwise (re-encode)."""
     value = orjson.dumps(model)
-    for key in _KEYS:
+    for key in _keys(member):
         if payload.count(key + value) == 1:
             return key
     return None
 
 
-def renamed(payload: bytes, holder: dict[str, Any], name: str, whole: Any = None) -> bytes:
-    """``payload`` with ``holder``'s ``model`` set to ``name``: its one member rewritten in
-    place, or, when the bytes do not show it once, ``whole`` (the parsed payload, which
-    holds ``holder``; ``holder`` itself by default) re-encoded. ``holder`` is updated."""
-    old = holder.get("model")
-    holder["model"] = name
-    key = _key(payload, old) if isinstance(old, str) else None
+def renamed(
+    payload: bytes, holder: dict[str, Any], name: str, whole: Any = None, member: str = "model"
+) -> bytes:
+    """``payload`` with ``holder``'s ``member`` (``model``) set to ``name``: its one member
+    rewritten in place, or, when the bytes do not show it once, ``whole`` (the parsed
+    payload, which holds ``holder``; ``holder`` itself by default) re-encoded. ``holder``
+    is updated."""
+    old = holder.get(member)
+    holder[member] = name
+    key = _key(payload, old, member) if isinstance(old, str) else None
     if key is None:
         return orjson.dumps(holder if whole is None else whole)
     return payload.replace(key + orjson.dumps(old), key + orjson.dumps(name))
+
+
+def rename_event(payload: bytes, event: dict[str, Any], name: str) -> bytes | None:
+    """A Messages, Responses or Gemini stream event's payload renamed to ``name`` (``event``
+    too); None when it names no model (most events of the first two) or names ``name``."""
+    held, member = carrier(event), "model"
+    if held is None:
+        if type(event.get(GEMINI_MEMBER)) is not str:
+            return None
+        held, member = event, GEMINI_MEMBER
+    if held[member] == name:
+        return None
+    return renamed(payload, held, name, event, member)
+
+
+def rename_answer(raw: bytes, answer: dict[str, Any], name: str) -> bytes | None:
+    """A JSON answer renamed to ``name`` (its ``model``, a Gemini answer's ``modelVersion``);
+    None when it names no model or names ``name``."""
+    member = GEMINI_MEMBER if "model" not in answer and GEMINI_MEMBER in answer else "model"
+    old = answer.get(member)
+    if old is None or old == name:
+        return None
+    return renamed(raw, answer, name, member=member)
+
+
+GEMINI_MEMBER = "modelVersion"  # a GenerateContentResponse names its model there
 
 
 def carrier(event: dict[str, Any]) -> dict[str, Any] | None:

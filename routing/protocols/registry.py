@@ -30,6 +30,7 @@ from urllib.parse import quote
 import orjson
 
 from routing.continuity.chat import ChatHistory
+from routing.continuity.gemini import GeminiHistory
 from routing.continuity.messages import MessagesHistory
 from routing.continuity.responses import ResponsesHistory
 from routing.platforms.azure import AZURE
@@ -55,7 +56,7 @@ from routing.protocols.responses.tools import HostedTools, ToolNames, tool_names
 
 Body = dict[str, Any]
 Translated = tuple[Body, list[str]]  # a body and the notes of what the translation did
-History = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory]
+History = type[ChatHistory] | type[MessagesHistory] | type[ResponsesHistory] | type[GeminiHistory]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +70,8 @@ class ProtocolSpec:
     label: str  # display name (the provider form's choices, pages)
     door: str | None  # its front door's name on the ledger, events and traces (None: none)
     vendor: str  # gen_ai.provider.name on spans (the GenAI conventions' well-known value)
-    # Continuity's view of its request bodies at its own door (None: no door speaks it yet,
-    # so no body of its shape is ever rewritten; the Gemini door of SPEC §20 adds one).
+    # Continuity's view of its request bodies at its own door (None: no door speaks it, so
+    # no body of its shape is ever rewritten).
     history: History | None
     test_body: Callable[[str], dict[str, object]]  # the "test" button's and health check's
     error_body: Callable[..., bytes]  # (message, *, code, type, status, param) -> JSON
@@ -92,6 +93,14 @@ class ProtocolSpec:
     # ``/models/{model}:streamGenerateContent?alt=sse``); None: ``path``, the same for all.
     model_path: Callable[[str, bool], str] | None = None
     model_in_body: bool = True  # a request body names its model (Gemini's do not)
+    # What its door reads from the URL and keeps as body fields, never sent on in a body
+    # (Gemini's model and stream: ``routing.api.pipeline.serve``'s ``url_fields``).
+    url_fields: tuple[str, ...] = ()
+    model_member: str = "model"  # the answer's member naming its model (Gemini's modelVersion)
+    named_events: bool = True  # its stream's events have ``event:`` names (Gemini's do not)
+    # A body as its own kind's upstream gets it from its own door, and the notes (Gemini 3's
+    # placeholder signatures where history lost them); None: as it is.
+    outbound: Callable[[Body, str], Translated] | None = None
     auth_header: str = "authorization"  # the API key's header ("authorization": Bearer)
     headers: Mapping[str, str] = field(default_factory=dict)  # sent on every request
     embeddings: bool = False  # has <base>/embeddings
@@ -245,7 +254,7 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             label="Google Gemini (generateContent)",
             door="gemini",
             vendor="gcp.gemini",
-            history=None,
+            history=GeminiHistory,
             test_body=gemini_request.test_body,
             error_body=_gemini_error_body,
             error_event=_gemini_error_event,
@@ -261,6 +270,10 @@ PROTOCOLS: dict[Protocol, ProtocolSpec] = {
             version="/v1beta",
             model_path=_gemini_path,
             model_in_body=False,
+            url_fields=("model", "stream"),
+            model_member="modelVersion",
+            named_events=False,
+            outbound=gemini_request.signed_for,
             auth_header="x-goog-api-key",
             prefill=False,  # Gemini continues no model turn left open
         ),

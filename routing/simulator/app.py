@@ -164,6 +164,8 @@ async def generate_content(request: web.Request) -> web.StreamResponse:
     as it came) has neither."""
     named = model_and_stream(request.path)
     body = await _json_object(request)
+    if body is not None and request.path.endswith(":countTokens"):
+        return await count_gemini_tokens(request, body)
     if named is None or body is None:
         error = {"code": 400, "message": "Invalid JSON payload.", "status": "INVALID_ARGUMENT"}
         return web.json_response({"error": error}, status=400 if body is None else 404)
@@ -333,6 +335,25 @@ async def count_tokens(request: web.Request) -> web.Response:
         }
         return web.json_response({"type": "error", "error": error}, status=400)
     return web.json_response({"input_tokens": usage_for(body, "")["prompt_tokens"]})
+
+
+async def count_gemini_tokens(request: web.Request, body: dict[str, Any]) -> web.Response:
+    """Gemini's ``:countTokens``: ``{"totalTokens": n}`` (recorded under the path's model;
+    consumes no script), Google's 400 when there is nothing to count."""
+    upstream = request.app[UPSTREAM]
+    model = request.path.rpartition("/models/")[2].partition(":")[0]
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    record = upstream.ledger.begin(model, body, headers, request.path, await request.read())
+    upstream.ledger.finish(record, disconnected=False)
+    key = upstream.api_key
+    denied = None if key is None else _google_auth_failure(request, key)
+    if denied is None and not isinstance(body.get("contents"), list):
+        denied = Fail(400, "contents must not be empty")
+    if denied is not None:
+        name = "INVALID_ARGUMENT" if denied.status == 400 else "UNAUTHENTICATED"
+        error = {"code": denied.status, "message": denied.message, "status": name}
+        return web.json_response({"error": error}, status=denied.status)
+    return web.json_response({"totalTokens": usage_for(body, "")["prompt_tokens"]})
 
 
 async def list_models(request: web.Request) -> web.Response:

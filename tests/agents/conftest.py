@@ -15,7 +15,7 @@ import pytest
 DEFAULT_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     / "switchyard"
-    / "agents-cc2.1.197-codex0.171.0"
+    / "agents-cc2.1.197-codex0.171.0-gemini0.61.0"
 )
 
 
@@ -31,7 +31,7 @@ def agents_dir() -> Path:
 
 
 def agent_bin(name: str) -> Path:
-    """The path of an installed agent CLI (``claude`` or ``codex``)."""
+    """The path of an installed agent CLI (``claude``, ``codex`` or ``gemini``)."""
     path = agents_dir() / "node_modules" / ".bin" / name
     if not path.exists():
         pytest.fail(f"{name} is not installed at {path}: run `make agents` (or -m 'not agents')")
@@ -46,3 +46,8 @@ def claude_bin() -> Path:
 @pytest.fixture
 def codex_bin() -> Path:
     return agent_bin("codex")
+
+
+@pytest.fixture
+def gemini_bin() -> Path:
+    return agent_bin("gemini")

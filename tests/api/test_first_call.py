@@ -27,6 +27,7 @@ providers:
   - {{name: chat, kind: openai, base_url: "{upstream}", api_key: k1}}
   - {{name: claude, kind: anthropic, base_url: "{upstream}", api_key: k2}}
   - {{name: resp, kind: openai-responses, base_url: "{upstream}", api_key: k3}}
+  - {{name: gem, kind: gemini, base_url: "{root}", api_key: k4}}
 groups:
   - name: g-chat
     targets: [{{provider: chat, model: c}}]
@@ -34,6 +35,8 @@ groups:
     targets: [{{provider: claude, model: a}}]
   - name: g-resp
     targets: [{{provider: resp, model: r}}]
+  - name: g-gem
+    targets: [{{provider: gem, model: g}}]
 """
 
 # Runs in a fresh process: set up a database, start the gateway as a server would, then
@@ -80,6 +83,13 @@ async def main():
             for path, body in CALLS:
                 reply = await client.post(path, json={**body, "stream": stream}, headers=headers)
                 statuses.append(reply.status_code)
+            action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+            reply = await client.post(  # the Gemini door: the model and the stream in the URL
+                "/v1beta/models/g-gem:" + action,
+                json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                headers={"x-goog-api-key": key},
+            )
+            statuses.append(reply.status_code)
         return statuses
 
 
@@ -100,7 +110,8 @@ print(json.dumps({
 def test_a_start_builds_what_the_first_call_at_each_door_would(tmp_path: Path) -> None:
     with FakeUpstream() as upstream:
         config = tmp_path / "switchyard.yaml"
-        config.write_text(CONFIG.format(upstream=upstream.base_url))
+        root = upstream.base_url.removesuffix("/v1")
+        config.write_text(CONFIG.format(upstream=upstream.base_url, root=root))
         env = {
             **{k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")},
             "DJANGO_SETTINGS_MODULE": "router_project.settings",
@@ -120,9 +131,9 @@ def test_a_start_builds_what_the_first_call_at_each_door_would(tmp_path: Path) -
         )
         assert done.returncode == 0, done.stderr[-4000:]
         seen = json.loads(done.stdout.strip().splitlines()[-1])
-        assert seen["statuses"] == [200] * 6
-        assert len(upstream.requests) == 6  # every call reached the simulator
+        assert seen["statuses"] == [200] * 8
+        assert len(upstream.requests) == 8  # every call reached the simulator
     assert seen["table_at_start"] and not seen["recompiled"]
-    assert seen["clients_at_start"] == ["chat", "claude", "resp"]
+    assert seen["clients_at_start"] == ["chat", "claude", "gem", "resp"]
     assert seen["clients_built_by_calls"] == []
     assert seen["imported_by_calls"] == []

@@ -1048,31 +1048,55 @@ def test_anthropic_beta_reaches_anthropic_targets_only(h: Harness) -> None:
     assert "anthropic-beta" not in to_responses.headers
 
 
-def test_the_demo_claude_group_fails_over_across_kinds(h: Harness) -> None:
-    """``make run``'s demo: a Messages client on ``claude`` is served by steady-model
-    (OpenAI-compatible) once broken-model (behind the Anthropic provider) fails."""
-    from routing.simulator.presets import DEMO_CONFIG
+def test_the_demo_claude_group_fails_over_across_clouds(
+    h: Harness, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make run``'s demo, with its own simulator preset and file: Anthropic's API answers
+    529, so the same Claude on Bedrock (SigV4 checked) takes the turn; with Bedrock down
+    too, the same Claude on Vertex AI (a token from the demo's key file) does. The client
+    is the ``anthropic`` SDK on the Messages door, asking for Claude Code's model name."""
+    from routing.simulator import presets
 
-    text = DEMO_CONFIG.read_text().replace(
-        "http://127.0.0.1:${SWITCHYARD_DEMO_PORT}/v1", "{upstream}"
-    )
-    h.configure(text)
-    h.upstream.script("broken-model", then=Fail(503, "simulated outage"))
-    client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
-    raw = client.messages.with_raw_response.create(
-        model="claude", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
-    )
-    reply = raw.parse()
-    assert reply.model == "claude" and reply.content[0].type == "text"
-    assert raw.headers["x-switchyard-target"] == "sim/steady-model"
-    assert raw.headers["x-switchyard-trail"] == (
-        "sim-claude/broken-model:SERVER:503,sim-claude/broken-model:SERVER:503,sim/steady-model:ok"
-    )
-    assert [r.path for r in h.upstream.requests] == [
-        "/v1/messages",
-        "/v1/messages",
-        "/v1/chat/completions",
-    ]
+    upstream = presets.demo("127.0.0.1", 0).start()
+    try:
+        account = presets.write_demo_google_account(tmp_path, upstream.token_uri)
+        upstream.google.register_file(str(account))
+        monkeypatch.setenv("SWITCHYARD_DEMO_PORT", str(upstream.port))
+        monkeypatch.setenv("SWITCHYARD_DEMO_GOOGLE_ACCOUNT", str(account))
+        h.configure(presets.DEMO_CONFIG.read_text())
+        client = anthropic.Anthropic(base_url=h.gateway.url, api_key=h.key, max_retries=0)
+
+        def ask() -> Any:
+            return client.messages.with_raw_response.create(
+                model="claude-opus-4-8",
+                max_tokens=50,
+                messages=[{"role": "user", "content": "hi"}],
+            )
+
+        raw = ask()
+        assert raw.parse().model == "claude-opus-4-8" and raw.parse().content[0].type == "text"
+        bedrock = f"claude-bedrock/{presets.DEMO_BEDROCK_MODEL}"
+        assert raw.headers["x-switchyard-target"] == bedrock
+        assert raw.headers["x-switchyard-trail"] == (
+            f"sim-claude/{presets.DEMO_CLAUDE}:SERVER:529,"
+            f"sim-claude/{presets.DEMO_CLAUDE}:SERVER:529,{bedrock}:ok"
+        )
+        upstream.script(presets.DEMO_BEDROCK_MODEL, then=Fail(503, "simulated outage"))
+        raw = ask()
+        assert raw.headers["x-switchyard-target"] == f"claude-vertex/{presets.DEMO_VERTEX_MODEL}"
+        signed = [r for r in upstream.requests if r.path.startswith("/model/")]
+        assert signed and all(
+            r.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIASWITCHYARD")
+            for r in signed
+        )
+        [vertex] = [r for r in upstream.requests if "/publishers/anthropic/" in r.path]
+        assert vertex.path == (
+            "/v1/projects/switchyard-demo/locations/us-east5/publishers/anthropic/models/"
+            "claude-opus-4-8@20251101:rawPredict"
+        )
+        assert vertex.headers["authorization"].startswith("Bearer ")
+    finally:
+        upstream.stop()
 
 
 def test_responses_pass_through_history_is_rewritten_in_its_own_shape(h: Harness) -> None:

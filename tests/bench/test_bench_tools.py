@@ -46,7 +46,9 @@ def test_counted_calls_send_what_the_load_generator_sends(key: str) -> None:
     )  # fmt: skip
     body = instructions.request_body(key)
     assert target.request.endswith(b"\r\n\r\n" + body)
-    path = instructions.scope("/v1" + loadgen.ENDPOINTS[scenario.door], body, "k")["path"]
+    request = instructions.scope(instructions.door_path(key), body, "k")
+    query = request["query_string"].decode()
+    path = request["path"] + (f"?{query}" if query else "")
     assert target.request.startswith(f"POST {path} ".encode())
 
 

@@ -218,6 +218,21 @@ def test_images_both_ways() -> None:
             },
             {"type": "array", "items": {"type": "integer"}},
         ),
+        (  # Gemini CLI 0.61.0's classifier: JSON Schema, upper-case types
+            {
+                "responseMimeType": "application/json",
+                "responseJsonSchema": {
+                    "type": "OBJECT",
+                    "properties": {"score": {"type": "INTEGER", "description": "1-100"}},
+                    "required": ["score"],
+                },
+            },
+            {
+                "type": "object",
+                "properties": {"score": {"type": "integer", "description": "1-100"}},
+                "required": ["score"],
+            },
+        ),
     ],
 )
 def test_structured_output_to_json_schema_and_back(config: dict[str, Any], expected: Any) -> None:
@@ -613,3 +628,26 @@ def test_a_gemini_answer_reaches_the_messages_door_with_thinking_and_the_call() 
     assert [b["type"] for b in out["content"]] == ["thinking", "text", "tool_use"]
     assert out["content"][2]["input"] == {"cmd": "ls"} and out["stop_reason"] == "tool_use"
     assert out["usage"]["cache_read_input_tokens"] == 40 and out["usage"]["input_tokens"] == 60
+
+
+def test_a_signature_only_part_in_history_is_gemini_s_own_and_left_out() -> None:
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"text": "hello"}, {"thoughtSignature": "c2ln"}]},
+            {"role": "user", "parts": [{"text": "again"}]},
+        ]
+    }
+    canonical, _ = request.to_canonical(body)
+    assert canonical["messages"][1] == {"role": "assistant", "content": "hello"}
+
+
+def test_proto_field_names_are_read_like_json_names() -> None:
+    config = {
+        "thinkingConfig": {"include_thoughts": True, "thinking_budget": 20000},
+        "responseSchema": {"type": "OBJECT", "property_ordering": ["a"], "any_of": []},
+    }
+    canonical, _ = request.to_canonical({"contents": [], "generationConfig": config})
+    assert canonical["reasoning_effort"] == "high"
+    schema = canonical["response_format"]["json_schema"]["schema"]
+    assert schema == {"type": "object", "anyOf": []}

@@ -48,7 +48,16 @@ from routing.simulator import (
     to_dict,
 )
 from routing.simulator.payloads import split_pieces
-from routing.simulator.presets import DEMO_API_KEY, DEMO_CONFIG, DEMO_MODELS
+from routing.simulator.presets import (
+    DEMO_API_KEY,
+    DEMO_AWS_KEY_ID,
+    DEMO_AWS_SECRET,
+    DEMO_BEDROCK_MODEL,
+    DEMO_CLAUDE,
+    DEMO_CONFIG,
+    DEMO_MODELS,
+    DEMO_VERTEX_MODEL,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "say hello"}]
@@ -715,7 +724,7 @@ def test_manage_py_demo_needs_no_database(tmp_path: Path) -> None:
 
 def test_demo_config_matches_the_preset() -> None:
     config = yaml.safe_load(DEMO_CONFIG.read_text())
-    provider, claude = config["providers"]
+    provider, claude, bedrock, vertex = config["providers"]
     assert (claude["name"], claude["kind"], claude["base_url"]) == (
         "sim-claude",
         "anthropic",
@@ -728,7 +737,18 @@ def test_demo_config_matches_the_preset() -> None:
     assert [t["model"] for t in groups["auto"]["targets"]] == ["flaky-model", "steady-model"]
     assert groups["auto"]["retry"] == {"initial_delay_ms": 200, "max_retries": 2}
     assert [t["model"] for t in groups["failover"]["targets"]] == ["broken-model", "steady-model"]
-    assert [t["provider"] for t in groups["claude"]["targets"]] == ["sim-claude", "sim"]
+    assert [(t["provider"], t["model"]) for t in groups["claude"]["targets"]] == [
+        ("sim-claude", DEMO_CLAUDE),
+        ("claude-bedrock", DEMO_BEDROCK_MODEL),
+        ("claude-vertex", DEMO_VERTEX_MODEL),
+        ("sim", "steady-model"),
+    ]
+    assert (bedrock["platform"], bedrock["aws_access_key_id"]) == ("bedrock", DEMO_AWS_KEY_ID)
+    assert bedrock["aws_secret_access_key"] == DEMO_AWS_SECRET
+    assert (vertex["platform"], vertex["credentials_file"]) == (
+        "vertex",
+        "${SWITCHYARD_DEMO_GOOGLE_ACCOUNT}",
+    )
     assert all(
         t["provider"] == "sim" for name in ("auto", "failover") for t in groups[name]["targets"]
     )

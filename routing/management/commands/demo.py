@@ -8,11 +8,13 @@ is set up. See ``routing.simulator.presets.demo`` for what each model does.
 from __future__ import annotations
 
 from argparse import ArgumentParser
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from routing.simulator.presets import demo, describe
+from routing.simulator.presets import demo, describe, write_demo_google_account
 
 
 class Command(BaseCommand):
@@ -31,6 +33,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         upstream = demo(options["host"], options["port"]).start()
+        account = write_demo_google_account(Path(settings.VAR_DIR), upstream.token_uri)
+        upstream.google.register_file(str(account))
         self.stdout.write(describe(upstream, "demo"))
+        self.stdout.write(
+            f"Vertex AI key file for the demo: SWITCHYARD_DEMO_GOOGLE_ACCOUNT={account}"
+        )
         self.stdout.flush()
         upstream.serve_forever()

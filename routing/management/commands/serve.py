@@ -54,6 +54,7 @@ from routing.management.workers import (
     refusal,
     server_command,
 )
+from routing.simulator.presets import write_demo_google_account
 
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "simulator" / "demo.yaml"
 APP = "router_project.asgi:application"
@@ -253,6 +254,11 @@ class Command(BaseCommand):
 
     def _start_demo_upstream(self, demo_port: int) -> subprocess.Popen[bytes]:
         os.environ["SWITCHYARD_DEMO_PORT"] = str(demo_port)
+        # the demo's Vertex AI provider signs with this key; the simulator trusts it
+        account = write_demo_google_account(
+            Path(settings.VAR_DIR), f"http://127.0.0.1:{demo_port}/token"
+        )
+        os.environ["SWITCHYARD_DEMO_GOOGLE_ACCOUNT"] = str(account)
         child = subprocess.Popen(
             [
                 sys.executable,
@@ -262,6 +268,8 @@ class Command(BaseCommand):
                 str(demo_port),
                 "--preset",
                 "demo",
+                "--google-account",
+                str(account),
             ],
             cwd=settings.BASE_DIR,
         )

@@ -40,6 +40,7 @@ from routing.protocols.responses.tools import HostedTools
 PLACEHOLDER_SIGNATURE = "skip_thought_signature_validator"
 HOSTED = ("googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "googleMaps")
 JSON = "application/json"
+_SIGNATURE_ONLY = frozenset({SIGNATURE, "thought"})
 
 _GENERATION: Table = {
     **dict.fromkeys(
@@ -179,6 +180,8 @@ def _model_in(parts: list[Any], where: str, calls: dict[str, list[str]]) -> dict
             calls.setdefault(str(call["function"]["name"]), []).append(call["id"])
         elif "text" in part:
             (reasoning if part.get("thought") else texts).append(str(part["text"]))
+        elif set(part) <= _SIGNATURE_ONLY:
+            continue  # a signature with nothing else (Gemini 3 streams them): its own
         else:
             raise Unmappable(
                 f"'{where}.parts[{j}]' is a part only gemini targets accept.", param=where
@@ -270,9 +273,12 @@ def _generation_in(config: dict[str, Any], out: dict[str, Any]) -> None:
             out[chat] = config[gemini]
     if config.get("stopSequences"):
         out["stop"] = list(config["stopSequences"])
-    schema = config.get("responseJsonSchema")
-    if schema is None and config.get("responseSchema") is not None:
-        schema = to_json_schema(config["responseSchema"])
+    # JSON Schema in name, yet Gemini CLI 0.61.0 writes its classifier's responseJsonSchema
+    # with the subset's upper-case types (Google takes them; other kinds reject "OBJECT"),
+    # so both are normalised — a copy, and a no-op on lower-case JSON Schema.
+    schema = config.get("responseJsonSchema", config.get("responseSchema"))
+    if schema is not None:
+        schema = to_json_schema(schema)
     if schema is not None:
         out["response_format"] = {
             "type": "json_schema",
@@ -290,10 +296,11 @@ def effort_of(thinking: Any) -> str | None:
     no effort; -1, dynamic: none either, the target decides)."""
     if not isinstance(thinking, dict):
         return None
-    level = str(thinking.get("thinkingLevel") or "").lower()
+    # Google's JSON takes proto field names too (the google-genai SDK sends thinking_level)
+    level = str(thinking.get("thinkingLevel") or thinking.get("thinking_level") or "").lower()
     if level in EFFORT_BUDGETS:
         return level
-    budget = thinking.get("thinkingBudget")
+    budget = thinking.get("thinkingBudget", thinking.get("thinking_budget"))
     if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0:
         return effort_for_budget(budget)
     return None
@@ -468,3 +475,33 @@ def test_body(model: str) -> dict[str, object]:
         "contents": [{"role": "user", "parts": [{"text": "ping"}]}],
         "generationConfig": {"maxOutputTokens": 1},
     }
+
+
+def signed_for(body: dict[str, Any], model: str) -> tuple[dict[str, Any], list[str]]:
+    """A Gemini-door body as a ``gemini`` target ``model`` gets it, and a note when it
+    changed: for Gemini 3, which refuses a step's function calls without a thought
+    signature, each model turn whose calls carry none (history from another target,
+    stripped by continuity, or written by the client) gets Google's documented placeholder
+    on its first call. A copy when changed; the very body otherwise."""
+    contents = body.get("contents")
+    if not _gemini_3(model) or not isinstance(contents, list):
+        return body, []
+    out: list[Any] | None = None
+    for i, content in enumerate(contents):
+        if not isinstance(content, dict) or content.get("role") != "model":
+            continue
+        parts = content.get("parts")
+        if not isinstance(parts, list):
+            continue
+        calls = [j for j, p in enumerate(parts) if isinstance(p, dict) and "functionCall" in p]
+        if not calls or any(SIGNATURE in parts[j] for j in calls):
+            continue
+        if out is None:
+            out = list(contents)
+        signed = list(parts)
+        signed[calls[0]] = {**parts[calls[0]], SIGNATURE: PLACEHOLDER_SIGNATURE}
+        out[i] = {**content, "parts": signed}
+    if out is None:
+        return body, []
+    placed = sum(a is not b for a, b in zip(out, contents, strict=True))
+    return {**body, "contents": out}, [f"thought-signature-placeholder:{placed}"]
