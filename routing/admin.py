@@ -7,7 +7,8 @@ settings is saved by the same service as the API's and the page's (``routing.ser
 ``versioned_write`` claims the row's version, ``record()`` records the change); a group
 and its inline targets are rows the admin's formsets write, recorded by ``record_writes``.
 Every delete is the service's (``provider_delete``, ``group_delete``, ``key_delete``), a
-bulk delete all of them in one transaction. Whatever rows are saved or deleted bump the
+bulk delete all of them in one transaction; a key's name, the one field its page edits, is
+renamed by ``key_rename``. Whatever rows are saved or deleted bump the
 configuration version and announce the change once (``routing.signals``).
 
 Credentials are write-only: the form has an empty password field that sets a new key
@@ -43,7 +44,9 @@ from routing.config.schema import (
 )
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 from routing.protocols.registry import PLATFORM_CHOICES
-from routing.services import group_delete, key_delete, key_revoke, provider_delete
+from routing.services import group_delete, key_delete, key_rename, key_revoke, provider_delete
+from routing.services.api_keys import NAME_RULE as KEY_NAME_RULE
+from routing.services.api_keys import good_key_name
 from routing.services.base import record_writes
 from routing.services.global_policy import checked_global_policy, global_set_policy
 from routing.services.groups import check_listed, group_snapshot, group_targets_edited
@@ -168,6 +171,7 @@ class RecordsItsRows(ConfigAdmin):
 
 _PROVIDER_FIELD_FOR = {
     "timeouts.connect_s": "connect_timeout_s",
+    "timeouts.headers_s": "headers_timeout_s",
     "timeouts.first_token_s": "first_token_timeout_s",
     "timeouts.idle_s": "idle_timeout_s",
     "timeouts.total_s": "total_timeout_s",
@@ -230,6 +234,7 @@ class ProviderAdminForm(VersionedForm):
             "betas",
             "models",
             "connect_timeout_s",
+            "headers_timeout_s",
             "first_token_timeout_s",
             "idle_timeout_s",
             "total_timeout_s",
@@ -339,6 +344,7 @@ class ProviderAdmin(SavesThroughService):
             {
                 "fields": (
                     "connect_timeout_s",
+                    "headers_timeout_s",
                     "first_token_timeout_s",
                     "idle_timeout_s",
                     "total_timeout_s",
@@ -562,9 +568,23 @@ class GlobalSettingsAdmin(SavesThroughService):
 # --- API keys ------------------------------------------------------------------------
 
 
+class ApiKeyAdminForm(AnyModelForm):
+    class Meta:
+        model = ApiKey
+        fields = ["name"]
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if not good_key_name(name):
+            raise ValidationError(KEY_NAME_RULE)
+        return name
+
+
 @admin.register(ApiKey)
 class ApiKeyAdmin(ConfigAdmin):
     """Keys are created with ``manage.py createkey`` (the secret is shown once there)."""
+
+    form = ApiKeyAdminForm
 
     list_display = ("name", "kind", "prefix", "groups", "created_at", "revoked_at")
     list_filter = ("kind", ("revoked_at", admin.EmptyFieldListFilter))
@@ -584,6 +604,14 @@ class ApiKeyAdmin(ConfigAdmin):
             key_revoke(key_id=key.pk, actor=actor, path="admin")
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """The name is the one field the page edits: renamed through the service, which
+        records the change, instead of the form's own save."""
+        key_rename(
+            key_id=obj.pk, name=form.cleaned_data["name"], actor=self._actor(request), path="admin"
+        )
+        obj.refresh_from_db()
 
     def delete_through_service(self, obj: Any, *, actor: str) -> None:
         key_delete(key_id=obj.pk, actor=actor, path="admin")

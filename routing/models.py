@@ -84,6 +84,7 @@ class Provider(models.Model):
     betas = models.JSONField(default=dict, blank=True)
     models_loaded_at = models.DateTimeField(null=True, blank=True)
     connect_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["connect_s"])
+    headers_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["headers_s"])
     first_token_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["first_token_s"])
     idle_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["idle_s"])
     total_timeout_s = models.FloatField(default=TIMEOUT_DEFAULTS["total_s"])

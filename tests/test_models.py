@@ -268,6 +268,7 @@ def provider_form(provider: Provider | None = None, **overrides: Any) -> dict[st
         "headers": "{}",
         "models": '["model-a"]',
         "connect_timeout_s": "5",
+        "headers_timeout_s": "10",
         "first_token_timeout_s": "60",
         "idle_timeout_s": "60",
         "total_timeout_s": "600",

@@ -25,6 +25,7 @@ from routing.models import GlobalSettings, Group, Provider, Target
 
 TIMEOUT_FIELDS: dict[str, str] = {
     "connect_s": "connect_timeout_s",
+    "headers_s": "headers_timeout_s",
     "first_token_s": "first_token_timeout_s",
     "idle_s": "idle_timeout_s",
     "total_s": "total_timeout_s",

@@ -5,12 +5,15 @@ An attempt ends in one of two ways before its commit point: a classified ``Failu
 ``Answer`` — the held-back prefix plus, for streams, a reader for the rest. After the
 commit point the reader keeps its timeouts, and a later failure is the relay's to surface.
 
-Timeouts per attempt (SPEC §3.8): connect (the pooled client), first token (send → first
-content/reasoning/tool-call delta for a stream; send → response headers for a JSON call),
-idle (between chunks), total (whole attempt, also capped by the call's deadline).
+Timeouts per attempt (SPEC §3.8, docs/outages.md): connect (the pooled client), headers
+(a stream's send → response headers), first token (send → first content/reasoning/
+tool-call delta for a stream, the idle timeout not applying before it; send → response
+headers for a JSON call, whose headers come with its whole answer), idle (between chunks
+after the first content), total (whole attempt, also capped by the call's deadline).
 
 Deadlines are instants on the ``clock`` the call passes in (the runtime's ``monotonic``);
-the loop's timers get what is left until them, so a test's clock and the loop's may differ.
+the loop's timers get what is left until them, so a test's clock and the loop's may differ;
+a clock with a ``call_later`` of its own (a test's virtual clock) sets them instead.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import orjson
 from routing.engine.failures import Failure, FailureCode, classify_error_object
 from routing.engine.rescue import Partial
 from routing.gateway.continuity import ServedTurn
+from routing.gateway.deadline import ReadDeadline
 from routing.gateway.replies import sse
 from routing.platforms.base import StreamReader
 from routing.protocols import Protocol, responses
@@ -214,12 +218,12 @@ class EventReader:
     async def _read(self) -> None:
         """One network read, parsed. Raises ``UpstreamFailure`` on timeout, cut or an
         in-stream error event (after queueing the chunks that came before it)."""
-        deadline = min(self._total_deadline, self._clock() + self._idle_s)
-        phase = "idle"
-        if not self.got_content and self._first_token_deadline < deadline:
+        if self.got_content:
+            deadline, phase = self._clock() + self._idle_s, "idle"
+        else:  # a model thinking before its first token may send nothing for minutes
             deadline, phase = self._first_token_deadline, "first-token"
-        if deadline == self._total_deadline:
-            phase = "total"
+        if deadline >= self._total_deadline:
+            deadline, phase = self._total_deadline, "total"
         watch = self._watch
         watch.start(deadline)
         try:
@@ -410,88 +414,6 @@ class EventReader:
         await self._response.aclose()
 
 
-class ReadDeadline:
-    """Bounds each read of one stream by its own deadline with one timer per stream.
-
-    ``asyncio.timeout_at`` around every read would schedule and cancel a timer per relayed
-    chunk: thousands of streams then keep the loop's timer heap full of cancelled handles.
-    Deadlines here only move later between reads (idle is measured from the latest read),
-    so one armed timer serves many reads: when it fires during a read whose deadline is
-    still ahead it re-arms for that deadline; when it fires between reads it does nothing
-    (the next read arms it again). Past its deadline the reading task is cancelled and the
-    read raises ``TimeoutError``, as ``asyncio.timeout`` would. Deadlines are instants on
-    ``clock``; the loop's timer is set for the time left until them.
-    """
-
-    __slots__ = ("_timer", "_armed", "_deadline", "_task", "_cancelling", "_expired", "_clock")
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._timer: asyncio.TimerHandle | None = None
-        self._armed = 0.0  # the deadline the timer was set for
-        self._deadline = 0.0
-        self._task: asyncio.Task[Any] | None = None
-        self._cancelling = 0
-        self._expired = False
-
-    async def run(self, read: Awaitable[bytes], deadline: float) -> bytes:
-        """``read`` bounded by ``deadline``: its result, or ``TimeoutError`` past it."""
-        self.start(deadline)
-        try:
-            return await read
-        except asyncio.CancelledError:
-            if self.timed_out():
-                raise TimeoutError from None
-            raise
-        finally:
-            self.stop()
-
-    def start(self, deadline: float) -> None:
-        """Bound the read the current task awaits next by ``deadline`` (``run`` without a
-        coroutine of its own, for the relay: each level of a stream's await chain is
-        resumed on every chunk, and held while the stream is open)."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._deadline = deadline
-        timer = self._timer
-        if timer is None or self._armed > deadline:
-            if timer is not None:
-                timer.cancel()
-            self._arm(deadline, self._clock())
-        self._task, self._cancelling, self._expired = task, task.cancelling(), False
-
-    def timed_out(self) -> bool:
-        """Whether the ``CancelledError`` the read raised came from the deadline (and is
-        then taken back), not from anyone else cancelling the task."""
-        task = self._task
-        return self._expired and task is not None and task.uncancel() <= self._cancelling
-
-    def stop(self) -> None:
-        """The read ended: a timer that fires from now on finds no read to cancel."""
-        self._task = None
-
-    def _arm(self, deadline: float, now: float) -> None:
-        self._armed = deadline
-        self._timer = asyncio.get_running_loop().call_later(deadline - now, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        task = self._task
-        if task is None:  # between reads: the next read arms the timer again
-            return
-        now = self._clock()
-        if now < self._deadline:
-            self._arm(self._deadline, now)
-            return
-        self._expired = True
-        task.cancel()
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-
 @dataclass(slots=True)
 class Answer:
     """A committed answer: what to send first, and for live streams the rest."""
@@ -539,14 +461,10 @@ async def run_attempt(
     name = model if name is None else name
     if started >= deadline:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "call deadline reached"))
-    # Streamed or not, an upstream that has sent nothing by ``first_token_s`` is silent
-    # (SPEC §3.8): a JSON call must not sit on a dead route for the whole ``total_s``.
-    first_token_at = started + timeouts.first_token_s
-    total_at = min(deadline, started + timeouts.total_s)
-    phase = "first-token" if first_token_at < total_at else "total"
     path = f"/{endpoint}" if endpoint else None
     send = client.send(body, path=path, headers=headers, model=model, stream=stream)
-    response = await _headers_in_time(send, min(total_at, first_token_at) - started, phase)
+    headers_at, phase = _headers_deadline(timeouts, started, deadline, stream=stream)
+    response = await _headers_in_time(send, headers_at, phase, clock)
     if not stream:
         return await _read_completion(
             response,
@@ -587,17 +505,36 @@ async def run_attempt(
         raise
 
 
+def _headers_deadline(
+    timeouts: Timeouts, started: float, deadline: float, *, stream: bool
+) -> tuple[float, str]:
+    """When the response headers must have come, and the timeout that says so. A stream's
+    come before the model thinks (``headers_s``: an upstream that accepted the connection
+    and sends nothing is dead); a JSON call's come with its whole answer, so
+    ``first_token_s`` bounds them (SPEC §3.8, docs/outages.md)."""
+    headers_at, phase = started + timeouts.first_token_s, "first-token"
+    if stream and timeouts.headers_s < timeouts.first_token_s:
+        headers_at, phase = started + timeouts.headers_s, "headers"
+    total_at = min(deadline, started + timeouts.total_s)
+    if headers_at >= total_at:
+        return total_at, "total"
+    return headers_at, phase
+
+
 async def _headers_in_time(
-    send: Awaitable[UpstreamResponse], within: float, phase: str
+    send: Awaitable[UpstreamResponse], deadline: float, phase: str, clock: Callable[[], float]
 ) -> UpstreamResponse:
-    """The response headers, or a TIMEOUT failure naming the ``phase`` that came first."""
+    """The response headers by ``deadline`` (an instant on ``clock``), or a TIMEOUT failure
+    naming the ``phase`` that came first."""
+    watch = ReadDeadline(clock)
     try:
-        async with asyncio.timeout(within):
-            return await send
+        return await watch.run(send, deadline)
     except TimeoutError as exc:
         raise UpstreamFailure(
             Failure(FailureCode.TIMEOUT, f"{phase} timeout: no response headers")
         ) from exc
+    finally:
+        watch.cancel()
 
 
 async def _read_to_commit(reader: EventReader, *, commit: str) -> Answer:
@@ -652,12 +589,13 @@ async def _read_completion(
     names: ToolNames | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Answer:
+    watch = ReadDeadline(clock)
     try:
-        async with asyncio.timeout(min(deadline, started + timeouts.total_s) - clock()):
-            raw = await response.read()
+        raw = await watch.run(response.read(), min(deadline, started + timeouts.total_s))
     except TimeoutError as exc:
         raise UpstreamFailure(Failure(FailureCode.TIMEOUT, "total timeout")) from exc
     finally:
+        watch.cancel()
         await response.aclose()
     try:
         completion = orjson.loads(raw)

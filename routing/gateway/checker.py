@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("switchyard.health")
 
 TICK_S = 1.0
+# A check asks for one token: a target that has not answered it in a minute is not back,
+# whatever first_token_s allows a thinking model (docs/outages.md).
+CHECK_CAP_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,7 @@ async def _check(checks: Checks, target: TargetSpec) -> None:
     client = checks.client_for(target.provider)
     body = orjson.dumps(client.test_body(target.model))  # each kind speaks its own protocol
     timeouts = target.provider.timeouts
-    deadline = checks.monotonic() + min(timeouts.first_token_s, timeouts.total_s)
+    deadline = checks.monotonic() + min(timeouts.first_token_s, timeouts.total_s, CHECK_CAP_S)
     try:
         await run_attempt(
             client,

@@ -33,6 +33,9 @@ from routing.upstream.openai import OpenAIClient
 
 COUNT_TOKENS_LIMIT = 1 << 20  # an upstream count is a small JSON object
 # An upstream's answer about the request itself: the client's to fix, whichever target.
+# A count is no generation: its answer comes at once, whatever first_token_s allows a
+# thinking model (docs/outages.md).
+COUNT_CAP_S = 60.0
 ABOUT_THE_REQUEST = (FailureCode.BAD_REQUEST, FailureCode.CONTEXT_WINDOW_EXCEEDED)
 
 
@@ -106,7 +109,7 @@ async def count_tokens(
         try:
             response = await asyncio.wait_for(
                 client.send(request, path=path, headers=sent),
-                timeout=provider.timeouts.first_token_s,
+                timeout=min(provider.timeouts.first_token_s, COUNT_CAP_S),
             )
             try:
                 payload = await response.read_limited(COUNT_TOKENS_LIMIT)

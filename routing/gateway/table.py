@@ -505,6 +505,7 @@ def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
         betas_strip=frozenset((row.betas or {}).get("strip") or ()),
         timeouts=Timeouts(
             connect_s=row.connect_timeout_s,
+            headers_s=row.headers_timeout_s,
             first_token_s=row.first_token_timeout_s,
             idle_s=row.idle_timeout_s,
             total_s=row.total_timeout_s,

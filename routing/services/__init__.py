@@ -13,7 +13,7 @@ page do, in one place (keyword-only arguments, ``<thing>_<verb>`` names). Reads 
     ├── targets.py        target_add / _remove / _update / _set_enabled, targets_reorder
     ├── global_policy.py  global_update_policy / global_set_policy / global_restore_default
     ├── config_file.py    config_apply: the config file's apply and prune (``loadconfig``)
-    └── api_keys.py       key_create / key_revoke / key_update / key_delete
+    └── api_keys.py       key_create / key_revoke / key_update / key_rename / key_delete
 
 Exception tree (the API turns each into one response, ``routing.api.config_api``;
 ``ServiceError`` and ``NotFound`` are declared in ``routing.config.errors``, since the
@@ -72,7 +72,13 @@ Decisions:
 """
 
 from routing.config.errors import NotFound, ServiceError
-from routing.services.api_keys import key_create, key_delete, key_revoke, key_update
+from routing.services.api_keys import (
+    key_create,
+    key_delete,
+    key_rename,
+    key_revoke,
+    key_update,
+)
 from routing.services.base import (
     Clash,
     NameTaken,
@@ -125,6 +131,7 @@ __all__ = [
     "group_update_policy",
     "key_create",
     "key_delete",
+    "key_rename",
     "key_revoke",
     "key_update",
     "provider_create",

@@ -154,6 +154,7 @@ def revoke_key(*, key_id: int) -> ApiKey:
 
 def _snapshot(key: ApiKey) -> dict[str, Any]:
     return {
+        "name": key.name,
         "kind": key.kind,
         "prefix": key.prefix,
         "groups": list(key.groups or []),
@@ -164,6 +165,13 @@ def _snapshot(key: ApiKey) -> dict[str, Any]:
 
 def _label(key: ApiKey) -> str:
     return f"{key.name} ({key.prefix}…)"
+
+
+NAME_RULE = "a key needs a name of 1-100 printable characters"
+
+
+def good_key_name(name: object) -> bool:
+    return isinstance(name, str) and 0 < len(name.strip()) <= 100 and name.isprintable()
 
 
 def key_create(
@@ -183,8 +191,8 @@ def key_create(
         checked = key_limits(limits)
     except ConfigError as exc:
         errors += exc.errors
-    if not isinstance(name, str) or not 0 < len(name.strip()) <= 100 or not name.isprintable():
-        errors.append(FieldError("name", "a key needs a name of 1-100 printable characters"))
+    if not good_key_name(name):
+        errors.append(FieldError("name", NAME_RULE))
     if kind not in KINDS:
         errors.append(FieldError("kind", f"must be one of {', '.join(KINDS)}"))
     if errors:
@@ -228,22 +236,36 @@ def key_revoke(*, key_id: int, actor: str, path: str = "api") -> ApiKey:
 def key_update(*, key_id: int, limits: Any, actor: str, path: str = "api") -> ApiKey:
     """Replace a key's limits (``{}`` or ``None``: none). Applied from the next request
     on, in every process; nothing changes when a limit is invalid."""
-    checked = key_limits(limits)
+    return _set(key_id, "limits", key_limits(limits), actor=actor, path=path)
+
+
+def key_rename(*, key_id: int, name: str, actor: str, path: str = "admin") -> ApiKey:
+    """Rename a key (the admin's key page): the name is a label, the secret and every
+    limit stay."""
+    if not good_key_name(name):
+        raise ConfigError.single("name", NAME_RULE)
+    return _set(key_id, "name", name, actor=actor, path=path)
+
+
+def _set(key_id: int, column: str, value: Any, *, actor: str, path: str) -> ApiKey:
+    """Write one column of a key under its row lock; recorded like every other write,
+    and neither written nor recorded when it stays the same."""
     with transaction.atomic():
         key = ApiKey.objects.select_for_update().filter(pk=key_id).first()
         if key is None:
             raise NotFound("API key", key_id)
         before = _snapshot(key)
-        if dict(key.limits or {}) != checked:
-            key.limits = checked
-            key.save(update_fields=["limits"])
+        setattr(key, column, value)
+        after = _snapshot(key)
+        if after != before:
+            key.save(update_fields=[column])
             record(
                 actor=actor,
                 path=path,
                 object_type="key",
                 object_name=_label(key),
                 before=before,
-                after=_snapshot(key),
+                after=after,
             )
     return key
 

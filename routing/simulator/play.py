@@ -174,7 +174,7 @@ async def perform(behaviour: Behaviour, ex: Exchange) -> web.StreamResponse:
     """Write the whole response ``behaviour`` describes; see ``script`` for each one."""
     match behaviour:
         case Delay(seconds=seconds, then=then):
-            await asyncio.sleep(seconds)
+            await ex.ledger.sleep(seconds)
             return await perform(then, ex)
         case Flaky():
             return await perform(behaviour.pick(ex.ledger.flaky_tick(ex.model)), ex)
@@ -283,8 +283,9 @@ async def _json_reply(ex: Exchange, reply: Reply) -> web.StreamResponse:
     content = fill_model(reply.content, ex.model)
     reasoning = fill_model(reply.reasoning, ex.model)
     gaps = max(len(split_pieces(content, reply.chunks)) - 1, 0)
-    if reply.chunk_delay_s and gaps:
-        await asyncio.sleep(reply.chunk_delay_s * gaps)  # as long as the stream would take
+    wait = reply.think_s + (reply.chunk_delay_s * gaps if gaps else 0.0)
+    if wait:
+        await ex.ledger.sleep(wait)  # as long as the stream would take
     usage = usage_for(ex.body, f"{reasoning} {content}") if reply.usage else None
     if usage is not None:
         usage = with_cache(usage, read=reply.cache_read, write=reply.cache_write)
@@ -309,11 +310,13 @@ async def _stream_reply(ex: Exchange, reply: Reply, *, done: bool = True) -> web
     reasoning = fill_model(reply.reasoning, ex.model)
     sse = await Sse(ex).open()
     await sse.emit(w.preamble())
+    if reply.think_s:
+        await ex.ledger.sleep(reply.think_s)
     if reasoning:
         await sse.emit(w.reasoning(reasoning))
     for i, piece in enumerate(split_pieces(content, reply.chunks)):
         if i and reply.chunk_delay_s:
-            await asyncio.sleep(reply.chunk_delay_s)
+            await ex.ledger.sleep(reply.chunk_delay_s)
         await sse.emit(w.content(piece))
     for index, spec in enumerate(tool_specs(reply.tool_call)):
         await sse.emit(w.tool_call(spec, index))

@@ -72,6 +72,10 @@ class Reply:
     With named calls (an object or a list) the answer finishes as a tool call
     (``tool_calls`` / ``tool_use``) unless ``finish_reason`` is set to something other
     than ``"stop"``.
+    ``think_s``: a reasoning model whose reasoning is not streamed. A stream sends its
+    headers and first event (role chunk, ``message_start``, ``response.created``) at once,
+    then nothing for ``think_s``, then the rest; a JSON answer (whose headers come with
+    it) waits ``think_s`` longer.
     ``cache_read`` / ``cache_write`` add prompt-cache tokens to the usage, in each
     protocol's fields (chat ``prompt_tokens_details.cached_tokens`` and
     ``cache_creation_input_tokens``; Anthropic ``cache_read_input_tokens`` /
@@ -87,6 +91,7 @@ class Reply:
     finish_reason: str = "stop"
     cache_read: int = 0
     cache_write: int = 0
+    think_s: float = 0.0
 
     def __post_init__(self) -> None:
         tool_specs(self.tool_call)  # raises ValueError on a malformed script

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from aiohttp import web
@@ -173,6 +174,11 @@ class FakeUpstream:
 
     def set_default(self, behaviour: Behaviour) -> None:
         self._ledger.set_default(behaviour)
+
+    def use_sleep(self, sleep: Callable[[float], Awaitable[None]]) -> None:
+        """What the behaviours wait with from now on (``asyncio.sleep`` until ``reset``):
+        a test's virtual clock, so a scripted minute passes when the test says."""
+        self._ledger.sleep = sleep
 
     def reset(self) -> None:
         """Clear scripts, counters and records; restore the constructor's default."""

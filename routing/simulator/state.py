@@ -7,11 +7,12 @@ here blocks the event loop for more than a dictionary update.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,9 @@ class Ledger:
         self._flaky: Counter[str] = Counter()
         self._records: list[RecordedRequest] = []
         self._open = 0  # kept apart from _records: reset() must not lose in-flight requests
+        # What the behaviours wait with (Delay, Reply's think_s and chunk_delay_s): a test
+        # puts its virtual clock's sleep here to let minutes pass at once; reset() restores.
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
     # -- scripting -------------------------------------------------------------------
     def script(
@@ -80,6 +84,7 @@ class Ledger:
         (so a server shared by many tests starts each one from the same state)."""
         with self._cond:
             self._default = self._initial_default
+            self.sleep = asyncio.sleep
             self._scripts.clear()
             self._counts.clear()
             self._flaky.clear()

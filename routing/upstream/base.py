@@ -21,9 +21,10 @@ from routing.engine.failures import Failure
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     connect_s: float = 5.0
-    first_token_s: float = 60.0
+    first_token_s: float = 240.0
     idle_s: float = 60.0
     total_s: float = 600.0
+    headers_s: float = 10.0  # a stream's send → response headers (docs/outages.md)
 
 
 class UpstreamFailure(Exception):

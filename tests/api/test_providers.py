@@ -46,7 +46,8 @@ def test_create_read_and_list_never_show_the_credential(api: Api) -> None:
     assert "api_key" not in created
     assert created["timeouts"] == {
         "connect_s": 2.0,
-        "first_token_s": 60.0,
+        "headers_s": 10.0,
+        "first_token_s": 240.0,
         "idle_s": 60.0,
         "total_s": 600.0,
     }
@@ -108,7 +109,8 @@ def test_update_merges_and_the_credential_is_write_only(api: Api) -> None:
     assert kept.status_code == 200 and kept["ETag"] == 'W/"2"'
     assert kept.json()["timeouts"] == {
         "connect_s": 2.0,
-        "first_token_s": 60.0,
+        "headers_s": 10.0,
+        "first_token_s": 240.0,
         "idle_s": 9.0,
         "total_s": 30.0,
     }
@@ -281,6 +283,7 @@ def test_the_health_check_interval_is_set_per_provider(api: Api, settings: Any) 
         "headers": "{}",
         "models": "[]",
         "connect_timeout_s": 5,
+        "headers_timeout_s": 10,
         "first_token_timeout_s": 60,
         "idle_timeout_s": 60,
         "total_timeout_s": 600,

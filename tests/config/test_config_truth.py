@@ -342,3 +342,23 @@ def test_the_admins_writes_and_key_revocations_leave_records(admin_client: Any) 
     assert edit.diff == {"timeouts.first_token_s": {"before": 60.0, "after": 30.0}}
     assert UPSTREAM_KEY[8:20] not in str(ConfigChange.objects.values_list("before", "after"))
     assert secret[8:20] not in str(ConfigChange.objects.values_list("before", "after", "diff"))
+
+
+def test_the_admins_key_page_renames_through_the_service_with_a_record(admin_client: Any) -> None:
+    """Issue 38: the key page's one editable field goes through ``key_rename``, which
+    records the change like every other write; a name the services refuse is a field
+    error and changes nothing; the same name again records nothing."""
+    secret = run("createkey", "ci").strip().splitlines()[-1]
+    key = ApiKey.objects.get(name="ci")
+    url = f"/admin/routing/apikey/{key.pk}/change/"
+    refused = admin_client.post(url, {"name": "tab\there"})
+    assert refused.status_code == 200 and "printable characters" in refused.content.decode()
+    assert admin_client.post(url, {"name": "ci-nightly"}).status_code == 302
+    assert admin_client.post(url, {"name": "ci-nightly"}).status_code == 302
+    key.refresh_from_db()
+    assert key.name == "ci-nightly" and key.hashed  # the secret's hash stays
+    assert [(path, kind) for path, kind, _, _ in changes()] == [("cli", "key"), ("admin", "key")]
+    rename = ConfigChange.objects.get(path="admin")
+    assert rename.actor.startswith("admin:")
+    assert rename.diff == {"name": {"before": "ci", "after": "ci-nightly"}}
+    assert secret[8:20] not in str((rename.before, rename.after, rename.diff))

@@ -186,7 +186,8 @@ def test_timeout_defaults_are_declared_once() -> None:
     the upstream client's own dataclass is held to it."""
     assert TIMEOUT_DEFAULTS == {
         "connect_s": 5.0,
-        "first_token_s": 60.0,
+        "headers_s": 10.0,
+        "first_token_s": 240.0,
         "idle_s": 60.0,
         "total_s": 600.0,
     }
@@ -196,5 +197,11 @@ def test_timeout_defaults_are_declared_once() -> None:
         key: getattr(provider, f"{key.removesuffix('_s')}_timeout_s") for key in TIMEOUT_DEFAULTS
     } == TIMEOUT_DEFAULTS
     assert [key for key, _ in TIMEOUT_FIELDS] == list(TimeoutsIn.model_fields)
-    assert [label for _, label in TIMEOUT_FIELDS] == ["Connect", "First token", "Idle", "Total"]
+    assert [label for _, label in TIMEOUT_FIELDS] == [
+        "Connect",
+        "Response headers",
+        "First token",
+        "Idle",
+        "Total",
+    ]
     assert list(TimeoutsOut.model_fields) == list(TimeoutsIn.model_fields)

@@ -494,6 +494,7 @@ def test_an_unsendable_value_is_a_field_error_on_every_write_path(
             "headers": '{"x-team": "\\u00e9quipe"}' if field == "headers" else "{}",
             "models": "[]",
             "connect_timeout_s": 5,
+            "headers_timeout_s": 10,
             "first_token_timeout_s": 60,
             "idle_timeout_s": 60,
             "total_timeout_s": 600,

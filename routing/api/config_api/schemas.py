@@ -188,6 +188,7 @@ class GlobalOut(Schema):
 
 class TimeoutsOut(Schema):
     connect_s: float
+    headers_s: float
     first_token_s: float
     idle_s: float
     total_s: float

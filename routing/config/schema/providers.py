@@ -86,8 +86,17 @@ class TimeoutsIn(StrictModel):
     connect_s: Annotated[TimeoutSeconds | None, Policy(5.0, unit="s")] = Field(
         None, title="Connect"
     )
-    first_token_s: Annotated[TimeoutSeconds | None, Policy(60.0, unit="s")] = Field(
-        None, title="First token"
+    headers_s: Annotated[TimeoutSeconds | None, Policy(10.0, unit="s")] = Field(
+        None,
+        title="Response headers",
+        description="A stream's send → response headers (a JSON call's headers carry its "
+        "whole answer: first_token_s bounds them).",
+    )
+    first_token_s: Annotated[TimeoutSeconds | None, Policy(240.0, unit="s")] = Field(
+        None,
+        title="First token",
+        description="Send → first content, reasoning or tool-call delta (a JSON call: send "
+        "→ its answer); the idle timeout does not apply before it.",
     )
     idle_s: Annotated[TimeoutSeconds | None, Policy(60.0, unit="s")] = Field(None, title="Idle")
     total_s: Annotated[TimeoutSeconds | None, Policy(600.0, unit="s")] = Field(None, title="Total")
