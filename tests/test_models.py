@@ -18,6 +18,8 @@ from django.db.models import ProtectedError
 from django.test import Client
 
 from routing import crypto
+from routing.config.export import TIMEOUT_FIELDS
+from routing.config.schema import TIMEOUT_DEFAULTS
 from routing.crypto import CredentialDecryptError
 from routing.models import ApiKey, GlobalSettings, Group, Provider, Target
 
@@ -267,11 +269,8 @@ def provider_form(provider: Provider | None = None, **overrides: Any) -> dict[st
         "base_url": provider.base_url if provider else "http://127.0.0.1:9001/v1",
         "headers": "{}",
         "models": '["model-a"]',
-        "connect_timeout_s": "5",
-        "headers_timeout_s": "10",
-        "first_token_timeout_s": "60",
-        "idle_timeout_s": "60",
-        "total_timeout_s": "600",
+        # the declared defaults (an unchanged provider posts what it holds)
+        **{column: str(TIMEOUT_DEFAULTS[key]) for key, column in TIMEOUT_FIELDS.items()},
         "api_key": "",
         "based_on_version": str(provider.version) if provider else "",
         "_save": "Save",

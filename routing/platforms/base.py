@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from routing.engine.failures import Failure, classify_http
 
@@ -126,6 +126,13 @@ class PlatformSpec:
         """Whether ``base_url`` may be left empty (the platform's endpoint is then built
         from its fields)."""
         return False
+
+    def schema_rules(self) -> list[dict[str, Any]]:
+        """What :meth:`check` adds to the shared rules, as JSON Schema for the API's
+        document (applied when ``platform`` is this one): a pattern, fields that go
+        together. The shared ones (kinds, required fields, ``region_pattern``) are
+        derived by ``routing.config.schema.providers``."""
+        return []
 
     def default_base_url(self, protocol: ProtocolSpec, settings: PlatformSettings) -> str:
         """The endpoint when ``base_url`` is empty ("": none, ``base_url`` required)."""

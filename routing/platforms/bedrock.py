@@ -338,6 +338,23 @@ class BedrockPlatform(PlatformSpec):
             )
         return errors
 
+    def schema_rules(self) -> list[dict[str, Any]]:
+        """The keys :meth:`check` pairs: a key id with its secret, a session token with
+        both (a value given: a string with something besides spaces)."""
+        given = {"type": "string", "pattern": r"\S"}
+
+        def needs(field: str, other: str) -> dict[str, Any]:
+            return {
+                "if": {"properties": {field: given}, "required": [field]},
+                "then": {"properties": {other: given}, "required": [other]},
+            }
+
+        return [
+            needs("aws_access_key_id", "aws_secret_access_key"),
+            needs("aws_secret_access_key", "aws_access_key_id"),
+            needs("aws_session_token", "aws_access_key_id"),
+        ]
+
     @property
     def has_default_endpoint(self) -> bool:
         return True  # bedrock-runtime.{region}.amazonaws.com

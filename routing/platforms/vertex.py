@@ -150,6 +150,9 @@ class VertexPlatform(PlatformSpec):
                 problems["credentials_file"] = problem
         return problems
 
+    def schema_rules(self) -> list[dict[str, Any]]:
+        return [{"properties": {"project": {"pattern": f"^(?:{PROJECT.pattern})$"}}}]
+
     def default_base_url(self, protocol: ProtocolSpec, settings: PlatformSettings) -> str:
         return vertex_base(settings.project, settings.region)
 

@@ -292,7 +292,9 @@ def _as_a_client_knows(document: dict[str, Any]) -> dict[str, Any]:
     target's provider among the installation's providers (and its model among that
     provider's models, when it lists any), a client key's groups among its groups. The
     served document names none of them (issue 37 item 3: a scoped key must not learn them
-    from it), and a body naming an unknown one is a 422 — a rule no document can state."""
+    from it), and a body naming an unknown one is a 422 — a rule no document can state;
+    likewise a provider's ``credentials_file``, a file on the gateway's host that must
+    exist and hold a key (none: Application Default Credentials)."""
     providers = {p.name: list(p.models or []) for p in Provider.objects.only("name", "models")}
     groups = sorted(Group.objects.values_list("name", flat=True))
 
@@ -318,6 +320,9 @@ def _as_a_client_knows(document: dict[str, Any]) -> dict[str, Any]:
         if out.get("title") == "KeyIn":
             items: dict[str, Any] = {"type": "string", "enum": groups} if groups else {"not": {}}
             out["properties"]["groups"] = {**out["properties"]["groups"], "items": items}
+        if out.get("title") == "ProviderIn" and "credentials_file" in out.get("properties", {}):
+            # a file on the gateway's host, which a client cannot name from the document
+            out["properties"]["credentials_file"] = {"type": "null"}
         return out
 
     narrowed: dict[str, Any] = walk(document)

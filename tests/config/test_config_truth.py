@@ -19,6 +19,7 @@ from django.core.management.base import CommandError
 from routing.audit import writer
 from routing.audit.models import ConfigChange
 from routing.config.errors import ConfigError
+from routing.config.schema import TIMEOUT_DEFAULTS
 from routing.config.yaml import load_text
 from routing.models import ApiKey, Group, Provider
 from routing.services import group_create, group_update_policy, provider_update
@@ -339,7 +340,8 @@ def test_the_admins_writes_and_key_revocations_leave_records(admin_client: Any) 
     ]
     edit = ConfigChange.objects.filter(path="admin", object_type="provider").order_by("id").last()
     assert edit is not None and edit.actor.startswith("admin:")
-    assert edit.diff == {"timeouts.first_token_s": {"before": 60.0, "after": 30.0}}
+    default = TIMEOUT_DEFAULTS["first_token_s"]
+    assert edit.diff == {"timeouts.first_token_s": {"before": default, "after": 30.0}}
     assert UPSTREAM_KEY[8:20] not in str(ConfigChange.objects.values_list("before", "after"))
     assert secret[8:20] not in str(ConfigChange.objects.values_list("before", "after", "diff"))
 

@@ -153,20 +153,30 @@ def _platform_rules(schema: dict[str, Any]) -> None:
         when: dict[str, Any] = {"properties": {"platform": {"const": name}}}
         if name != "direct":  # absent is direct
             when["required"] = ["platform"]
+        kinds = sorted(kind.value for kind in platform.kinds)
+        needed = [*platform.required]
+        if "openai" not in kinds:  # the default kind: a platform without it needs `kind`
+            needed.insert(0, "kind")
+        if not platform.has_default_endpoint:
+            needed.append("base_url")
+        given = {"type": "string", "minLength": 1}  # present and not null
         then: dict[str, Any] = {
             "properties": {
-                "kind": {"enum": sorted(kind.value for kind in platform.kinds)},
+                "kind": {"enum": kinds},
                 **{
                     field: {"type": "null"} if field != "entra" else {"const": False}
                     for field in PLATFORM_FIELDS
                     if field not in platform.fields
                 },
+                **{field: given for field in needed if field != "kind"},
             },
-            "required": list(platform.required),
+            "required": needed,
         }
-        if not platform.has_default_endpoint:
-            then["required"].append("base_url")
-            then["properties"]["base_url"] = {"minLength": 1}
+        if platform.region_pattern:
+            region = then["properties"].get("region", {"type": ["string", "null"]})
+            then["properties"]["region"] = {**region, "pattern": f"^(?:{platform.region_pattern})$"}
+        if platform.schema_rules():
+            then["allOf"] = platform.schema_rules()
         rules.append({"if": when, "then": then})
     schema["allOf"] = rules
 
