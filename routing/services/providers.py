@@ -14,6 +14,7 @@ from routing.config.export import TIMEOUT_FIELDS
 from routing.config.schema import PLATFORM_SECRETS, ProviderIn, parse_provider
 from routing.crypto import CredentialDecryptError
 from routing.models import Provider
+from routing.protocols.registry import PLATFORMS
 from routing.services.base import (
     NameTaken,
     Unchanged,
@@ -103,9 +104,15 @@ def copy_provider_fields(provider: Provider, item: ProviderIn) -> None:
     """Copy a validated provider onto its row (all but the credential), the same for every
     write path: a timeout left out goes back to its default, absent ``models`` keeps the
     list refreshed from the upstream; a health check interval left out is the gateway's;
-    a header value ``""`` keeps the stored one (:func:`new_headers`)."""
+    a header value ``""`` keeps the stored one (:func:`new_headers`); a platform secret the
+    provider's platform does not read is dropped (moved off Bedrock, its AWS keys go: write-
+    only, they could not be seen to clear, and an export would name them for a platform
+    that refuses them)."""
     provider.kind = item.kind
     provider.platform = item.platform
+    for secret in PLATFORM_SECRETS:
+        if secret not in PLATFORMS[item.platform].fields:
+            provider.set_platform_secret(secret, "")
     provider.base_url = item.base_url
     provider.region = item.region or ""
     provider.project = item.project or ""

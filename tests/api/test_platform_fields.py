@@ -92,3 +92,28 @@ def test_a_direct_provider_exports_as_before() -> None:
     text = export_config()
     assert "platform" not in text and "region" not in text
     assert load_text(text).providers[0].platform == "direct"
+
+
+def test_moving_off_bedrock_drops_the_aws_keys_so_the_export_loads_back(api: Api) -> None:
+    made = api.post(
+        "/providers",
+        {
+            "name": "c",
+            "kind": "anthropic",
+            "platform": "bedrock",
+            "region": "us-east-1",
+            "aws_access_key_id": "AKIAMOVINGOFFBEDROCK",
+            "aws_secret_access_key": "moving-off-bedrock-secret",
+        },
+    )
+    assert made.status_code == 201, made.content
+    assert made.json()["aws_keys_set"] == ["aws_access_key_id", "aws_secret_access_key"]
+    moved = api.patch(
+        "/providers/c",
+        {"platform": "direct", "region": None, "base_url": "http://x.test"},
+        if_match=api.etag("/providers/c"),
+    )
+    assert moved.status_code == 200, moved.content
+    assert moved.json()["aws_keys_set"] == []
+    assert Provider.objects.get(name="c").platform_secrets_encrypted == {}
+    assert load_text(export_config()).providers[0].platform == "direct"
