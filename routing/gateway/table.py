@@ -410,7 +410,7 @@ def _credential(row: Provider) -> tuple[str, dict[str, str], str]:
         return "", {}, str(exc)
 
 
-def _platform(row: Provider) -> tuple[PlatformSpec, PlatformSettings, str]:
+def _platform(row: Provider, api_key: str) -> tuple[PlatformSpec, PlatformSettings, str]:
     """A provider's platform and its fields, or why its targets cannot be reached (an
     unknown platform or a missing field stored before validation said so, a secret the
     secret key cannot decrypt): that provider's failure at dispatch, not the table's."""
@@ -424,7 +424,7 @@ def _platform(row: Provider) -> tuple[PlatformSpec, PlatformSettings, str]:
     except CredentialDecryptError as exc:
         log.error("provider %s cannot be used: %s", row.name, exc)
         return platform, PlatformSettings(), str(exc)
-    problems = platform.check(row.kind, row.base_url, "", settings)
+    problems = platform.check(row.kind, row.base_url, api_key, settings)
     return platform, settings, "; ".join(problems.values())
 
 
@@ -483,7 +483,7 @@ def _compile_providers() -> dict[str, ProviderSpec]:
 
 def _provider_spec(row: Provider, default_check_s: float) -> ProviderSpec:
     api_key, headers, unreadable = _credential(row)
-    platform, settings, unreachable = _platform(row)
+    platform, settings, unreachable = _platform(row, api_key)
     return ProviderSpec(
         name=row.name,
         kind=row.kind,

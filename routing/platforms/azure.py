@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from azure.core.credentials_async import AsyncTokenCredential
-from azure.core.exceptions import AzureError
+from azure.core.exceptions import AzureError, ServiceRequestError
 
 from routing.engine.failures import Failure, FailureCode, classify_http
 from routing.platforms.base import Authenticator, PlatformSettings, PlatformSpec
@@ -156,6 +156,14 @@ class EntraToken:
             self._refresh_at = min(self._expires_on, now + RETRY_S)
             return self._header
         self._header = None
+        if isinstance(exc, ServiceRequestError):  # the identity endpoint did not answer
+            raise UpstreamFailure(
+                Failure(
+                    FailureCode.TRANSPORT,
+                    f"no Microsoft Entra ID token for provider {self._provider}: the "
+                    f"identity endpoint did not answer ({reason})",
+                )
+            ) from None
         raise UpstreamFailure(
             Failure(
                 FailureCode.AUTH,
@@ -247,6 +255,23 @@ class AzurePlatform(PlatformSpec):
     """OpenAI's protocols at a resource's v1 API: OpenAI's paths and bodies (so the base
     class's endpoint and body hooks stand), the key as ``api-key`` or an Entra token, no
     model list, Azure's error codes."""
+
+    def check(
+        self, kind: str, base_url: str, api_key: str, settings: PlatformSettings
+    ) -> dict[str, str]:
+        problems = PlatformSpec.check(self, kind, base_url, api_key, settings)
+        if settings.entra and api_key:
+            problems["api_key"] = "set either entra: true (Entra ID tokens) or an api_key, not both"
+        return problems
+
+    def schema_rules(self) -> list[dict[str, Any]]:
+        given = {"type": "string", "pattern": r"\S"}
+        return [
+            {
+                "if": {"properties": {"entra": {"const": True}}, "required": ["entra"]},
+                "then": {"properties": {"api_key": {"not": given}}},
+            }
+        ]
 
     def models_url(self, protocol: ProtocolSpec, base_url: str) -> str | None:
         return None  # /models lists the resource's base models, not its deployments

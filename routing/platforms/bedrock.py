@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import functools
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -51,7 +52,16 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials, RefreshableCredentials
 from botocore.eventstream import EventStreamBuffer, ParserError
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
 from botocore.session import Session
 
 from routing.engine.failures import Failure, FailureCode, classify_http, parse_retry_after
@@ -93,6 +103,19 @@ _ERRORS: dict[str, tuple[FailureCode, int]] = {
     "validationexception": (FailureCode.BAD_REQUEST, 400),
     **{name: (FailureCode.AUTH, 403) for name in _AUTH_ERRORS},
 }
+
+
+# The credential service (STS, the container or instance metadata) not answering: a blip
+# that cools the target, not a credential to fix (AUTH would disable the provider).
+_UNREACHABLE = (BotoConnectionError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError)
+
+# A ValidationException about the target's model id (a typo, a model that needs an
+# inference profile): the operator's configuration, so the call switches (UNKNOWN_MODEL)
+# instead of failing every call to the group as the client's bad request.
+_NOT_THIS_MODEL = re.compile(
+    r"model identifier is invalid|on-demand throughput isn.t supported|inference profile",
+    re.IGNORECASE,
+)
 
 
 # ------------------------------------------------------------------------------ errors
@@ -139,7 +162,9 @@ def classify_bedrock(
         return classify_http(status or 500, body, headers, now=now)
     code, usual = known
     message = _message(parsed) or kind
-    if code is FailureCode.BAD_REQUEST:  # the text refines it as for every kind
+    if code is FailureCode.BAD_REQUEST and _NOT_THIS_MODEL.search(message):
+        code = FailureCode.UNKNOWN_MODEL  # the target's model id, not the client's request
+    elif code is FailureCode.BAD_REQUEST:  # the text refines it as for every kind
         code = classify_http(400, {"message": message}, {}, now=now).code
     retry_after = parse_retry_after(headers, now) if code is FailureCode.RATE_LIMIT else None
     return Failure(code, message[:500], status or usual, retry_after)
@@ -269,7 +294,13 @@ class SigV4Signer:
                     raise UpstreamFailure(Failure(FailureCode.AUTH, self._missing()))
                 self._credentials = credentials
             credentials.get_frozen_credentials()  # refreshes a refreshable one when due
-        except BotoCoreError as exc:  # a profile, role or token that cannot be had
+        except _UNREACHABLE as exc:  # STS or the metadata service did not answer: a blip
+            message = (
+                f"AWS credentials for provider {self._provider} could not be fetched "
+                f"({type(exc).__name__}): the credential service did not answer"
+            )
+            raise UpstreamFailure(Failure(FailureCode.TRANSPORT, message)) from None
+        except (BotoCoreError, ClientError) as exc:  # a profile, role or token refused
             message = (
                 f"AWS credentials for provider {self._provider} could not be obtained "
                 f"({type(exc).__name__}): check the AWS profile, role or web identity "
@@ -349,10 +380,15 @@ class BedrockPlatform(PlatformSpec):
                 "then": {"properties": {other: given}, "required": [other]},
             }
 
+        either = {  # a Bedrock API key or the AWS keys, not both
+            "if": {"properties": {"aws_access_key_id": given}, "required": ["aws_access_key_id"]},
+            "then": {"properties": {"api_key": {"not": given}}},
+        }
         return [
             needs("aws_access_key_id", "aws_secret_access_key"),
             needs("aws_secret_access_key", "aws_access_key_id"),
             needs("aws_session_token", "aws_access_key_id"),
+            either,
         ]
 
     @property

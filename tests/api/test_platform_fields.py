@@ -117,3 +117,18 @@ def test_moving_off_bedrock_drops_the_aws_keys_so_the_export_loads_back(api: Api
     assert moved.json()["aws_keys_set"] == []
     assert Provider.objects.get(name="c").platform_secrets_encrypted == {}
     assert load_text(export_config()).providers[0].platform == "direct"
+
+
+def test_the_api_refuses_a_bedrock_api_key_beside_aws_keys(api: Api) -> None:
+    both = {
+        "name": "c",
+        "kind": "anthropic",
+        "platform": "bedrock",
+        "region": "us-east-1",
+        "api_key": "a-bedrock-api-key",
+        "aws_access_key_id": "AKIABOTHKEYSREVIEW01",
+        "aws_secret_access_key": "both-keys-secret",
+    }
+    refused = api.post("/providers", both)
+    assert refused.status_code == 422
+    assert [e["loc"][-1] for e in refused.json()["detail"]] == ["api_key"]

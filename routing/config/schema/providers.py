@@ -234,7 +234,8 @@ class ProviderIn(StrictModel):
         """The platform's own check (routing.platforms): the kinds it carries and the
         fields it needs, named in its messages."""
         platform = PLATFORMS[self.platform]
-        problems = platform.check(self.kind, self.base_url, "", self.settings())
+        api_key = self.api_key.get_secret_value().strip() if self.api_key else ""
+        problems = platform.check(self.kind, self.base_url, api_key, self.settings())
         unread = [
             name
             for name in PLATFORM_FIELDS
