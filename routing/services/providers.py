@@ -242,7 +242,27 @@ def _merged(provider: Provider, data: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("api_key", *PLATFORM_SECRETS):
         if data.get(key) is not None:
             raw[key] = data[key]  # so the schema checks its type
+    raw.update(_kept_secrets(provider, data, raw.get("platform")))
     return raw
+
+
+def _kept_secrets(provider: Provider, data: Mapping[str, Any], platform: Any) -> dict[str, str]:
+    """The stored credentials a write leaves as they are, for the platform's check to see
+    the provider as it will be (a session token rotated alone goes with the stored keys; a
+    key id cleared alone leaves its secret unpaired): only those the platform reads, so a
+    provider moved off Bedrock drops its AWS keys instead of being refused for them."""
+    spec = PLATFORMS.get(str(platform))
+    if spec is None or spec.name == "direct":
+        return {}
+    try:
+        stored = provider.get_platform_secrets() if provider.pk else {}
+        api_key = provider.get_api_key() if provider.pk else ""
+    except CredentialDecryptError:
+        return {}  # unreadable under the current secret: only new values are checked
+    kept = {name: value for name, value in stored.items() if name in spec.fields}
+    if api_key:
+        kept["api_key"] = api_key
+    return {name: value for name, value in kept.items() if name not in data}
 
 
 def provider_update(

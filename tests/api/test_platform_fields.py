@@ -132,3 +132,36 @@ def test_the_api_refuses_a_bedrock_api_key_beside_aws_keys(api: Api) -> None:
     refused = api.post("/providers", both)
     assert refused.status_code == 422
     assert [e["loc"][-1] for e in refused.json()["detail"]] == ["api_key"]
+
+
+def test_a_bedrock_update_is_checked_with_the_keys_it_keeps(api: Api) -> None:
+    made = api.post(
+        "/providers",
+        {
+            "name": "c",
+            "kind": "anthropic",
+            "platform": "bedrock",
+            "region": "us-east-1",
+            "aws_access_key_id": "ASIAROTATEDREVIEW001",
+            "aws_secret_access_key": "rotated-review-secret",
+            "aws_session_token": "first-session-token",
+        },
+    )
+    assert made.status_code == 201, made.content
+    rotated = api.patch(
+        "/providers/c",
+        {"aws_session_token": "second-session-token"},
+        if_match=api.etag("/providers/c"),
+    )
+    assert rotated.status_code == 200, rotated.content  # goes with the stored keys
+    kept = Provider.objects.get(name="c").platform_settings()
+    assert (kept.aws_access_key_id, kept.aws_session_token) == (
+        "ASIAROTATEDREVIEW001",
+        "second-session-token",
+    )
+    unpaired = api.patch(
+        "/providers/c", {"aws_access_key_id": None}, if_match=api.etag("/providers/c")
+    )
+    assert unpaired.status_code == 422, unpaired.content
+    assert "aws_access_key_id" in unpaired.content.decode()
+    assert Provider.objects.get(name="c").platform_settings() == kept  # nothing changed
