@@ -27,7 +27,7 @@ from routing.config.errors import ConfigError
 from routing.config.fields import declared_fields
 from routing.config.schema import PLATFORM_SECRETS, TimeoutsIn
 from routing.gateway.runtime import get_runtime
-from routing.protocols.registry import KIND_CHOICES, PLATFORM_CHOICES, PLATFORMS
+from routing.protocols.registry import KIND_CHOICES, PLATFORM_CHOICES
 
 PAGE = "dashboard/providers.html"
 # (key, label) from the declared timeouts (routing.config.schema.TimeoutsIn).
@@ -88,12 +88,6 @@ class ProviderForm:
         """The platform select's options (the registry's): value, label, selected."""
         chosen = self.values.get("platform") or "direct"
         return [(value, label, value == chosen) for value, label in PLATFORM_CHOICES]
-
-    @property
-    def platform_fields(self) -> set[str]:
-        """Every field some platform reads (the form shows those, each platform's own
-        named in its label)."""
-        return {name for platform in PLATFORMS.values() for name in platform.fields}
 
     @property
     def timeouts(self) -> list[TimeoutField]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from routing.engine.failures import Failure, classify_http
 
@@ -93,7 +93,6 @@ class PlatformSpec:
     name: str
     label: str
     kinds: frozenset[Kind]  # the protocols it can carry
-    framing: Literal["sse", "eventstream"] = "sse"
     classify: Callable[..., Failure] = classify_http  # (status, body, headers, *, now)
     fields: tuple[str, ...] = ()  # the PlatformSettings fields it reads (the form shows them)
     required: tuple[str, ...] = ()  # of those, the ones it cannot do without

@@ -488,7 +488,6 @@ BEDROCK = BedrockPlatform(
     "bedrock",
     "Amazon Bedrock (InvokeModel, Converse; SigV4 or a Bedrock API key)",
     frozenset({Protocol.MESSAGES, Protocol.CONVERSE}),
-    framing="eventstream",
     classify=classify_bedrock,
     fields=("region", "aws_access_key_id", "aws_secret_access_key", "aws_session_token"),
     required=("region",),
